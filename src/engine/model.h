@@ -1,0 +1,65 @@
+/* model — a loaded model family behind one forward interface, plus its KV cache.
+ *
+ * A forward pass takes a batch of tokens, each tagged with the sequence (KV cache) it belongs to
+ * and its position: prefill = one sequence, many tokens; lockstep decoding = many sequences, one
+ * token each; speculative verify = one sequence, k tokens with logits for all k.
+ * Weights are read-only pointers into the mapped GGUF. The model (and its caches) belong to one
+ * thread at a time (the inference worker); the forward pass itself fans out over the pool. */
+#ifndef LMS_ENGINE_MODEL_H
+#define LMS_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "engine/gguf.h"
+
+struct threadpool;
+struct kv_cache;
+
+struct model_config {
+    char arch[32];          /* general.architecture */
+    int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train;
+    int n_expert, n_expert_used, n_ff_exp; /* MoE; 0 for dense */
+    float rope_base, norm_eps;
+};
+
+struct batch {
+    const int32_t *token;
+    const int32_t *pos;
+    struct kv_cache **seq;   /* cache each token belongs to */
+    const bool *want_logits; /* NULL = only the last token */
+    int64_t n;
+};
+
+struct model;
+struct model_ops {
+    /* logits_out: n_vocab floats per token with want_logits (in batch order). */
+    int (*forward)(struct model *, const struct batch *, float *logits_out, struct err *);
+    void (*free)(struct model *);
+};
+
+struct model_opts {
+    int n_threads;      /* 0 = physical cores */
+    bool experts_borrow; /* --experts=borrow: serve MoE experts straight from the mapping */
+};
+
+/* Opens the GGUF at path, detects the family from general.architecture, validates every tensor
+ * it needs (names, shapes, types) and returns the model. */
+struct model *model_load(const char *path, const struct model_opts *opts, struct err *e);
+void model_free(struct model *m);
+const struct model_config *model_config(const struct model *m);
+const struct gguf *model_gguf(const struct model *m);
+struct threadpool *model_pool(struct model *m);
+int model_forward(struct model *m, const struct batch *b, float *logits_out, struct err *e);
+
+/* KV cache: F16 K and V rows for n_ctx positions of every layer. n_rows = positions filled. */
+struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e);
+void kv_free(struct kv_cache *kv);
+int kv_rows(const struct kv_cache *kv);
+int kv_capacity(const struct kv_cache *kv);
+void kv_truncate(struct kv_cache *kv, int n_rows);            /* rewind */
+int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows); /* prefix share */
+size_t kv_bytes_per_row(const struct model *m);
+
+#endif
