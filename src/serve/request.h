@@ -1,0 +1,106 @@
+/* request — the normalized request every dialect decodes into, and the reply-side types
+ * (finish reasons, usage, the reply sink the dialect encoders implement).
+ *
+ * Ownership: a request owns everything it points to (request_free releases it). It is built on a
+ * connection thread, then read (and its `tokens` filled by the backend's validate) before it is
+ * queued; after queue_push only the worker touches it. */
+#ifndef LMS_SERVE_REQUEST_H
+#define LMS_SERVE_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "engine/chat.h"
+#include "engine/sampler.h"
+
+enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COUNT };
+
+#define REQ_MAX_STOP 4
+#define REQ_MAX_N 8
+#define REQ_MAX_TOP_LOGPROBS 20
+
+enum constraint_kind { CONSTRAINT_NONE, CONSTRAINT_JSON_OBJECT, CONSTRAINT_JSON_SCHEMA,
+                       CONSTRAINT_REGEX, CONSTRAINT_LARK, CONSTRAINT_KIND_COUNT };
+
+struct request {
+    enum dialect dialect;
+    bool stream;
+    bool include_usage;      /* chat stream_options.include_usage */
+
+    struct chat_msg *msgs;   /* conversation incl. system */
+    int n_msgs, cap_msgs;
+    json_t *tools;           /* OpenAI-shaped function tools (owned ref) or NULL */
+
+    /* sampling: every field already defaulted (R-MAP-2) and range-checked */
+    struct sampler_params sp;
+    bool seed_given;
+    int max_tokens;          /* >= 1, clamped to the server cap */
+    int n;                   /* choices, 1..REQ_MAX_N (chat only) */
+    bool logprobs;
+    int top_logprobs;
+    char *stop[REQ_MAX_STOP];
+    int n_stop;
+    bool reasoning;          /* R-THINK-1 */
+
+    enum constraint_kind constraint;
+    char *constraint_src;    /* grammar source (schema JSON, regex, lark); NULL for NONE */
+
+    /* filled by the backend's validate on the connection thread */
+    int32_t *tokens;
+    size_t n_tokens, cap_tokens;
+    char *prompt_text;       /* rendered prompt (for /apply-template) */
+
+    /* echo-back fields */
+    char *model;             /* the server's model id (not the client's) */
+    char *id;                /* chatcmpl-…, resp_…, msg_… */
+    int64_t created;         /* unix seconds */
+    json_t *metadata;        /* responses: echoed back; NULL when absent */
+};
+
+void request_init(struct request *r);
+void request_free(struct request *r);
+/* Appends a zeroed message with role; returns it or NULL on OOM. */
+struct chat_msg *request_add_msg(struct request *r, enum chat_role role);
+
+enum finish_reason { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_TOOL_CALLS,
+                     FINISH_CANCELLED, FINISH_ERROR, FINISH_REASON_COUNT };
+
+struct usage {
+    int64_t prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens;
+};
+
+/* One token's logprob record for a text delta (chat logprobs). */
+struct token_logprob {
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top_token[REQ_MAX_TOP_LOGPROBS];
+    float top_logprob[REQ_MAX_TOP_LOGPROBS];
+};
+
+/* The reply events the worker produces (through the emitter) and the dialect encoders consume.
+ * Called on the worker thread only. Every function returns 0, or -1 when the output side is gone
+ * (client cancelled) so generation can stop. Order per choice: text/reasoning deltas, then
+ * finish; `start` once before anything else, `done` once after every choice finished. */
+struct reply_sink {
+    void *ctx;
+    int (*start)(void *ctx);
+    int (*reasoning)(void *ctx, int choice, const char *s, size_t n);
+    int (*text)(void *ctx, int choice, const char *s, size_t n, const struct token_logprob *lp,
+                int n_lp);
+    int (*finish)(void *ctx, int choice, enum finish_reason why, const char *stop_seq);
+    int (*done)(void *ctx, const struct usage *u);
+    /* A failure: before start → plain JSON error with its status; after → in-band. */
+    void (*error)(void *ctx, const struct err *e);
+    /* Token text for logprobs rendering (set by the backend before generation). */
+    const char *(*token_text)(void *tctx, int32_t id, size_t *len);
+    void *tctx;
+};
+
+/* HTTP status of an error code (R-ERR-1). */
+int err_http_status(enum err_code c);
+
+#endif

@@ -1,0 +1,124 @@
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "serve/queue.h"
+
+/* The run function blocks until released, so tests control exactly what is running. */
+struct runner {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, release;
+    char order[64];
+    int n_order;
+    bool stop_on_cancel;
+};
+
+static void run(void *arg, struct job *j)
+{
+    struct runner *r = arg;
+    pthread_mutex_lock(&r->mu);
+    r->started++;
+    r->order[r->n_order++] = (char)j->req.n;
+    pthread_cond_broadcast(&r->cv);
+    while (!r->release && !(r->stop_on_cancel && pipe_cancelled(j->pipe))) {
+        pthread_mutex_unlock(&r->mu);
+        usleep(1000);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (pipe_cancelled(j->pipe)) return; /* the worker fails the pipe */
+    pipe_write(j->pipe, "ok", 2);
+    pipe_close(j->pipe);
+}
+
+static void wait_started(struct runner *r, int n)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->started < n) pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static struct job *mk(int tag)
+{
+    struct job *j = job_new();
+    cr_assert_not_null(j);
+    j->req.n = tag;
+    return j;
+}
+
+static void init_runner(struct runner *r)
+{
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+}
+
+Test(queue, bounded_fifo_429_and_remove)
+{
+    struct runner r;
+    init_runner(&r);
+    struct err e;
+    struct queue *q = queue_new(2, run, &r, &e);
+    cr_assert_not_null(q);
+    struct job *a = mk('a'), *b = mk('b'), *c = mk('c'), *d = mk('d');
+    cr_assert_eq(queue_push(q, a, &e), 0);
+    wait_started(&r, 1); /* a runs, queue empty again */
+    cr_assert(queue_busy(q));
+    cr_assert_eq(queue_push(q, b, &e), 0);
+    cr_assert_eq(queue_push(q, c, &e), 0);
+    cr_assert_eq(queue_len(q), 2);
+    cr_assert_eq(queue_push(q, d, &e), -1);
+    cr_assert_eq(e.code, ERR_BUSY);
+    /* b is cancelled while waiting: removed, never run, its pipe failed */
+    cr_assert(queue_remove(q, b));
+    cr_assert_eq(pipe_state(b->pipe), PIPE_FAILED);
+    cr_assert(!queue_remove(q, a), "a is running, not removable");
+    cr_assert_eq(queue_push(q, d, &e), 0, "room again after the removal");
+    pthread_mutex_lock(&r.mu);
+    r.release = 1;
+    pthread_mutex_unlock(&r.mu);
+    char out[8];
+    while (pipe_read(d->pipe, out, sizeof out, 100) >= 0) {
+    }
+    cr_assert_eq(pipe_state(d->pipe), PIPE_DONE);
+    cr_assert_eq(pipe_state(c->pipe), PIPE_DONE);
+    r.order[r.n_order] = 0;
+    cr_assert_str_eq(r.order, "acd");
+    queue_free(q);
+    job_unref(a);
+    job_unref(b);
+    job_unref(c);
+    job_unref(d);
+}
+
+Test(queue, cancel_running_and_shutdown_fails_queued)
+{
+    struct runner r;
+    init_runner(&r);
+    r.stop_on_cancel = true;
+    struct err e;
+    struct queue *q = queue_new(4, run, &r, &e);
+    struct job *a = mk('a'), *b = mk('b');
+    queue_push(q, a, &e);
+    wait_started(&r, 1);
+    queue_push(q, b, &e);
+    queue_shutdown(q); /* cancels a (running), fails b (queued), joins */
+    cr_assert(pipe_cancelled(a->pipe));
+    cr_assert_eq(pipe_state(a->pipe), PIPE_FAILED, "the worker fails a cancelled job's pipe");
+    cr_assert_eq(pipe_state(b->pipe), PIPE_FAILED);
+    int st;
+    const char *ct;
+    cr_assert_eq(pipe_wait_head(b->pipe, 10, &st, &ct), 1);
+    cr_assert_eq(st, 503);
+    cr_assert_eq(r.started, 1, "b never ran");
+    struct job *x = mk('x');
+    cr_assert_eq(queue_push(q, x, &e), -1);
+    job_unref(x);
+    cr_assert_eq(e.code, ERR_CANCELLED);
+    queue_free(q);
+    job_unref(a);
+    job_unref(b);
+}
