@@ -1,0 +1,239 @@
+#define _GNU_SOURCE /* memmem */
+#include "serve/emitter.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char THINK_OPEN[] = "<think>";
+static const char THINK_CLOSE[] = "</think>";
+
+void emitter_init(struct emitter *em, struct reply_sink *sink, int choice, bool think_markers,
+                  const char *const *stop, int n_stop)
+{
+    memset(em, 0, sizeof *em);
+    em->sink = sink;
+    em->choice = choice;
+    em->mode = think_markers ? EM_HEAD : EM_TEXT;
+    em->stop = stop;
+    em->n_stop = n_stop;
+    em->fired = -1;
+}
+
+void emitter_deinit(struct emitter *em)
+{
+    buf_free(&em->pend);
+    free(em->lp);
+    em->lp = NULL;
+    em->n_lp = em->cap_lp = 0;
+}
+
+bool emitter_in_reasoning(const struct emitter *em) { return em->mode == EM_REASONING; }
+
+size_t utf8_incomplete_tail(const char *s, size_t n)
+{
+    /* Walk back over at most 3 continuation bytes to the lead byte. */
+    size_t k = 0;
+    while (k < n && k < 4 && ((unsigned char)s[n - 1 - k] & 0xC0) == 0x80) k++;
+    if (k == n) return 0; /* only continuation bytes: invalid, let them through */
+    unsigned char lead = (unsigned char)s[n - 1 - k];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (lead < 0x80 || lead >= 0xF8) need = 1;
+    return k + 1 < need ? k + 1 : 0;
+}
+
+static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Drops the first n pending bytes. */
+static void consume(struct emitter *em, size_t n)
+{
+    memmove(em->pend.data, em->pend.data + n, em->pend.len - n);
+    em->pend.len -= n;
+    em->pend.data[em->pend.len] = 0;
+}
+
+static int emit_text(struct emitter *em, size_t n)
+{
+    int rc = 0;
+    if (n > 0 || em->n_lp > 0) {
+        rc = em->sink->text(em->sink->ctx, em->choice, em->pend.data, n, em->lp, em->n_lp);
+        em->n_lp = 0;
+        em->n_text += n;
+    }
+    consume(em, n);
+    return rc;
+}
+
+static int emit_reasoning(struct emitter *em, size_t n)
+{
+    int rc = 0;
+    if (n > 0) {
+        rc = em->sink->reasoning(em->sink->ctx, em->choice, em->pend.data, n);
+        em->n_reasoning += n;
+    }
+    consume(em, n);
+    return rc;
+}
+
+/* Longest suffix of s[0..n) that is a proper prefix of pat (0 if none). */
+static size_t partial_suffix(const char *s, size_t n, const char *pat, size_t plen)
+{
+    size_t best = 0;
+    for (size_t k = 1; k < plen && k <= n; k++)
+        if (memcmp(s + n - k, pat, k) == 0) best = k;
+    return best;
+}
+
+static int step_head(struct emitter *em, bool *progress)
+{
+    size_t i = 0, n = em->pend.len;
+    const char *s = em->pend.data;
+    while (i < n && is_ws(s[i])) i++;
+    size_t rest = n - i;
+    if (rest == 0) return 0;
+    const char *t = s + i;
+    size_t lo = sizeof THINK_OPEN - 1, lc = sizeof THINK_CLOSE - 1;
+    if (rest >= lo && memcmp(t, THINK_OPEN, lo) == 0) {
+        consume(em, i + lo);
+        em->mode = EM_REASONING;
+        em->strip_nl = true;
+        em->n_lp = 0; /* reasoning tokens carry no content logprobs */
+        *progress = true;
+        return 0;
+    }
+    if (rest >= lc && memcmp(t, THINK_CLOSE, lc) == 0) {
+        consume(em, i + lc); /* stray closer of a primed empty think block */
+        em->mode = EM_TEXT;
+        em->strip_ws = true;
+        *progress = true;
+        return 0;
+    }
+    if ((rest < lo && memcmp(t, THINK_OPEN, rest) == 0) ||
+        (rest < lc && memcmp(t, THINK_CLOSE, rest) == 0))
+        return 0; /* still undecided */
+    em->mode = EM_TEXT;
+    *progress = true;
+    return 0;
+}
+
+static int step_reasoning(struct emitter *em, bool *progress)
+{
+    if (em->strip_nl) {
+        size_t i = 0;
+        while (i < em->pend.len && (em->pend.data[i] == '\n' || em->pend.data[i] == '\r')) i++;
+        consume(em, i);
+        if (em->pend.len == 0) return 0;
+        em->strip_nl = false;
+    }
+    size_t lc = sizeof THINK_CLOSE - 1;
+    char *hit = memmem(em->pend.data, em->pend.len, THINK_CLOSE, lc);
+    if (hit) {
+        size_t pos = (size_t)(hit - em->pend.data), end = pos;
+        while (end > 0 && is_ws(em->pend.data[end - 1])) end--;
+        if (emit_reasoning(em, end) < 0) return -1;
+        consume(em, pos - end + lc);
+        em->mode = EM_TEXT;
+        em->strip_ws = true;
+        em->n_lp = 0;
+        *progress = true;
+        return 0;
+    }
+    size_t n = em->pend.len;
+    size_t hold = partial_suffix(em->pend.data, n, THINK_CLOSE, lc);
+    while (hold < n && is_ws(em->pend.data[n - hold - 1])) hold++;
+    size_t out = n - hold;
+    out -= utf8_incomplete_tail(em->pend.data, out);
+    em->n_lp = 0;
+    return emit_reasoning(em, out);
+}
+
+static int step_text(struct emitter *em)
+{
+    if (em->strip_ws) {
+        size_t i = 0;
+        while (i < em->pend.len && is_ws(em->pend.data[i])) i++;
+        consume(em, i);
+        if (em->pend.len == 0) {
+            em->n_lp = 0; /* whitespace-only tokens between sections carry no content */
+            return 0;
+        }
+        em->strip_ws = false;
+    }
+    const char *s = em->pend.data;
+    size_t n = em->pend.len;
+    size_t best_pos = n;
+    int best = -1;
+    for (int k = 0; k < em->n_stop; k++) {
+        size_t sl = strlen(em->stop[k]);
+        if (sl == 0) continue;
+        char *hit = memmem(s, n, em->stop[k], sl);
+        if (hit && (size_t)(hit - s) < best_pos) {
+            best_pos = (size_t)(hit - s);
+            best = k;
+        }
+    }
+    if (best >= 0) {
+        if (best_pos == 0) em->n_lp = 0; /* only stop-string tokens pending: not content */
+        if (emit_text(em, best_pos) < 0) return -1;
+        em->fired = best;
+        em->mode = EM_STOPPED;
+        buf_reset(&em->pend);
+        return em->sink->finish(em->sink->ctx, em->choice, FINISH_STOP, em->stop[best]) < 0 ? -1 : 1;
+    }
+    size_t hold = 0;
+    for (int k = 0; k < em->n_stop; k++) {
+        size_t h = partial_suffix(s, n, em->stop[k], strlen(em->stop[k]));
+        if (h > hold) hold = h;
+    }
+    size_t out = n - hold;
+    out -= utf8_incomplete_tail(s, out);
+    if (out == 0) return 0;
+    return emit_text(em, out);
+}
+
+int emitter_feed(struct emitter *em, const char *s, size_t n, const struct token_logprob *lp)
+{
+    if (em->mode == EM_STOPPED) return 1;
+    if (buf_append(&em->pend, s, n) < 0) return -1;
+    if (lp && em->mode != EM_REASONING) {
+        if (em->n_lp == em->cap_lp) {
+            int cap = em->cap_lp ? 2 * em->cap_lp : 8;
+            struct token_logprob *p = realloc(em->lp, (size_t)cap * sizeof *p);
+            if (!p) return -1;
+            em->lp = p;
+            em->cap_lp = cap;
+        }
+        em->lp[em->n_lp++] = *lp;
+    }
+    for (;;) {
+        bool progress = false;
+        int rc = 0;
+        switch (em->mode) {
+        case EM_HEAD: rc = step_head(em, &progress); break;
+        case EM_REASONING: rc = step_reasoning(em, &progress); break;
+        case EM_TEXT: rc = step_text(em); break;
+        case EM_STOPPED: return 1;
+        default: return -1;
+        }
+        if (rc != 0) return rc;
+        if (!progress) return 0;
+    }
+}
+
+int emitter_finish(struct emitter *em, enum finish_reason why)
+{
+    if (em->mode == EM_STOPPED) return 0;
+    int rc = 0;
+    if (em->mode == EM_REASONING) {
+        rc = emit_reasoning(em, em->pend.len);
+    } else {
+        if (em->strip_ws) {
+            size_t i = 0;
+            while (i < em->pend.len && is_ws(em->pend.data[i])) i++;
+            consume(em, i);
+        }
+        rc = emit_text(em, em->pend.len);
+    }
+    em->mode = EM_STOPPED;
+    if (rc < 0) return -1;
+    return em->sink->finish(em->sink->ctx, em->choice, why, NULL) < 0 ? -1 : 0;
+}

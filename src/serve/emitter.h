@@ -1,0 +1,49 @@
+/* emitter — turns one choice's stream of decoded bytes into reply events (docs/server.md).
+ *
+ * States: HEAD (family has think markers: is the reply opening with <think> or a stray </think>?)
+ * → REASONING (until </think>) → TEXT (stop strings held back, never leaked) → STOPPED.
+ * Every delta handed to the sink is complete UTF-8. Worker thread only; no allocation failures
+ * are hidden: they surface as -1 from feed/finish. */
+#ifndef LMS_SERVE_EMITTER_H
+#define LMS_SERVE_EMITTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/buf.h"
+#include "serve/request.h"
+
+enum emitter_mode { EM_HEAD, EM_REASONING, EM_TEXT, EM_STOPPED, EM_MODE_COUNT };
+
+struct emitter {
+    struct reply_sink *sink;
+    int choice;
+    enum emitter_mode mode;
+    bool strip_ws;            /* drop leading whitespace of the next section */
+    bool strip_nl;            /* drop leading newlines (reasoning start) */
+    const char *const *stop;
+    int n_stop;
+    struct buf pend;          /* bytes not yet handed to the sink */
+    struct token_logprob *lp; /* logprobs of tokens whose text is (partly) pending */
+    int n_lp, cap_lp;
+    int fired;                /* index of the stop string that fired, -1 none */
+    size_t n_text, n_reasoning; /* bytes emitted so far */
+};
+
+/* think_markers: the family's replies may open with <think>…</think> (qwen3). */
+void emitter_init(struct emitter *em, struct reply_sink *sink, int choice, bool think_markers,
+                  const char *const *stop, int n_stop);
+void emitter_deinit(struct emitter *em);
+/* Feeds one token's bytes (lp: its logprob record, or NULL). Returns 0 to go on, 1 when a stop
+ * string fired (the choice is finished: do not call emitter_finish), -1 when the sink refused
+ * (client gone) or on OOM. */
+int emitter_feed(struct emitter *em, const char *s, size_t n, const struct token_logprob *lp);
+/* Flushes held-back bytes and reports the finish reason. Returns 0 or -1 as above. */
+int emitter_finish(struct emitter *em, enum finish_reason why);
+/* True when the emitter is still inside a reasoning section. */
+bool emitter_in_reasoning(const struct emitter *em);
+
+/* Length of a trailing incomplete UTF-8 sequence of s[0..n) (0..3). */
+size_t utf8_incomplete_tail(const char *s, size_t n);
+
+#endif
