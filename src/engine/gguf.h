@@ -42,6 +42,7 @@ struct gguf_kv {
     enum gguf_vtype arr_type;  /* type == ARRAY: element type */
     uint64_t arr_n;            /* type == ARRAY: element count */
     const uint8_t *arr_data;   /* type == ARRAY: first element's bytes in the mapping */
+    const struct gguf_str *strs; /* type == ARRAY of STRING: arr_n views (owned by struct gguf) */
 };
 
 struct gguf_tensor {
@@ -63,8 +64,19 @@ struct gguf {
     const uint8_t *map;
     size_t map_size;
     const uint8_t *data; /* start of tensor data */
-    int fd;
+    uint64_t data_size;  /* bytes from data to the end of the mapping */
+    int fd;              /* -1 for gguf_open_mem (the buffer is not ours to unmap) */
+    /* private: open-addressing name indexes (kv keys, tensor names), slots hold index + 1 */
+    uint32_t *kv_index, *t_index;
+    uint64_t kv_index_cap, t_index_cap;
 };
+
+/* Limits that bound what a file may ask of us (named so tests and docs can cite them). */
+#define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_ARRAY_DEPTH 8         /* nested arrays deeper than this are refused */
+#define GGUF_MAX_ENTRIES (1ull << 31)  /* n_kv, n_tensors and array lengths that need an index */
+
+const char *gguf_vtype_name(enum gguf_vtype t); /* "u32", "string", ...; "?" if unknown */
 
 /* Maps and validates path. 0 on success; on failure e names what is wrong (and where). */
 int gguf_open(struct gguf *g, const char *path, struct err *e);
@@ -89,7 +101,13 @@ double gguf_arr_f64(const struct gguf_kv *kv, uint64_t i);
 int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i);
 bool gguf_str_eq(struct gguf_str s, const char *c);
 
-/* ---- writer: builds a whole file in memory-order on disk ---- */
+/* ---- writer ----
+ * Keys and tensor infos are collected in memory; gguf_writer_save streams the file to disk
+ * (to path.tmp.<pid>, then renamed over path, so a partial file never appears under path).
+ * The first failing call (duplicate key/tensor, bad shape/type, allocation) is remembered and
+ * reported by gguf_writer_save; every gguf_w_* also returns -1 when it fails.
+ * "general.alignment" is written first with the writer's alignment unless set explicitly
+ * (an explicit value must equal the writer's alignment). */
 struct gguf_writer;
 struct gguf_writer *gguf_writer_new(uint32_t alignment);
 void gguf_writer_free(struct gguf_writer *w);
@@ -106,6 +124,17 @@ int gguf_w_arr_num(struct gguf_writer *w, const char *key, enum gguf_vtype elem_
 /* Adds a tensor; data (nbytes, computed from type and dims) is copied. */
 int gguf_w_tensor(struct gguf_writer *w, const char *name, uint32_t type, int n_dims,
                   const int64_t *ne, const void *data);
+/* Streaming variant: the data is produced at save time, in order, by fill(), which must write
+ * n_rows rows (of ne[0] elements, in the tensor's type; rows counted over ne[1]*ne[2]*ne[3])
+ * starting at row0 into dst and return 0, or fill e and return nonzero. Rows are requested in
+ * increasing order with no gaps, a chunk at a time, so a generator may keep sequential state. */
+typedef int (*gguf_fill_fn)(void *ctx, int64_t row0, int64_t n_rows, void *dst, struct err *e);
+int gguf_w_tensor_fill(struct gguf_writer *w, const char *name, uint32_t type, int n_dims,
+                       const int64_t *ne, gguf_fill_fn fill, void *ctx);
+/* Bytes of a tensor of this type and shape into *out; fails (e names why) on an unknown type,
+ * n_dims outside 1..GGUF_MAX_DIMS, a negative dimension, ne[0] not a multiple of the type's block
+ * size, or overflow. */
+int gguf_tensor_nbytes(uint32_t type, int n_dims, const int64_t *ne, uint64_t *out, struct err *e);
 int gguf_writer_save(struct gguf_writer *w, const char *path, struct err *e);
 
 #endif
