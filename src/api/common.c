@@ -1,0 +1,471 @@
+/* api common: field readers, defaults, error bodies, dispatch. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api_internal.h"
+
+static const char *type_name(json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "boolean";
+    default: return "null";
+    }
+}
+
+int jv_num(json_t *o, const char *key, const char *param, double lo, double hi, double *out,
+           struct err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v))
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be a number, got %s", param,
+                             type_name(v));
+    double x = json_number_value(v);
+    if (!(x >= lo && x <= hi))
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be in [%g, %g], got %g", param, lo,
+                             hi, x);
+    *out = x;
+    return 1;
+}
+
+int jv_int(json_t *o, const char *key, const char *param, long long lo, long long hi,
+           long long *out, struct err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    long long x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v) &&
+               fabs(json_real_value(v)) < 9e15) {
+        x = (long long)json_real_value(v);
+    } else {
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be an integer, got %s", param,
+                             type_name(v));
+    }
+    if (x < lo || x > hi)
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be in [%lld, %lld], got %lld",
+                             param, lo, hi, x);
+    *out = x;
+    return 1;
+}
+
+int jv_bool(json_t *o, const char *key, const char *param, bool *out, struct err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v))
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be a boolean, got %s", param,
+                             type_name(v));
+    *out = json_is_true(v);
+    return 1;
+}
+
+int jv_str(json_t *o, const char *key, const char *param, const char **out, struct err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v))
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be a string, got %s", param,
+                             type_name(v));
+    *out = json_string_value(v);
+    return 1;
+}
+
+int jv_reject(json_t *o, const char *key, enum err_code code, const char *why, struct err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v) || json_is_false(v)) return 0;
+    if ((json_is_object(v) && json_object_size(v) == 0) ||
+        (json_is_array(v) && json_array_size(v) == 0))
+        return 0;
+    return err_set_param(e, code, key, "'%s' is not supported: %s", key, why);
+}
+
+void samp_in_init(struct samp_in *s)
+{
+    s->temperature = s->top_p = s->min_p = s->repeat_penalty = s->presence = s->frequency = NAN;
+    s->top_k = -1;
+    s->seed = 0;
+    s->has_seed = false;
+}
+
+int samp_read(json_t *o, struct samp_in *s, double tmax, bool penalties, struct err *e)
+{
+    if (jv_num(o, "temperature", "temperature", 0, tmax, &s->temperature, e) < 0) return -1;
+    if (jv_num(o, "top_p", "top_p", 0, 1, &s->top_p, e) < 0) return -1;
+    if (jv_int(o, "top_k", "top_k", 0, 1000000, &s->top_k, e) < 0) return -1;
+    if (!penalties) return 0;
+    if (jv_num(o, "min_p", "min_p", 0, 1, &s->min_p, e) < 0) return -1;
+    if (jv_num(o, "repeat_penalty", "repeat_penalty", 0.01, 10, &s->repeat_penalty, e) < 0) return -1;
+    if (jv_num(o, "presence_penalty", "presence_penalty", -2, 2, &s->presence, e) < 0) return -1;
+    if (jv_num(o, "frequency_penalty", "frequency_penalty", -2, 2, &s->frequency, e) < 0) return -1;
+    int r = jv_int(o, "seed", "seed", -(1LL << 62), (1LL << 62), &s->seed, e);
+    if (r < 0) return -1;
+    s->has_seed = r == 1;
+    return 0;
+}
+
+char *make_id(const char *prefix)
+{
+    static atomic_uint_fast64_t counter;
+    static const char hex[] = "0123456789abcdef";
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec ^
+                 (atomic_fetch_add(&counter, 1) + 1) * 0xBF58476D1CE4E5B9ull;
+    char body[25];
+    for (int i = 0; i < 24; i++) {
+        x ^= x >> 31;
+        x *= 0x94D049BB133111EBull;
+        body[i] = hex[(x >> 59) & 15];
+    }
+    body[24] = 0;
+    size_t n = strlen(prefix) + 25;
+    char *id = malloc(n);
+    if (id) snprintf(id, n, "%s%s", prefix, body);
+    return id;
+}
+
+int api_finalize(const struct api_ctx *ctx, struct request *req, const struct samp_in *s,
+                 long long max_tokens, struct err *e)
+{
+    const struct backend *b = ctx->backend;
+    struct sampler_params d = req->reasoning ? b->defaults_think : b->defaults;
+    req->sp.temperature = isnan(s->temperature) ? d.temperature : (float)s->temperature;
+    req->sp.top_p = isnan(s->top_p) ? d.top_p : (float)s->top_p;
+    req->sp.top_k = s->top_k < 0 ? d.top_k : (int)s->top_k;
+    req->sp.min_p = isnan(s->min_p) ? d.min_p : (float)s->min_p;
+    req->sp.repeat_penalty = isnan(s->repeat_penalty) ? d.repeat_penalty : (float)s->repeat_penalty;
+    req->sp.presence_penalty = isnan(s->presence) ? d.presence_penalty : (float)s->presence;
+    req->sp.frequency_penalty = isnan(s->frequency) ? d.frequency_penalty : (float)s->frequency;
+    req->sp.repeat_last_n = d.repeat_last_n > 0 ? d.repeat_last_n : 64;
+    req->seed_given = s->has_seed;
+    if (s->has_seed) {
+        req->sp.seed = (uint64_t)s->seed;
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        req->sp.seed = (uint64_t)ts.tv_nsec * 6364136223846793005ull + (uint64_t)ts.tv_sec;
+    }
+    req->sp.n_top_logprobs = req->logprobs ? req->top_logprobs : 0;
+    int cap = b->max_tokens_cap > 0 ? b->max_tokens_cap : 1024;
+    req->max_tokens = max_tokens > 0 && max_tokens < cap ? (int)max_tokens : cap;
+    req->model = strdup(b->model_id);
+    req->id = make_id(req->dialect == DIALECT_CHAT ? "chatcmpl-"
+                      : req->dialect == DIALECT_RESPONSES ? "resp_"
+                                                          : "msg_");
+    req->created = (int64_t)time(NULL);
+    if (!req->model || !req->id) return err_set(e, ERR_NOMEM, "out of memory");
+    if (req->n_msgs == 0)
+        return err_set_param(e, ERR_INVALID, "messages", "the conversation is empty");
+    if (!b->caps.stop && req->n_stop > 0)
+        return err_set_param(e, ERR_INVALID, "stop", "this model does not support stop sequences");
+    if (!b->caps.system_role)
+        for (int i = 0; i < req->n_msgs; i++)
+            if (req->msgs[i].role == CHAT_SYSTEM)
+                return err_set_param(e, ERR_INVALID, "messages",
+                                     "this model does not support a system role");
+    return 0;
+}
+
+int read_stop(json_t *v, const char *param, struct request *req, struct err *e)
+{
+    if (!v || json_is_null(v)) return 0;
+    json_t *one[1];
+    json_t **items;
+    size_t n;
+    if (json_is_string(v)) {
+        one[0] = v;
+        items = one;
+        n = 1;
+    } else if (json_is_array(v)) {
+        n = json_array_size(v);
+        if (n > REQ_MAX_STOP)
+            return err_set_param(e, ERR_INVALID, param, "'%s' takes at most %d sequences, got %zu",
+                                 param, REQ_MAX_STOP, n);
+        items = NULL;
+    } else {
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be a string or an array of strings",
+                             param);
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = items ? items[i] : json_array_get(v, i);
+        if (!json_is_string(s))
+            return err_set_param(e, ERR_INVALID, param, "'%s[%zu]' must be a string", param, i);
+        size_t len = json_string_length(s);
+        if (len == 0 || len > 1024)
+            return err_set_param(e, ERR_INVALID, param,
+                                 "'%s[%zu]' must be a non-empty string of at most 1024 bytes",
+                                 param, i);
+        if (memchr(json_string_value(s), 0, len))
+            return err_set_param(e, ERR_INVALID, param, "'%s[%zu]' contains a NUL byte", param, i);
+        char *c = strdup(json_string_value(s));
+        if (!c) return err_set(e, ERR_NOMEM, "out of memory");
+        req->stop[req->n_stop++] = c;
+    }
+    return 0;
+}
+
+int read_effort(const struct api_ctx *ctx, const char *effort, const char *param, bool require_caps,
+                struct request *req, struct err *e)
+{
+    static const char *const off[] = {"none", "minimal"};
+    static const char *const on[] = {"low", "medium", "high", "xhigh"};
+    for (size_t i = 0; i < 2; i++)
+        if (!strcmp(effort, off[i])) {
+            req->reasoning = false;
+            return 0;
+        }
+    for (size_t i = 0; i < 4; i++)
+        if (!strcmp(effort, on[i])) {
+            if (!ctx->backend->caps.think) {
+                if (require_caps)
+                    return err_set_param(e, ERR_INVALID, param,
+                                         "'%s' = '%s': this model cannot reason (use none or "
+                                         "minimal)", param, effort);
+                req->reasoning = false;
+                return 0;
+            }
+            req->reasoning = true;
+            return 0;
+        }
+    return err_set_param(e, ERR_INVALID, param,
+                         "'%s' must be one of none, minimal, low, medium, high; got '%s'", param,
+                         effort);
+}
+
+char *content_text(json_t *content, const char *param, const char *const *ok_types, struct err *e)
+{
+    if (!content || json_is_null(content)) return strdup("");
+    if (json_is_string(content)) return strdup(json_string_value(content));
+    if (!json_is_array(content)) {
+        err_set_param(e, ERR_INVALID, param, "'%s' must be a string or an array of content parts",
+                      param);
+        return NULL;
+    }
+    struct buf b = {0};
+    size_t i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        char p[160];
+        snprintf(p, sizeof p, "%s[%zu].type", param, i);
+        json_t *tv = json_is_object(part) ? json_object_get(part, "type") : NULL;
+        if (!json_is_string(tv)) {
+            err_set_param(e, ERR_INVALID, p,
+                          "'%s[%zu]' must be a content part object with a string 'type'", param, i);
+            goto fail;
+        }
+        const char *type = json_string_value(tv);
+        bool ok = false;
+        for (const char *const *t = ok_types; *t; t++)
+            if (!strcmp(type, *t)) ok = true;
+        if (!ok) {
+            bool media = strstr(type, "image") || strstr(type, "audio") || strstr(type, "file") ||
+                         strstr(type, "document");
+            err_set_param(e, media ? ERR_UNSUPPORTED : ERR_INVALID, p,
+                          "content part type '%s' is not supported by this server (text only)",
+                          type);
+            goto fail;
+        }
+        snprintf(p, sizeof p, "%s[%zu].text", param, i);
+        json_t *xv = json_object_get(part, "text");
+        if (!json_is_string(xv)) {
+            err_set_param(e, ERR_INVALID, p, "'%s' must be a string", p);
+            goto fail;
+        }
+        const char *text = json_string_value(xv);
+        if (b.len && buf_puts(&b, "\n") < 0) goto oom;
+        if (buf_puts(&b, text) < 0) goto oom;
+    }
+    if (!b.data && buf_puts(&b, "") < 0) goto oom;
+    return buf_steal(&b);
+oom:
+    err_set(e, ERR_NOMEM, "out of memory");
+fail:
+    buf_free(&b);
+    return NULL;
+}
+
+int tools_add(struct request *req, json_t *tool)
+{
+    if (!req->tools) {
+        req->tools = json_array();
+        if (!req->tools) return -1;
+    }
+    return json_array_append_new(req->tools, tool);
+}
+
+int api_check_depth(const char *s, size_t n, int max_depth, struct err *e)
+{
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth)
+                return err_set(e, ERR_INVALID, "JSON nesting deeper than %d levels", max_depth);
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
+int api_parse(enum dialect d, const struct api_ctx *ctx, const char *body, size_t len,
+              struct request *req, struct err *e)
+{
+    if (api_check_depth(body, len, API_MAX_JSON_DEPTH, e) < 0) return -1;
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    if (!root)
+        return err_set(e, ERR_INVALID, "invalid JSON body: %s (line %d, column %d)", je.text,
+                       je.line, je.column);
+    int rc;
+    if (!json_is_object(root)) {
+        rc = err_set(e, ERR_INVALID, "the request body must be a JSON object");
+    } else {
+        req->dialect = d;
+        switch (d) {
+        case DIALECT_CHAT: rc = parse_chat(ctx, root, req, e); break;
+        case DIALECT_RESPONSES: rc = parse_responses(ctx, root, req, e); break;
+        case DIALECT_MESSAGES: rc = parse_messages(ctx, root, req, e); break;
+        default: rc = err_set(e, ERR_INTERNAL, "unknown dialect");
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+const char *api_error_type(enum dialect d, int status)
+{
+    if (d == DIALECT_MESSAGES) {
+        switch (status) {
+        case 400: return "invalid_request_error";
+        case 401: return "authentication_error";
+        case 403: return "permission_error";
+        case 404: return "not_found_error";
+        case 413: return "request_too_large";
+        case 429: return "rate_limit_error";
+        case 501: return "invalid_request_error";
+        case 503:
+        case 529: return "overloaded_error";
+        default: return status < 500 ? "invalid_request_error" : "api_error";
+        }
+    }
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 501: return "not_implemented_error";
+    default: return status < 500 ? "invalid_request_error" : "server_error";
+    }
+}
+
+static const char *oai_code(const struct err *e)
+{
+    switch (e->code) {
+    case ERR_CONTEXT: return "context_length_exceeded";
+    case ERR_AUTH: return "invalid_api_key";
+    case ERR_BUSY: return "rate_limit_exceeded";
+    case ERR_TOO_LARGE: return "request_too_large";
+    case ERR_UNSUPPORTED: return "unsupported_parameter";
+    case ERR_NOT_FOUND: return "not_found";
+    default: return NULL;
+    }
+}
+
+void api_error_body(enum dialect d, const struct err *e, struct buf *out)
+{
+    int status = err_http_status(e->code);
+    json_t *j;
+    const char *msg = e->msg[0] ? e->msg : err_code_name(e->code);
+    if (d == DIALECT_MESSAGES) {
+        j = json_pack("{s:s, s:{s:s, s:s%}}", "type", "error", "error", "type",
+                      api_error_type(d, status), "message", msg, strlen(msg));
+    } else {
+        const char *code = oai_code(e);
+        j = json_pack("{s:{s:s%, s:s, s:o, s:o}}", "error", "message", msg, strlen(msg), "type",
+                      api_error_type(d, status), "param",
+                      e->param[0] ? json_string(e->param) : json_null(), "code",
+                      code ? json_string(code) : json_null());
+    }
+    if (!j) { /* message not UTF-8 (echoed client text): fall back to a fixed one */
+        buf_printf(out, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\"}}", err_code_name(e->code),
+                   api_error_type(d, status));
+        return;
+    }
+    json_append(out, j);
+}
+
+void json_append(struct buf *out, json_t *j)
+{
+    if (!j) return;
+    char *s = json_dumps(j, JSON_COMPACT);
+    if (s) {
+        buf_puts(out, s);
+        free(s);
+    }
+    json_decref(j);
+}
+
+json_t *json_text(const char *s, size_t n)
+{
+    json_t *j = json_stringn(s, n);
+    if (j) return j;
+    /* Not valid UTF-8: replace each bad byte by U+FFFD. */
+    struct buf b = {0};
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t need = c < 0x80 ? 1 : c >= 0xF0 && c < 0xF8 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+        bool ok = need > 0 && i + need <= n;
+        for (size_t k = 1; ok && k < need; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        if (ok && need > 1) {
+            json_t *t = json_stringn(s + i, need); /* rejects overlongs / surrogates */
+            ok = t != NULL;
+            json_decref(t);
+        }
+        if (ok) {
+            buf_append(&b, s + i, need);
+            i += need;
+        } else {
+            buf_puts(&b, "\xEF\xBF\xBD");
+            i++;
+        }
+    }
+    j = json_stringn(b.data ? b.data : "", b.len);
+    buf_free(&b);
+    return j;
+}
+
+int api_sink_install(struct job *job)
+{
+    switch (job->req.dialect) {
+    case DIALECT_CHAT: return enc_chat_install(job);
+    case DIALECT_RESPONSES: return enc_responses_install(job);
+    case DIALECT_MESSAGES: return enc_messages_install(job);
+    default: return -1;
+    }
+}
+
+void api_count_tokens_body(size_t n_tokens, struct buf *out)
+{
+    buf_printf(out, "{\"input_tokens\":%zu}", n_tokens);
+}

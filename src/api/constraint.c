@@ -1,0 +1,79 @@
+/* response_format / text.format / regex / lark -> the request's constraint source (R-GRAM-1).
+ * The seam for the grammar engine: until a backend reports caps.grammar, any real constraint is a
+ * 501 naming the param. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+
+static int set_constraint(const struct api_ctx *ctx, struct request *req, enum constraint_kind k,
+                          char *src, const char *param, struct err *e)
+{
+    if (!ctx->backend->caps.grammar) {
+        free(src);
+        return err_set_param(e, ERR_UNSUPPORTED, param,
+                             "'%s' needs grammar-constrained decoding, which this build does not "
+                             "have yet", param);
+    }
+    if (req->constraint != CONSTRAINT_NONE) {
+        free(src);
+        return err_set_param(e, ERR_INVALID, param, "only one of response_format, regex and lark "
+                             "may be given");
+    }
+    if (!src) return err_set(e, ERR_NOMEM, "out of memory");
+    req->constraint = k;
+    req->constraint_src = src;
+    req->reasoning = false; /* R-THINK-1: a constraint governs the reply from token 0 */
+    return 0;
+}
+
+/* fmt: {type:text} | {type:json_object} | {type:json_schema, json_schema:{schema,…}} (chat) or the
+ * flat responses shape {type:json_schema, schema,…}. */
+int read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *param, struct request *req,
+                    struct err *e)
+{
+    if (fmt && !json_is_null(fmt)) {
+        json_t *type = json_is_object(fmt) ? json_object_get(fmt, "type") : NULL;
+        if (!json_is_string(type))
+            return err_set_param(e, ERR_INVALID, param, "'%s.type' must be a string", param);
+        const char *t = json_string_value(type);
+        if (!strcmp(t, "text")) {
+            /* plain text: nothing to constrain */
+        } else if (!strcmp(t, "json_object")) {
+            if (set_constraint(ctx, req, CONSTRAINT_JSON_OBJECT, strdup("{\"type\":\"object\"}"),
+                               param, e) < 0)
+                return -1;
+        } else if (!strcmp(t, "json_schema")) {
+            json_t *js = json_object_get(fmt, "json_schema");
+            json_t *schema = json_object_get(json_is_object(js) ? js : fmt, "schema");
+            if (!json_is_object(schema) && !json_is_boolean(schema))
+                return err_set_param(e, ERR_INVALID, param, "'%s' json_schema needs a 'schema' object",
+                                     param);
+            if (set_constraint(ctx, req, CONSTRAINT_JSON_SCHEMA, json_dumps(schema, JSON_COMPACT),
+                               param, e) < 0)
+                return -1;
+        } else {
+            return err_set_param(e, ERR_INVALID, param,
+                                 "'%s.type' must be text, json_object or json_schema", param);
+        }
+    }
+    return 0;
+}
+
+/* regex / lark extensions (llama.cpp precedent) on the OpenAI dialects. */
+int read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
+{
+    static const struct {
+        const char *key;
+        enum constraint_kind k;
+    } ext[] = {{"regex", CONSTRAINT_REGEX}, {"lark", CONSTRAINT_LARK}};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *v = json_object_get(root, ext[i].key);
+        if (!v || json_is_null(v)) continue;
+        if (!json_is_string(v))
+            return err_set_param(e, ERR_INVALID, ext[i].key, "'%s' must be a string", ext[i].key);
+        if (set_constraint(ctx, req, ext[i].k, strdup(json_string_value(v)), ext[i].key, e) < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,181 @@
+/* Chat Completions encoder: chat.completion body or chat.completion.chunk SSE (R-STREAM-1). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+
+static json_t *chunk(struct enc *en, json_t *choices)
+{
+    struct request *r = &en->job->req;
+    return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n}", "id", r->id, "object",
+                     "chat.completion.chunk", "created", (json_int_t)r->created, "model", r->model,
+                     "choices", choices, "system_fingerprint");
+}
+
+static json_t *one_choice(int idx, json_t *delta, json_t *logprobs, const char *finish)
+{
+    return json_pack("[{s:i, s:o, s:o, s:o}]", "index", idx, "delta", delta, "logprobs",
+                     logprobs ? logprobs : json_null(), "finish_reason",
+                     finish ? json_string(finish) : json_null());
+}
+
+static int start(struct enc *en)
+{
+    if (en->started) return 0;
+    en->started = true;
+    if (!en->job->req.stream) return 0;
+    if (!en->job->t_first) en->job->t_first = mono_seconds();
+    return pipe_begin(en->job->pipe, 200, "text/event-stream") < 0 && pipe_cancelled(en->job->pipe)
+               ? -1
+               : 0;
+}
+
+/* The first chunk of each choice carries the role. */
+static json_t *delta_obj(struct enc *en, int c)
+{
+    json_t *d = json_object();
+    if (!en->ch[c].role_sent) {
+        json_object_set_new(d, "role", json_string("assistant"));
+        en->ch[c].role_sent = true;
+    }
+    return d;
+}
+
+static int s_start(void *ctx) { return 0; }
+
+static int s_reasoning(void *ctx, int c, const char *s, size_t n)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    if (!en->job->req.stream) return buf_append(&en->ch[c].reasoning, s, n);
+    json_t *d = delta_obj(en, c);
+    json_object_set_new(d, "reasoning_content", json_text(s, n));
+    return enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL)));
+}
+
+static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
+{
+    struct enc *en = ctx;
+    struct request *r = &en->job->req;
+    if (start(en) < 0) return -1;
+    json_t *entries = NULL;
+    if (r->logprobs && nl > 0) {
+        entries = json_array();
+        for (int i = 0; i < nl; i++) json_array_append_new(entries, enc_logprob_entry(en, &lp[i]));
+    }
+    if (!r->stream) {
+        if (entries) {
+            if (!en->ch[c].logprobs) en->ch[c].logprobs = json_array();
+            json_array_extend(en->ch[c].logprobs, entries);
+            json_decref(entries);
+        }
+        return buf_append(&en->ch[c].text, s, n);
+    }
+    if (n == 0 && !entries) return 0;
+    json_t *d = delta_obj(en, c);
+    json_object_set_new(d, "content", json_text(s, n));
+    json_t *lpo = entries ? json_pack("{s:o, s:n}", "content", entries, "refusal") : NULL;
+    return enc_sse(en, NULL, chunk(en, one_choice(c, d, lpo, NULL)));
+}
+
+static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    en->ch[c].why = why;
+    en->ch[c].finished = true;
+    if (stop && !(en->ch[c].stop_seq = strdup(stop))) return -1;
+    if (!en->job->req.stream) return 0;
+    json_t *d = delta_obj(en, c);
+    if (json_object_size(d) > 0) json_object_set_new(d, "content", json_string(""));
+    return enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, finish_reason_chat(why))));
+}
+
+static json_t *usage_obj(const struct usage *u)
+{
+    return json_pack("{s:I, s:I, s:I, s:{s:I}, s:{s:I}}", "prompt_tokens",
+                     (json_int_t)u->prompt_tokens, "completion_tokens",
+                     (json_int_t)u->completion_tokens, "total_tokens",
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)u->cached_tokens, "completion_tokens_details",
+                     "reasoning_tokens", (json_int_t)u->reasoning_tokens);
+}
+
+static int s_done(void *ctx, const struct usage *u)
+{
+    struct enc *en = ctx;
+    struct request *r = &en->job->req;
+    if (start(en) < 0) return -1;
+    if (r->stream) {
+        if (r->include_usage) {
+            json_t *f = chunk(en, json_array());
+            json_object_set_new(f, "usage", usage_obj(u));
+            if (enc_sse(en, NULL, f) < 0) return -1;
+        }
+        if (enc_write(en, "data: [DONE]\n\n", 14) < 0) return -1;
+        pipe_close(en->job->pipe);
+        en->ended = true;
+        return 0;
+    }
+    json_t *choices = json_array();
+    for (int c = 0; c < en->n_choices; c++) {
+        struct enc_choice *ch = &en->ch[c];
+        json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+                                json_text(ch->text.data ? ch->text.data : "", ch->text.len),
+                                "refusal");
+        if (ch->reasoning.len)
+            json_object_set_new(msg, "reasoning_content",
+                                json_text(ch->reasoning.data, ch->reasoning.len));
+        json_t *lp = r->logprobs ? json_pack("{s:o, s:n}", "content",
+                                             ch->logprobs ? json_incref(ch->logprobs) : json_array(),
+                                             "refusal")
+                                 : json_null();
+        json_array_append_new(choices, json_pack("{s:i, s:o, s:o, s:s}", "index", c, "message", msg,
+                                                 "logprobs", lp, "finish_reason",
+                                                 finish_reason_chat(ch->why)));
+    }
+    json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:n}", "id", r->id, "object",
+                             "chat.completion", "created", (json_int_t)r->created, "model",
+                             r->model, "choices", choices, "usage", usage_obj(u),
+                             "system_fingerprint");
+    buf_reset(&en->frame);
+    json_append(&en->frame, body);
+    if (pipe_begin(en->job->pipe, 200, "application/json") < 0 && pipe_cancelled(en->job->pipe))
+        return -1;
+    if (enc_write(en, en->frame.data, en->frame.len) < 0) return -1;
+    pipe_close(en->job->pipe);
+    en->ended = true;
+    return 0;
+}
+
+static void s_error(void *ctx, const struct err *e)
+{
+    struct enc *en = ctx;
+    if (en->ended) return;
+    if (!en->started || !en->job->req.stream) {
+        enc_fail_plain(en, e);
+        return;
+    }
+    struct buf b = {0};
+    buf_puts(&b, "data: ");
+    api_error_body(DIALECT_CHAT, e, &b);
+    buf_puts(&b, "\n\n");
+    pipe_fail(en->job->pipe, err_http_status(e->code), b.data);
+    buf_free(&b);
+    en->ended = true;
+}
+
+int enc_chat_install(struct job *job)
+{
+    struct enc *en = enc_new(job);
+    if (!en) return -1;
+    job->sink.ctx = en;
+    job->sink.start = s_start;
+    job->sink.reasoning = s_reasoning;
+    job->sink.text = s_text;
+    job->sink.finish = s_finish;
+    job->sink.done = s_done;
+    job->sink.error = s_error;
+    job->sink_free = enc_free;
+    return 0;
+}

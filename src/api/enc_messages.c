@@ -1,0 +1,191 @@
+/* Anthropic Messages encoder: message body or the message_start … message_stop SSE (R-STREAM-3). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+
+static const char *stop_reason(const struct enc_choice *ch)
+{
+    switch (ch->why) {
+    case FINISH_LENGTH: return "max_tokens";
+    case FINISH_TOOL_CALLS: return "tool_use";
+    case FINISH_STOP: return ch->stop_seq ? "stop_sequence" : "end_turn";
+    default: return "end_turn";
+    }
+}
+
+static int ev(struct enc *en, const char *type, json_t *f)
+{
+    if (!f) return -1;
+    json_object_set_new(f, "type", json_string(type));
+    return enc_sse(en, type, f);
+}
+
+static json_t *message_obj(struct enc *en, json_t *content, const char *stop_reason_s,
+                           const char *stop_seq, const struct usage *u)
+{
+    struct request *r = &en->job->req;
+    json_t *usage = json_pack("{s:I, s:I, s:I, s:I}", "input_tokens",
+                              (json_int_t)(u ? u->prompt_tokens - u->cached_tokens : 0),
+                              "output_tokens", (json_int_t)(u ? u->completion_tokens : 0),
+                              "cache_creation_input_tokens", (json_int_t)0,
+                              "cache_read_input_tokens", (json_int_t)(u ? u->cached_tokens : 0));
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "id", r->id, "type", "message",
+                     "role", "assistant", "model", r->model, "content", content, "stop_reason",
+                     stop_reason_s ? json_string(stop_reason_s) : json_null(), "stop_sequence",
+                     stop_seq ? json_string(stop_seq) : json_null(), "usage", usage);
+}
+
+static int start(struct enc *en)
+{
+    if (en->started) return 0;
+    en->started = true;
+    if (!en->job->req.stream) return 0;
+    pipe_begin(en->job->pipe, 200, "text/event-stream");
+    return ev(en, "message_start",
+              json_pack("{s:o}", "message", message_obj(en, json_array(), NULL, NULL, NULL)));
+}
+
+static int close_block(struct enc *en)
+{
+    int idx = en->out_index - 1;
+    if (en->think_open) {
+        en->think_open = false;
+        if (ev(en, "content_block_delta",
+               json_pack("{s:i, s:{s:s, s:s}}", "index", idx, "delta", "type", "signature_delta",
+                         "signature", "")) < 0)
+            return -1;
+        return ev(en, "content_block_stop", json_pack("{s:i}", "index", idx));
+    }
+    if (en->text_open) {
+        en->text_open = false;
+        return ev(en, "content_block_stop", json_pack("{s:i}", "index", idx));
+    }
+    return 0;
+}
+
+static int s_start(void *ctx) { return 0; }
+
+static int s_reasoning(void *ctx, int c, const char *s, size_t n)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    if (buf_append(&en->ch[0].reasoning, s, n) < 0) return -1;
+    if (!en->job->req.stream) return 0;
+    if (!en->think_open) {
+        if (close_block(en) < 0) return -1;
+        en->think_open = true;
+        if (ev(en, "content_block_start",
+               json_pack("{s:i, s:{s:s, s:s, s:s}}", "index", en->out_index++, "content_block",
+                         "type", "thinking", "thinking", "", "signature", "")) < 0)
+            return -1;
+    }
+    return ev(en, "content_block_delta",
+              json_pack("{s:i, s:{s:s, s:o}}", "index", en->out_index - 1, "delta", "type",
+                        "thinking_delta", "thinking", json_text(s, n)));
+}
+
+static int open_text(struct enc *en)
+{
+    if (en->text_open) return 0;
+    if (close_block(en) < 0) return -1;
+    en->text_open = true;
+    en->had_text_block = true;
+    return ev(en, "content_block_start",
+              json_pack("{s:i, s:{s:s, s:s}}", "index", en->out_index++, "content_block", "type",
+                        "text", "text", ""));
+}
+
+static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    if (buf_append(&en->ch[0].text, s, n) < 0) return -1;
+    if (!en->job->req.stream || n == 0) return 0;
+    if (open_text(en) < 0) return -1;
+    return ev(en, "content_block_delta",
+              json_pack("{s:i, s:{s:s, s:o}}", "index", en->out_index - 1, "delta", "type",
+                        "text_delta", "text", json_text(s, n)));
+}
+
+static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    en->ch[0].why = why;
+    en->ch[0].finished = true;
+    if (stop && !(en->ch[0].stop_seq = strdup(stop))) return -1;
+    if (!en->job->req.stream) return 0;
+    if (!en->had_text_block && open_text(en) < 0) return -1; /* always one text block */
+    return close_block(en);
+}
+
+static int s_done(void *ctx, const struct usage *u)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    struct enc_choice *ch = &en->ch[0];
+    if (en->job->req.stream) {
+        json_t *usage = json_pack("{s:I, s:I, s:I, s:I}", "input_tokens",
+                                  (json_int_t)(u->prompt_tokens - u->cached_tokens), "output_tokens",
+                                  (json_int_t)u->completion_tokens, "cache_creation_input_tokens",
+                                  (json_int_t)0, "cache_read_input_tokens",
+                                  (json_int_t)u->cached_tokens);
+        if (ev(en, "message_delta",
+               json_pack("{s:{s:s, s:o}, s:o}", "delta", "stop_reason", stop_reason(ch),
+                         "stop_sequence", ch->stop_seq ? json_string(ch->stop_seq) : json_null(),
+                         "usage", usage)) < 0)
+            return -1;
+        if (ev(en, "message_stop", json_object()) < 0) return -1;
+    } else {
+        json_t *content = json_array();
+        if (ch->reasoning.len)
+            json_array_append_new(content,
+                                  json_pack("{s:s, s:o, s:s}", "type", "thinking", "thinking",
+                                            json_text(ch->reasoning.data, ch->reasoning.len),
+                                            "signature", ""));
+        json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
+                                                 json_text(ch->text.data ? ch->text.data : "",
+                                                           ch->text.len)));
+        buf_reset(&en->frame);
+        json_append(&en->frame, message_obj(en, content, stop_reason(ch), ch->stop_seq, u));
+        pipe_begin(en->job->pipe, 200, "application/json");
+        if (enc_write(en, en->frame.data, en->frame.len) < 0) return -1;
+    }
+    pipe_close(en->job->pipe);
+    en->ended = true;
+    return 0;
+}
+
+static void s_error(void *ctx, const struct err *e)
+{
+    struct enc *en = ctx;
+    if (en->ended) return;
+    if (!en->started || !en->job->req.stream) {
+        enc_fail_plain(en, e);
+        return;
+    }
+    struct buf b = {0};
+    buf_puts(&b, "event: error\ndata: ");
+    api_error_body(DIALECT_MESSAGES, e, &b);
+    buf_puts(&b, "\n\n");
+    pipe_fail(en->job->pipe, err_http_status(e->code), b.data);
+    buf_free(&b);
+    en->ended = true;
+}
+
+int enc_messages_install(struct job *job)
+{
+    struct enc *en = enc_new(job);
+    if (!en) return -1;
+    en->n_choices = 1;
+    job->sink.ctx = en;
+    job->sink.start = s_start;
+    job->sink.reasoning = s_reasoning;
+    job->sink.text = s_text;
+    job->sink.finish = s_finish;
+    job->sink.done = s_done;
+    job->sink.error = s_error;
+    job->sink_free = enc_free;
+    return 0;
+}

@@ -1,0 +1,264 @@
+/* Responses encoder: response object or the typed SSE event sequence (R-STREAM-2). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+
+static void make_item_id(char *out, size_t cap, const char *prefix)
+{
+    char *id = make_id(prefix);
+    snprintf(out, cap, "%s", id ? id : prefix);
+    free(id);
+}
+
+static json_t *reasoning_item(struct enc *en, const char *status)
+{
+    struct enc_choice *ch = &en->ch[0];
+    return json_pack("{s:s, s:s, s:[], s:[{s:s, s:o}], s:s}", "id", en->rs_id, "type", "reasoning",
+                     "summary", "content", "type", "reasoning_text", "text",
+                     json_text(ch->reasoning.data ? ch->reasoning.data : "", ch->reasoning.len),
+                     "status", status);
+}
+
+static json_t *text_part(struct enc *en)
+{
+    struct enc_choice *ch = &en->ch[0];
+    return json_pack("{s:s, s:o, s:[], s:[]}", "type", "output_text", "text",
+                     json_text(ch->text.data ? ch->text.data : "", ch->text.len), "annotations",
+                     "logprobs");
+}
+
+static json_t *message_item(struct enc *en, const char *status, bool with_content)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", en->msg_id, "type", "message", "status",
+                     status, "role", "assistant", "content",
+                     with_content ? json_pack("[o]", text_part(en)) : json_array());
+}
+
+static json_t *usage_obj(const struct usage *u)
+{
+    return json_pack("{s:I, s:{s:I}, s:I, s:{s:I}, s:I}", "input_tokens",
+                     (json_int_t)u->prompt_tokens, "input_tokens_details", "cached_tokens",
+                     (json_int_t)u->cached_tokens, "output_tokens", (json_int_t)u->completion_tokens,
+                     "output_tokens_details", "reasoning_tokens", (json_int_t)u->reasoning_tokens,
+                     "total_tokens", (json_int_t)(u->prompt_tokens + u->completion_tokens));
+}
+
+/* The response object; final = every item closed (completed / incomplete / failed). */
+static json_t *response_obj(struct enc *en, const char *status, const struct usage *u, bool final,
+                            const struct err *e)
+{
+    struct request *r = &en->job->req;
+    json_t *output = json_array();
+    if (final) {
+        if (en->had_rs) json_array_append_new(output, reasoning_item(en, "completed"));
+        json_array_append_new(output, message_item(en, !strcmp(status, "incomplete") ? "incomplete"
+                                                                                    : "completed",
+                                                   true));
+    }
+    json_t *incomplete = json_null();
+    if (!strcmp(status, "incomplete"))
+        incomplete = json_pack("{s:s}", "reason", "max_output_tokens");
+    json_t *error = e ? json_pack("{s:s, s:s}", "code", "server_error", "message", e->msg)
+                      : json_null();
+    json_t *instr = json_null();
+    for (int i = 0; i < r->n_msgs && i < 1; i++)
+        if (r->msgs[0].role == CHAT_SYSTEM) instr = json_string(r->msgs[0].content);
+    json_t *o = json_pack(
+        "{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:o, s:o, s:b, s:f, s:f, s:I, s:s, s:o, s:{s:{s:s}},"
+        " s:{s:o, s:n}, s:o, s:s, s:b}",
+        "id", r->id, "object", "response", "created_at", (json_int_t)r->created, "status", status,
+        "error", error, "incomplete_details", incomplete, "model", r->model, "output", output,
+        "usage", u ? usage_obj(u) : json_null(), "parallel_tool_calls", true, "temperature",
+        (double)r->sp.temperature, "top_p", (double)r->sp.top_p, "max_output_tokens",
+        (json_int_t)r->max_tokens, "tool_choice", "auto", "tools",
+        r->tools ? json_incref(r->tools) : json_array(), "text", "format", "type", "text",
+        "reasoning", "effort", r->reasoning ? json_string("medium") : json_null(), "summary",
+        "metadata", r->metadata ? json_incref(r->metadata) : json_object(), "truncation",
+        "disabled", "store", false);
+    if (o) json_object_set_new(o, "instructions", instr);
+    else json_decref(instr);
+    return o;
+}
+
+static int ev(struct enc *en, const char *type, json_t *f)
+{
+    if (!f) return -1;
+    json_object_set_new(f, "type", json_string(type));
+    json_object_set_new(f, "sequence_number", json_integer(en->seq++));
+    return enc_sse(en, type, f);
+}
+
+static int start(struct enc *en)
+{
+    if (en->started) return 0;
+    en->started = true;
+    if (!en->job->req.stream) return 0;
+    pipe_begin(en->job->pipe, 200, "text/event-stream");
+    if (ev(en, "response.created", json_pack("{s:o}", "response",
+                                             response_obj(en, "in_progress", NULL, false, NULL))) < 0)
+        return -1;
+    return ev(en, "response.in_progress",
+              json_pack("{s:o}", "response", response_obj(en, "in_progress", NULL, false, NULL)));
+}
+
+static int close_reasoning(struct enc *en)
+{
+    if (!en->rs_open) return 0;
+    en->rs_open = false;
+    struct enc_choice *ch = &en->ch[0];
+    json_t *text = json_text(ch->reasoning.data ? ch->reasoning.data : "", ch->reasoning.len);
+    if (ev(en, "response.reasoning_text.done",
+           json_pack("{s:s, s:i, s:i, s:O}", "item_id", en->rs_id, "output_index", en->rs_index,
+                     "content_index", 0, "text", text)) < 0 ||
+        ev(en, "response.content_part.done",
+           json_pack("{s:s, s:i, s:i, s:{s:s, s:O}}", "item_id", en->rs_id, "output_index",
+                     en->rs_index, "content_index", 0, "part", "type", "reasoning_text", "text",
+                     text)) < 0 ||
+        ev(en, "response.output_item.done",
+           json_pack("{s:i, s:o}", "output_index", en->rs_index, "item",
+                     reasoning_item(en, "completed"))) < 0) {
+        json_decref(text);
+        return -1;
+    }
+    json_decref(text);
+    return 0;
+}
+
+static int open_message(struct enc *en)
+{
+    if (en->msg_open) return 0;
+    if (close_reasoning(en) < 0) return -1;
+    en->msg_open = true;
+    en->msg_index = en->out_index++;
+    if (ev(en, "response.output_item.added",
+           json_pack("{s:i, s:o}", "output_index", en->msg_index, "item",
+                     message_item(en, "in_progress", false))) < 0)
+        return -1;
+    return ev(en, "response.content_part.added",
+              json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[], s:[]}}", "item_id", en->msg_id,
+                        "output_index", en->msg_index, "content_index", 0, "part", "type",
+                        "output_text", "text", "", "annotations", "logprobs"));
+}
+
+static int s_start(void *ctx) { return 0; }
+
+static int s_reasoning(void *ctx, int c, const char *s, size_t n)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    if (buf_append(&en->ch[0].reasoning, s, n) < 0) return -1;
+    en->had_rs = true;
+    if (!en->job->req.stream) return 0;
+    if (!en->rs_open && !en->msg_open) {
+        en->rs_open = true;
+        en->rs_index = en->out_index++;
+        if (ev(en, "response.output_item.added",
+               json_pack("{s:i, s:{s:s, s:s, s:[], s:[], s:s}}", "output_index", en->rs_index,
+                         "item", "id", en->rs_id, "type", "reasoning", "summary", "content",
+                         "status", "in_progress")) < 0 ||
+            ev(en, "response.content_part.added",
+               json_pack("{s:s, s:i, s:i, s:{s:s, s:s}}", "item_id", en->rs_id, "output_index",
+                         en->rs_index, "content_index", 0, "part", "type", "reasoning_text",
+                         "text", "")) < 0)
+            return -1;
+    }
+    return ev(en, "response.reasoning_text.delta",
+              json_pack("{s:s, s:i, s:i, s:o}", "item_id", en->rs_id, "output_index", en->rs_index,
+                        "content_index", 0, "delta", json_text(s, n)));
+}
+
+static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    if (buf_append(&en->ch[0].text, s, n) < 0) return -1;
+    if (!en->job->req.stream || n == 0) return 0;
+    if (open_message(en) < 0) return -1;
+    return ev(en, "response.output_text.delta",
+              json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", en->msg_id, "output_index",
+                        en->msg_index, "content_index", 0, "delta", json_text(s, n), "logprobs"));
+}
+
+static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    en->ch[0].why = why;
+    en->ch[0].finished = true;
+    if (!en->job->req.stream) return 0;
+    if (open_message(en) < 0) return -1;
+    struct enc_choice *ch = &en->ch[0];
+    const char *status = why == FINISH_LENGTH ? "incomplete" : "completed";
+    if (ev(en, "response.output_text.done",
+           json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", en->msg_id, "output_index",
+                     en->msg_index, "content_index", 0, "text",
+                     json_text(ch->text.data ? ch->text.data : "", ch->text.len), "logprobs")) < 0)
+        return -1;
+    if (ev(en, "response.content_part.done",
+           json_pack("{s:s, s:i, s:i, s:o}", "item_id", en->msg_id, "output_index", en->msg_index,
+                     "content_index", 0, "part", text_part(en))) < 0)
+        return -1;
+    return ev(en, "response.output_item.done",
+              json_pack("{s:i, s:o}", "output_index", en->msg_index, "item",
+                        message_item(en, status, true)));
+}
+
+static int s_done(void *ctx, const struct usage *u)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    bool incomplete = en->ch[0].why == FINISH_LENGTH;
+    const char *status = incomplete ? "incomplete" : "completed";
+    json_t *resp = response_obj(en, status, u, true, NULL);
+    if (en->job->req.stream) {
+        if (ev(en, incomplete ? "response.incomplete" : "response.completed",
+               json_pack("{s:o}", "response", resp)) < 0)
+            return -1;
+    } else {
+        buf_reset(&en->frame);
+        json_append(&en->frame, resp);
+        pipe_begin(en->job->pipe, 200, "application/json");
+        if (enc_write(en, en->frame.data, en->frame.len) < 0) return -1;
+    }
+    pipe_close(en->job->pipe);
+    en->ended = true;
+    return 0;
+}
+
+static void s_error(void *ctx, const struct err *e)
+{
+    struct enc *en = ctx;
+    if (en->ended) return;
+    if (!en->started || !en->job->req.stream) {
+        enc_fail_plain(en, e);
+        return;
+    }
+    /* in-band: an error event, then response.failed */
+    json_t *f = json_pack("{s:s, s:s%, s:o}", "code", err_code_name(e->code), "message", e->msg,
+                          strlen(e->msg), "param", e->param[0] ? json_string(e->param) : json_null());
+    ev(en, "error", f);
+    ev(en, "response.failed",
+       json_pack("{s:o}", "response", response_obj(en, "failed", NULL, false, e)));
+    pipe_fail(en->job->pipe, err_http_status(e->code), NULL);
+    en->ended = true;
+}
+
+int enc_responses_install(struct job *job)
+{
+    struct enc *en = enc_new(job);
+    if (!en) return -1;
+    en->n_choices = 1;
+    make_item_id(en->rs_id, sizeof en->rs_id, "rs_");
+    make_item_id(en->msg_id, sizeof en->msg_id, "msg_");
+    job->sink.ctx = en;
+    job->sink.start = s_start;
+    job->sink.reasoning = s_reasoning;
+    job->sink.text = s_text;
+    job->sink.finish = s_finish;
+    job->sink.done = s_done;
+    job->sink.error = s_error;
+    job->sink_free = enc_free;
+    return 0;
+}

@@ -1,0 +1,95 @@
+/* Shared encoder plumbing: SSE framing into the pipe, plain errors, logprob entries. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+
+struct enc *enc_new(struct job *job)
+{
+    struct enc *en = calloc(1, sizeof *en);
+    if (!en) return NULL;
+    en->job = job;
+    en->n_choices = job->req.n > 0 ? job->req.n : 1;
+    for (int i = 0; i < en->n_choices; i++) en->ch[i].why = FINISH_NONE;
+    return en;
+}
+
+void enc_free(void *ctx)
+{
+    struct enc *en = ctx;
+    if (!en) return;
+    for (int i = 0; i < REQ_MAX_N; i++) {
+        buf_free(&en->ch[i].text);
+        buf_free(&en->ch[i].reasoning);
+        free(en->ch[i].stop_seq);
+        if (en->ch[i].logprobs) json_decref(en->ch[i].logprobs);
+    }
+    buf_free(&en->frame);
+    free(en);
+}
+
+int enc_write(struct enc *en, const char *s, size_t n)
+{
+    if (pipe_cancelled(en->job->pipe)) return -1;
+    return pipe_write(en->job->pipe, s, n);
+}
+
+int enc_sse(struct enc *en, const char *ev, json_t *f)
+{
+    if (!f) return -1;
+    buf_reset(&en->frame);
+    if (ev) buf_printf(&en->frame, "event: %s\n", ev);
+    buf_puts(&en->frame, "data: ");
+    json_append(&en->frame, f);
+    buf_puts(&en->frame, "\n\n");
+    return enc_write(en, en->frame.data, en->frame.len);
+}
+
+void enc_fail_plain(struct enc *en, const struct err *e)
+{
+    struct buf b = {0};
+    api_error_body(en->job->req.dialect, e, &b);
+    pipe_fail(en->job->pipe, err_http_status(e->code), b.data);
+    buf_free(&b);
+    en->ended = true;
+}
+
+static json_t *bytes_array(const char *s, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((unsigned char)s[i]));
+    return a;
+}
+
+static json_t *token_obj(struct enc *en, int32_t id, float logprob)
+{
+    size_t n = 0;
+    const char *s = "";
+    struct reply_sink *sk = &en->job->sink;
+    if (sk->token_text) s = sk->token_text(sk->tctx, id, &n);
+    if (!s) {
+        s = "";
+        n = 0;
+    }
+    return json_pack("{s:o, s:f, s:o}", "token", json_text(s, n), "logprob", (double)logprob,
+                     "bytes", bytes_array(s, n));
+}
+
+json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp)
+{
+    json_t *o = token_obj(en, lp->token, lp->logprob);
+    json_t *top = json_array();
+    for (int i = 0; i < lp->n_top && i < REQ_MAX_TOP_LOGPROBS; i++)
+        json_array_append_new(top, token_obj(en, lp->top_token[i], lp->top_logprob[i]));
+    json_object_set_new(o, "top_logprobs", top);
+    return o;
+}
+
+const char *finish_reason_chat(enum finish_reason why)
+{
+    switch (why) {
+    case FINISH_LENGTH: return "length";
+    case FINISH_TOOL_CALLS: return "tool_calls";
+    default: return "stop";
+    }
+}

@@ -1,0 +1,220 @@
+/* Responses request -> struct request (R-MAP-1..4, R-THINK-1). Stateless: store:false semantics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_internal.h"
+
+static const char *const MSG_PARTS[] = {"input_text", "output_text", "text", NULL};
+
+static int oom(struct err *e) { return err_set(e, ERR_NOMEM, "out of memory"); }
+
+static int add_call(struct request *req, json_t *it, const char *p, struct err *e)
+{
+    json_t *name = json_object_get(it, "name"), *args = json_object_get(it, "arguments");
+    json_t *id = json_object_get(it, "call_id");
+    if (!json_is_string(name))
+        return err_set_param(e, ERR_INVALID, p, "'%s.name' must be a string", p);
+    struct chat_msg *m = req->n_msgs ? &req->msgs[req->n_msgs - 1] : NULL;
+    if (!m || m->role != CHAT_ASSISTANT) {
+        m = request_add_msg(req, CHAT_ASSISTANT);
+        if (!m) return oom(e);
+    }
+    struct chat_tool_call *tc = realloc(m->tool_calls, (size_t)(m->n_tool_calls + 1) * sizeof *tc);
+    if (!tc) return oom(e);
+    m->tool_calls = tc;
+    struct chat_tool_call *c = &tc[m->n_tool_calls++];
+    memset(c, 0, sizeof *c);
+    c->id = json_is_string(id) ? strdup(json_string_value(id)) : NULL;
+    c->name = strdup(json_string_value(name));
+    c->arguments = json_is_string(args) ? strdup(json_string_value(args)) : strdup("{}");
+    if (!c->name || !c->arguments) return oom(e);
+    return 0;
+}
+
+static int read_input(json_t *input, struct request *req, struct err *e)
+{
+    if (json_is_string(input)) {
+        struct chat_msg *m = request_add_msg(req, CHAT_USER);
+        if (!m) return oom(e);
+        free(m->content);
+        return (m->content = strdup(json_string_value(input))) ? 0 : oom(e);
+    }
+    if (!json_is_array(input))
+        return err_set_param(e, ERR_INVALID, "input", "'input' must be a string or an array of items");
+    size_t i;
+    json_t *it;
+    json_array_foreach(input, i, it) {
+        char p[64];
+        snprintf(p, sizeof p, "input[%zu]", i);
+        if (!json_is_object(it)) return err_set_param(e, ERR_INVALID, p, "'%s' must be an object", p);
+        json_t *jt = json_object_get(it, "type");
+        const char *type = json_is_string(jt) ? json_string_value(jt)
+                           : json_object_get(it, "role") ? "message"
+                                                         : NULL;
+        if (!type) return err_set_param(e, ERR_INVALID, p, "'%s.type' must be a string", p);
+        if (!strcmp(type, "message")) {
+            json_t *jr = json_object_get(it, "role");
+            const char *role = json_is_string(jr) ? json_string_value(jr) : "";
+            enum chat_role r;
+            if (!strcmp(role, "user"))
+                r = CHAT_USER;
+            else if (!strcmp(role, "assistant"))
+                r = CHAT_ASSISTANT;
+            else if (!strcmp(role, "system") || !strcmp(role, "developer"))
+                r = CHAT_SYSTEM;
+            else
+                return err_set_param(e, ERR_INVALID, p, "'%s.role' must be user, assistant, system "
+                                     "or developer", p);
+            char cp[80];
+            snprintf(cp, sizeof cp, "%s.content", p);
+            char *text = content_text(json_object_get(it, "content"), cp, MSG_PARTS, e);
+            if (!text) return -1;
+            struct chat_msg *m = request_add_msg(req, r);
+            if (!m) {
+                free(text);
+                return oom(e);
+            }
+            free(m->content);
+            m->content = text;
+        } else if (!strcmp(type, "reasoning")) {
+            /* replayed reasoning of a previous turn: dropped (the template drops it too) */
+        } else if (!strcmp(type, "function_call")) {
+            if (add_call(req, it, p, e) < 0) return -1;
+        } else if (!strcmp(type, "function_call_output")) {
+            json_t *out = json_object_get(it, "output"), *id = json_object_get(it, "call_id");
+            char cp[80];
+            snprintf(cp, sizeof cp, "%s.output", p);
+            char *text = content_text(out, cp, MSG_PARTS, e);
+            if (!text) return -1;
+            struct chat_msg *m = request_add_msg(req, CHAT_TOOL);
+            if (!m) {
+                free(text);
+                return oom(e);
+            }
+            free(m->content);
+            m->content = text;
+            if (json_is_string(id) && !(m->tool_call_id = strdup(json_string_value(id)))) return oom(e);
+        } else if (!strcmp(type, "item_reference")) {
+            return err_set_param(e, ERR_INVALID, p,
+                                 "item references need stored responses; this server is stateless "
+                                 "(send the full conversation)");
+        } else {
+            char tp[80];
+            snprintf(tp, sizeof tp, "%s.type", p);
+            return err_set_param(e, ERR_INVALID, tp, "input item type '%s' is not supported", type);
+        }
+    }
+    return 0;
+}
+
+static bool is_hosted(const char *t) { return strcmp(t, "function") != 0; }
+
+static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
+{
+    json_t *choice = json_object_get(root, "tool_choice");
+    bool none = json_is_string(choice) && !strcmp(json_string_value(choice), "none");
+    if (json_is_object(choice)) {
+        json_t *ct = json_object_get(choice, "type");
+        if (json_is_string(ct) && is_hosted(json_string_value(ct)) &&
+            strcmp(json_string_value(ct), "allowed_tools"))
+            return err_set_param(e, ERR_INVALID, "tool_choice", "hosted tool '%s' is not supported",
+                                 json_string_value(ct));
+        return err_set_param(e, ERR_UNSUPPORTED, "tool_choice",
+                             "forced tool calls need grammar-constrained decoding, which this "
+                             "build does not have yet");
+    }
+    if (json_is_string(choice) && !strcmp(json_string_value(choice), "required"))
+        return err_set_param(e, ERR_UNSUPPORTED, "tool_choice",
+                             "forced tool calls need grammar-constrained decoding, which this "
+                             "build does not have yet");
+    if (choice && !json_is_null(choice) && !none &&
+        !(json_is_string(choice) && !strcmp(json_string_value(choice), "auto")))
+        return err_set_param(e, ERR_INVALID, "tool_choice", "'tool_choice' must be none, auto, "
+                             "required or a tool choice object");
+    json_t *tools = json_object_get(root, "tools");
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) return err_set_param(e, ERR_INVALID, "tools", "'tools' must be an array");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char p[64];
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
+        if (!json_is_string(type)) return err_set_param(e, ERR_INVALID, p, "'%s.type' must be a string", p);
+        if (is_hosted(json_string_value(type))) continue; /* [+] skipped unless forced (above) */
+        if (!ctx->backend->caps.tools)
+            return err_set_param(e, ERR_INVALID, "tools", "this model has no tool-calling convention");
+        json_t *name = json_object_get(t, "name");
+        if (!json_is_string(name)) return err_set_param(e, ERR_INVALID, p, "'%s.name' must be a string", p);
+        if (none) continue;
+        json_t *fn = json_object();
+        json_object_set(fn, "name", name);
+        json_t *d = json_object_get(t, "description");
+        if (json_is_string(d)) json_object_set(fn, "description", d);
+        json_t *params = json_object_get(t, "parameters");
+        if (params && !json_is_null(params)) json_object_set(fn, "parameters", params);
+        json_t *tool = json_pack("{s:s, s:o}", "type", "function", "function", fn);
+        if (!tool || tools_add(req, tool) < 0) return oom(e);
+    }
+    return 0;
+}
+
+int parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
+{
+    static const struct {
+        const char *key, *why;
+    } rejects[] = {
+        {"previous_response_id", "this server is stateless; send the full conversation in 'input'"},
+        {"conversation", "this server is stateless; send the full conversation in 'input'"},
+        {"background", "background responses are not supported"},
+        {"prompt", "stored prompt templates are not supported"},
+    };
+    for (size_t i = 0; i < sizeof rejects / sizeof rejects[0]; i++)
+        if (jv_reject(root, rejects[i].key, ERR_INVALID, rejects[i].why, e) < 0) return -1;
+    json_t *tr = json_object_get(root, "truncation");
+    if (json_is_string(tr) && !strcmp(json_string_value(tr), "auto"))
+        return err_set_param(e, ERR_INVALID, "truncation",
+                             "truncation 'auto' is not supported (a prompt that does not fit is an error)");
+    long long tl = 0;
+    if (jv_int(root, "top_logprobs", "top_logprobs", 0, 20, &tl, e) < 0) return -1;
+    if (tl > 0)
+        return err_set_param(e, ERR_UNSUPPORTED, "top_logprobs",
+                             "logprobs are supported on /v1/chat/completions only");
+    const char *instr = NULL;
+    if (jv_str(root, "instructions", "instructions", &instr, e) < 0) return -1;
+    if (instr) {
+        struct chat_msg *m = request_add_msg(req, CHAT_SYSTEM);
+        if (!m) return oom(e);
+        free(m->content);
+        if (!(m->content = strdup(instr))) return oom(e);
+    }
+    json_t *input = json_object_get(root, "input");
+    if (!input || json_is_null(input))
+        return err_set_param(e, ERR_INVALID, "input", "'input' is required");
+    if (read_input(input, req, e) < 0) return -1;
+    struct samp_in s;
+    samp_in_init(&s);
+    if (samp_read(root, &s, 2, true, e) < 0) return -1;
+    long long mt = 0;
+    if (jv_int(root, "max_output_tokens", "max_output_tokens", 1, 1 << 30, &mt, e) < 0) return -1;
+    if (jv_bool(root, "stream", "stream", &req->stream, e) < 0) return -1;
+    if (read_stop(json_object_get(root, "stop"), "stop", req, e) < 0) return -1;
+    json_t *rs = json_object_get(root, "reasoning");
+    if (rs && !json_is_null(rs)) {
+        if (!json_is_object(rs)) return err_set_param(e, ERR_INVALID, "reasoning", "'reasoning' must be an object");
+        const char *effort = NULL;
+        if (jv_str(rs, "effort", "reasoning.effort", &effort, e) < 0) return -1;
+        if (effort && read_effort(ctx, effort, "reasoning.effort", true, req, e) < 0) return -1;
+    }
+    if (read_tools(ctx, root, req, e) < 0) return -1;
+    json_t *text = json_object_get(root, "text");
+    if (text && !json_is_null(text)) {
+        if (!json_is_object(text)) return err_set_param(e, ERR_INVALID, "text", "'text' must be an object");
+        if (read_constraint(ctx, json_object_get(text, "format"), "text.format", req, e) < 0) return -1;
+    }
+    if (read_grammar_ext(ctx, root, req, e) < 0) return -1;
+    json_t *md = json_object_get(root, "metadata");
+    if (json_is_object(md)) req->metadata = json_incref(md);
+    return api_finalize(ctx, req, &s, mt, e);
+}
