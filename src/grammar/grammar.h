@@ -29,11 +29,30 @@ struct grammar_vocab_index; /* token trie etc., built once per vocabulary */
 struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *v, struct err *e);
 void grammar_vocab_index_free(struct grammar_vocab_index *vi);
 
+/* Compiles src (lark text, a JSON Schema, ignored for JSON_OBJECT, or a regex) against vi (which
+ * must outlive the grammar). Returns a grammar holding one reference, or NULL with e naming the
+ * problem (ERR_INVALID for a bad grammar / schema / regex, ERR_UNSUPPORTED, ERR_NOMEM).
+ * A compiled grammar is immutable to its users; its lazily built lexer DFA and caches are guarded
+ * by a mutex inside, so matchers of one grammar may run on different threads. */
 struct grammar;
 struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum grammar_kind kind,
                                 const char *src, size_t len, struct err *e);
+/* Drops one reference (the grammar is freed with its last reference; matchers hold one). */
 void grammar_free(struct grammar *g);
+struct grammar *grammar_ref(struct grammar *g);
+int32_t grammar_n_terminals(const struct grammar *g);
+int32_t grammar_n_productions(const struct grammar *g);
 
+/* LRU cache of compiled grammars keyed by (kind, source); thread-safe. get returns a new
+ * reference (release with grammar_free) or NULL with e filled; errors are not cached. */
+struct grammar_cache;
+struct grammar_cache *grammar_cache_new(const struct grammar_vocab_index *vi, size_t capacity);
+void grammar_cache_free(struct grammar_cache *c);
+struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kind,
+                                  const char *src, size_t len, struct err *e);
+size_t grammar_cache_size(struct grammar_cache *c);
+
+/* A matcher is the per-request state (one thread at a time). It holds a grammar reference. */
 struct matcher;
 struct matcher *matcher_new(const struct grammar *g, struct err *e);
 void matcher_free(struct matcher *m);
@@ -43,6 +62,8 @@ void matcher_mask(struct matcher *m, uint32_t *bitset_out);
 int matcher_consume(struct matcher *m, int32_t token);
 bool matcher_accepting(const struct matcher *m);  /* the grammar accepts here (eos allowed) */
 bool matcher_done(const struct matcher *m);       /* nothing but eos can follow */
+/* Undoes the last n consumed tokens (eos included); the state is exactly what it was. 0, or -1
+ * if fewer than n tokens were consumed. */
 int matcher_rollback(struct matcher *m, int n_tokens);
 
 #endif

@@ -1,0 +1,1145 @@
+/* grammar — compile (any kind -> lark -> Earley grammar + lexer NFA), vocabulary token trie,
+ * matcher (Earley rows over lexemes, lazily built lexer DFA), token masks, LRU cache.
+ * Design: docs/grammar.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "grammar/grammar_int.h"
+#include "grammar/jsonschema.h"
+
+int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_prefix,
+                       struct buf *out, struct err *e) __attribute__((weak));
+int jsonschema_object_lark(const char *rule_prefix, struct buf *out, struct err *e)
+    __attribute__((weak));
+
+/* ------------------------------------------------------------------------------------------ */
+/* Vocabulary index                                                                            */
+
+struct grammar_vocab_index {
+    int32_t n_tokens, eos;
+    bool *is_special;
+    char *blob;     /* all token bytes */
+    uint64_t *off;  /* token i: blob[off[i] .. off[i]+len[i]) */
+    uint32_t *len;
+    /* byte trie of non-special tokens in DFS order; node 0 = root */
+    uint8_t *tbyte;
+    int32_t *ttok;  /* first token ending at this node, -1 if none */
+    uint32_t *tend; /* index one past the node's subtree */
+    int32_t n_nodes;
+    int32_t *tok_next; /* next token with identical bytes, -1 */
+    int32_t *specials; /* ids of special tokens */
+    int32_t n_specials;
+};
+
+static const struct grammar_vocab_index *sort_vi;
+static int cmp_tok_bytes(const void *x, const void *y)
+{
+    const struct grammar_vocab_index *vi = sort_vi;
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    uint32_t la = vi->len[a], lb = vi->len[b];
+    int c = memcmp(vi->blob + vi->off[a], vi->blob + vi->off[b], la < lb ? la : lb);
+    if (c) return c;
+    if (la != lb) return la < lb ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+void grammar_vocab_index_free(struct grammar_vocab_index *vi)
+{
+    if (!vi) return;
+    free(vi->is_special);
+    free(vi->blob);
+    free(vi->off);
+    free(vi->len);
+    free(vi->tbyte);
+    free(vi->ttok);
+    free(vi->tend);
+    free(vi->tok_next);
+    free(vi->specials);
+    free(vi);
+}
+
+struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *v, struct err *e)
+{
+    if (!v || v->n_tokens <= 0 || !v->bytes || !v->len) {
+        err_set(e, ERR_INVALID, "grammar vocabulary is empty");
+        return NULL;
+    }
+    struct grammar_vocab_index *vi = calloc(1, sizeof *vi);
+    int32_t *order = NULL;
+    int32_t *stack = NULL;
+    if (!vi) goto nomem;
+    int32_t n = v->n_tokens;
+    vi->n_tokens = n;
+    vi->eos = v->eos;
+    uint64_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += v->len[i];
+    vi->is_special = calloc((size_t)n, sizeof *vi->is_special);
+    vi->blob = malloc(total + 1);
+    vi->off = malloc((size_t)n * sizeof *vi->off);
+    vi->len = malloc((size_t)n * sizeof *vi->len);
+    vi->tok_next = malloc((size_t)n * sizeof *vi->tok_next);
+    order = malloc((size_t)n * sizeof *order);
+    vi->specials = malloc((size_t)n * sizeof *vi->specials);
+    /* at most one node per byte of all tokens, plus the root */
+    vi->tbyte = malloc(total + 1);
+    vi->ttok = malloc((total + 1) * sizeof *vi->ttok);
+    vi->tend = malloc((total + 1) * sizeof *vi->tend);
+    stack = malloc((size_t)(total + 2) * sizeof *stack);
+    if (!vi->is_special || !vi->blob || !vi->off || !vi->len || !vi->tok_next || !order ||
+        !vi->specials || !vi->tbyte || !vi->ttok || !vi->tend || !stack)
+        goto nomem;
+    uint64_t o = 0;
+    int32_t n_plain = 0;
+    uint32_t maxlen = 0;
+    for (int32_t i = 0; i < n; i++) {
+        vi->off[i] = o;
+        vi->len[i] = v->len[i];
+        if (v->len[i]) memcpy(vi->blob + o, v->bytes[i], v->len[i]);
+        o += v->len[i];
+        vi->is_special[i] = v->is_special ? v->is_special[i] : false;
+        vi->tok_next[i] = -1;
+        if (v->len[i] > maxlen) maxlen = v->len[i];
+        if (vi->is_special[i]) vi->specials[vi->n_specials++] = i;
+        else if (v->len[i] > 0) order[n_plain++] = i;
+    }
+    sort_vi = vi; /* qsort has no context argument; index building is not concurrent */
+    qsort(order, (size_t)n_plain, sizeof *order, cmp_tok_bytes);
+    /* DFS-order trie from the sorted list */
+    vi->tbyte[0] = 0;
+    vi->ttok[0] = -1;
+    vi->n_nodes = 1;
+    int32_t depth = 0;
+    stack[0] = 0;
+    int32_t prev = -1;
+    for (int32_t k = 0; k < n_plain; k++) {
+        int32_t t = order[k];
+        const uint8_t *b = (const uint8_t *)vi->blob + vi->off[t];
+        uint32_t l = vi->len[t];
+        uint32_t lcp = 0;
+        if (prev >= 0) {
+            const uint8_t *pb = (const uint8_t *)vi->blob + vi->off[prev];
+            uint32_t pl = vi->len[prev];
+            while (lcp < l && lcp < pl && pb[lcp] == b[lcp]) lcp++;
+            if (lcp == l && l == pl) {
+                /* identical bytes: chain */
+                int32_t node = stack[depth];
+                int32_t x = vi->ttok[node];
+                while (vi->tok_next[x] >= 0) x = vi->tok_next[x];
+                vi->tok_next[x] = t;
+                prev = t;
+                continue;
+            }
+        }
+        while ((uint32_t)depth > lcp) {
+            vi->tend[stack[depth]] = (uint32_t)vi->n_nodes;
+            depth--;
+        }
+        for (uint32_t j = lcp; j < l; j++) {
+            int32_t nd = vi->n_nodes++;
+            vi->tbyte[nd] = b[j];
+            vi->ttok[nd] = -1;
+            stack[++depth] = nd;
+        }
+        vi->ttok[stack[depth]] = t;
+        prev = t;
+    }
+    while (depth >= 0) {
+        vi->tend[stack[depth]] = (uint32_t)vi->n_nodes;
+        depth--;
+    }
+    free(order);
+    free(stack);
+    return vi;
+nomem:
+    free(order);
+    free(stack);
+    grammar_vocab_index_free(vi);
+    err_set(e, ERR_NOMEM, "out of memory indexing the vocabulary");
+    return NULL;
+}
+
+int32_t grammar_vocab_find_special(const struct grammar_vocab_index *vi, const char *s, size_t n)
+{
+    for (int32_t i = 0; i < vi->n_specials; i++) {
+        int32_t id = vi->specials[i];
+        if (vi->len[id] == n && !memcmp(vi->blob + vi->off[id], s, n)) return id;
+    }
+    return -1;
+}
+int32_t grammar_vocab_n_tokens(const struct grammar_vocab_index *vi) { return vi->n_tokens; }
+bool grammar_vocab_is_special(const struct grammar_vocab_index *vi, int32_t id)
+{
+    return id >= 0 && id < vi->n_tokens && vi->is_special[id];
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Grammar building helpers                                                                    */
+
+int32_t grammar_add_nt(struct grammar *g, const char *name, size_t len)
+{
+    if (g->n_nts == g->cap_nts) {
+        int32_t nc = g->cap_nts ? g->cap_nts * 2 : 64;
+        char **n = realloc(g->nt_names, (size_t)nc * sizeof *n);
+        if (!n) return -1;
+        g->nt_names = n;
+        g->cap_nts = nc;
+    }
+    char *s = strndup(name, len);
+    if (!s) return -1;
+    g->nt_names[g->n_nts] = s;
+    return g->n_nts++;
+}
+
+int32_t grammar_add_term(struct grammar *g, const char *name, size_t len)
+{
+    if (g->n_terms >= GRAMMAR_MAX_TERMS) return -1;
+    if (g->n_terms == g->cap_terms) {
+        int32_t nc = g->cap_terms ? g->cap_terms * 2 : 64;
+        struct gterm *n = realloc(g->terms, (size_t)nc * sizeof *n);
+        if (!n) return -1;
+        g->terms = n;
+        g->cap_terms = nc;
+    }
+    char *s = strndup(name, len);
+    if (!s) return -1;
+    g->terms[g->n_terms] = (struct gterm){.name = s, .nfa_start = -1, .special = -1};
+    return g->n_terms++;
+}
+
+int32_t grammar_add_prod(struct grammar *g, int32_t lhs, const int32_t *rhs, int32_t n)
+{
+    if (g->n_prods >= GRAMMAR_MAX_PRODS) return -1;
+    if (g->n_prods == g->cap_prods) {
+        int32_t nc = g->cap_prods ? g->cap_prods * 2 : 64;
+        struct gprod *np = realloc(g->prods, (size_t)nc * sizeof *np);
+        if (!np) return -1;
+        g->prods = np;
+        g->cap_prods = nc;
+    }
+    while (g->n_flat + n + 1 > g->cap_flat) {
+        int32_t nc = g->cap_flat ? g->cap_flat * 2 : 256;
+        int32_t *nf = realloc(g->flat, (size_t)nc * sizeof *nf);
+        if (!nf) return -1;
+        g->flat = nf;
+        g->cap_flat = nc;
+    }
+    int32_t id = g->n_prods++;
+    g->prods[id] = (struct gprod){.lhs = lhs, .off = g->n_flat, .len = n};
+    if (n) memcpy(g->flat + g->n_flat, rhs, (size_t)n * sizeof *rhs);
+    g->n_flat += n;
+    g->flat[g->n_flat++] = SYM_END | id;
+    return id;
+}
+
+int grammar_finish(struct grammar *g, struct err *e)
+{
+    int32_t N = g->n_nts;
+    bool *productive = calloc((size_t)N, sizeof *productive);
+    bool *prod_ok = calloc((size_t)g->n_prods, sizeof *prod_ok);
+    g->nullable = calloc((size_t)N, sizeof *g->nullable);
+    g->nt_first = calloc((size_t)N + 1, sizeof *g->nt_first);
+    g->nt_prods = malloc(((size_t)g->n_prods + 1) * sizeof *g->nt_prods);
+    if (!productive || !prod_ok || !g->nullable || !g->nt_first || !g->nt_prods) {
+        free(productive);
+        free(prod_ok);
+        return err_set(e, ERR_NOMEM, "out of memory");
+    }
+    /* productivity and nullability: fixpoints over productions */
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t p = 0; p < g->n_prods; p++) {
+            const struct gprod *pr = &g->prods[p];
+            bool ok = true, nul = true;
+            for (int32_t k = 0; k < pr->len; k++) {
+                int32_t s = g->flat[pr->off + k];
+                if (s & SYM_NT) {
+                    if (!productive[s & SYM_IDX]) ok = false;
+                    if (!g->nullable[s & SYM_IDX]) nul = false;
+                } else {
+                    nul = false;
+                }
+            }
+            if (ok && !productive[pr->lhs]) productive[pr->lhs] = changed = true;
+            if (ok) prod_ok[p] = true;
+            if (nul && !g->nullable[pr->lhs]) g->nullable[pr->lhs] = changed = true;
+        }
+    }
+    int rc = 0;
+    if (!productive[g->prods[g->start_prod].lhs]) {
+        rc = err_set(e, ERR_INVALID, "the grammar matches no string (its start rule can never "
+                                     "complete)");
+        goto out;
+    }
+    /* index productive productions by lhs (productions using a non-productive symbol can never
+     * complete: predicting them would let the lexer allow dead ends) */
+    for (int32_t p = 0; p < g->n_prods; p++)
+        if (prod_ok[p]) g->nt_first[g->prods[p].lhs + 1]++;
+    for (int32_t i = 0; i < N; i++) g->nt_first[i + 1] += g->nt_first[i];
+    int32_t *fill = calloc((size_t)N, sizeof *fill);
+    if (!fill) {
+        rc = err_set(e, ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int32_t p = 0; p < g->n_prods; p++)
+        if (prod_ok[p]) {
+            int32_t l = g->prods[p].lhs;
+            g->nt_prods[g->nt_first[l] + fill[l]++] = p;
+        }
+    free(fill);
+out:
+    free(productive);
+    free(prod_ok);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Compile and free                                                                            */
+
+struct lexstart_entry {
+    uint64_t hash;
+    int32_t *terms; /* sorted terminal ids */
+    int32_t n;
+    uint32_t state;
+};
+
+struct inner_entry; /* reserved for a per-DFA-state mask cache */
+
+static void grammar_destroy(struct grammar *g)
+{
+    if (!g) return;
+    rx_dfa_deinit(&g->dfa);
+    rx_nfa_deinit(&g->nfa);
+    for (int32_t i = 0; i < g->n_terms; i++) free(g->terms[i].name);
+    free(g->terms);
+    free(g->ignore_starts);
+    for (int32_t i = 0; i < g->n_nts; i++) free(g->nt_names[i]);
+    free(g->nt_names);
+    free(g->prods);
+    free(g->flat);
+    free(g->nt_first);
+    free(g->nt_prods);
+    free(g->nullable);
+    for (uint32_t i = 0; i < g->ls_cap; i++) free(g->ls_tab[i].terms);
+    free(g->ls_tab);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+void grammar_free(struct grammar *g)
+{
+    if (!g) return;
+    if (atomic_fetch_sub(&g->refs, 1) == 1) grammar_destroy(g);
+}
+
+struct grammar *grammar_ref(struct grammar *g)
+{
+    atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
+/* Lark text for a standalone regex: start: /src/ with '/' and newlines escaped. */
+static int regex_lark(const char *src, size_t len, struct buf *out)
+{
+    if (buf_puts(out, "start: /")) return -1;
+    for (size_t i = 0; i < len; i++) {
+        char c = src[i];
+        if (c == '\\' && i + 1 < len) {
+            if (buf_append(out, src + i, 2)) return -1;
+            i++;
+        } else if (c == '/') {
+            if (buf_puts(out, "\\/")) return -1;
+        } else if (c == '\n') {
+            if (buf_puts(out, "\\n")) return -1;
+        } else if (c == '\r') {
+            if (buf_puts(out, "\\r")) return -1;
+        } else if (buf_append(out, &c, 1)) {
+            return -1;
+        }
+    }
+    return buf_puts(out, "/\n");
+}
+
+struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum grammar_kind kind,
+                                const char *src, size_t len, struct err *e)
+{
+    struct buf lark = {0};
+    const char *text = src;
+    size_t tlen = len;
+    switch (kind) {
+    case GRAMMAR_LARK: break;
+    case GRAMMAR_JSON_SCHEMA:
+        if (!jsonschema_to_lark) {
+            err_set(e, ERR_UNSUPPORTED, "JSON Schema constraints are not built in");
+            return NULL;
+        }
+        if (jsonschema_to_lark(src, len, "", &lark, e)) {
+            buf_free(&lark);
+            return NULL;
+        }
+        text = lark.data ? lark.data : "";
+        tlen = lark.len;
+        break;
+    case GRAMMAR_JSON_OBJECT:
+        if (!jsonschema_object_lark) {
+            err_set(e, ERR_UNSUPPORTED, "json_object constraints are not built in");
+            return NULL;
+        }
+        if (jsonschema_object_lark("", &lark, e)) {
+            buf_free(&lark);
+            return NULL;
+        }
+        text = lark.data ? lark.data : "";
+        tlen = lark.len;
+        break;
+    case GRAMMAR_REGEX:
+        if (regex_lark(src, len, &lark)) {
+            buf_free(&lark);
+            err_set(e, ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        text = lark.data;
+        tlen = lark.len;
+        break;
+    default:
+        err_set(e, ERR_INVALID, "unknown grammar kind %d", (int)kind);
+        return NULL;
+    }
+    struct grammar *g = calloc(1, sizeof *g);
+    if (!g) {
+        buf_free(&lark);
+        err_set(e, ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    atomic_init(&g->refs, 1);
+    g->vi = vi;
+    pthread_mutex_init(&g->mu, NULL);
+    if (lark_build(g, text, tlen, e)) goto fail;
+    if (rx_dfa_init(&g->dfa, &g->nfa, e)) goto fail;
+    g->ls_cap = 64;
+    g->ls_tab = calloc(g->ls_cap, sizeof *g->ls_tab);
+    if (!g->ls_tab) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    buf_free(&lark);
+    return g;
+fail:
+    buf_free(&lark);
+    grammar_destroy(g);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Matcher: Earley rows                                                                         */
+
+struct item {
+    uint32_t pos, origin;
+};
+
+struct row {
+    uint32_t start, n; /* items[start .. start+n) */
+    uint32_t lex;      /* lexer start state for the terminals expected here */
+    bool accept;
+};
+
+struct hist {
+    uint32_t n_rows, n_items, cur;
+    bool empty, ended;
+};
+
+#define MEMO_SIZE 1024
+
+struct matcher {
+    struct grammar *g;
+    struct item *items;
+    uint32_t n_items, cap_items;
+    struct row *rows;
+    uint32_t n_rows, cap_rows;
+    uint32_t cur;   /* DFA state in the current lexeme */
+    bool empty;     /* no byte of the current lexeme consumed yet */
+    bool ended;     /* eos consumed */
+    bool oom;
+    struct hist *hist;
+    uint32_t n_hist, cap_hist;
+    /* scratch */
+    uint64_t *dedup;
+    uint32_t dedup_cap;
+    uint32_t *nt_mark, *t_mark;
+    uint32_t gen;
+    int32_t *tbuf;
+    /* per-mask memo: (row, dfa state) -> row */
+    struct { uint32_t row, state, result, gen; } memo[MEMO_SIZE];
+    uint32_t memo_gen;
+    uint32_t *mask; /* output being built */
+};
+
+static void next_gen(struct matcher *m)
+{
+    if (++m->gen == 0) {
+        memset(m->nt_mark, 0, (size_t)m->g->n_nts * sizeof *m->nt_mark);
+        memset(m->t_mark, 0, (size_t)m->g->n_terms * sizeof *m->t_mark);
+        m->gen = 1;
+    }
+}
+
+static int push_item_raw(struct matcher *m, uint32_t pos, uint32_t origin)
+{
+    if (m->n_items == m->cap_items) {
+        uint32_t nc = m->cap_items * 2;
+        struct item *n = realloc(m->items, (size_t)nc * sizeof *n);
+        if (!n) {
+            m->oom = true;
+            return -1;
+        }
+        m->items = n;
+        m->cap_items = nc;
+    }
+    m->items[m->n_items++] = (struct item){pos, origin};
+    return 0;
+}
+
+static uint64_t item_key(uint32_t pos, uint32_t origin)
+{
+    return ((uint64_t)pos << 32 | origin) + 1;
+}
+
+static uint32_t hash_key(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (uint32_t)k;
+}
+
+/* Adds an item to the row under construction (items[row_start..]) unless present. */
+static int add_item(struct matcher *m, uint32_t row_start, uint32_t pos, uint32_t origin)
+{
+    uint32_t n = m->n_items - row_start;
+    if ((n + 1) * 2 > m->dedup_cap) {
+        uint32_t nc = m->dedup_cap * 2;
+        uint64_t *nd = calloc(nc, sizeof *nd);
+        if (!nd) {
+            m->oom = true;
+            return -1;
+        }
+        free(m->dedup);
+        m->dedup = nd;
+        m->dedup_cap = nc;
+        for (uint32_t i = row_start; i < m->n_items; i++) {
+            uint64_t k = item_key(m->items[i].pos, m->items[i].origin);
+            uint32_t j = hash_key(k) & (nc - 1);
+            while (nd[j]) j = (j + 1) & (nc - 1);
+            nd[j] = k;
+        }
+    }
+    uint64_t k = item_key(pos, origin);
+    uint32_t j = hash_key(k) & (m->dedup_cap - 1);
+    while (m->dedup[j]) {
+        if (m->dedup[j] == k) return 0;
+        j = (j + 1) & (m->dedup_cap - 1);
+    }
+    m->dedup[j] = k;
+    return push_item_raw(m, pos, origin);
+}
+
+static uint64_t hash_terms(const int32_t *t, int32_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)t[i]) * 1099511628211ull;
+    return h | 1;
+}
+
+static int cmp_i32(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Lexer start state for a sorted set of terminals (cached in the grammar). Caller holds g->mu. */
+static uint32_t lex_start(struct matcher *m, const int32_t *terms, int32_t n)
+{
+    struct grammar *g = m->g;
+    uint64_t h = hash_terms(terms, n);
+    uint32_t j = (uint32_t)h & (g->ls_cap - 1);
+    while (g->ls_tab[j].hash) {
+        struct lexstart_entry *x = &g->ls_tab[j];
+        if (x->hash == h && x->n == n && !memcmp(x->terms, terms, (size_t)n * sizeof *terms))
+            return x->state;
+        j = (j + 1) & (g->ls_cap - 1);
+    }
+    int32_t *starts = malloc(((size_t)n + (size_t)g->n_ignore + 1) * sizeof *starts);
+    int32_t *copy = malloc(((size_t)n + 1) * sizeof *copy);
+    if (!starts || !copy) {
+        free(starts);
+        free(copy);
+        m->oom = true;
+        return RX_DEAD;
+    }
+    int32_t ns = 0;
+    for (int32_t i = 0; i < n; i++) starts[ns++] = g->terms[terms[i]].nfa_start;
+    if (n > 0) /* ignored lexemes only between expected lexemes */
+        for (int32_t i = 0; i < g->n_ignore; i++) starts[ns++] = g->ignore_starts[i];
+    uint32_t st = rx_dfa_start(&g->dfa, starts, ns);
+    free(starts);
+    memcpy(copy, terms, (size_t)n * sizeof *terms);
+    if ((g->ls_n + 1) * 2 > g->ls_cap) {
+        uint32_t nc = g->ls_cap * 2;
+        struct lexstart_entry *nt = calloc(nc, sizeof *nt);
+        if (!nt) {
+            free(copy);
+            return st;
+        }
+        for (uint32_t i = 0; i < g->ls_cap; i++) {
+            if (!g->ls_tab[i].hash) continue;
+            uint32_t k = (uint32_t)g->ls_tab[i].hash & (nc - 1);
+            while (nt[k].hash) k = (k + 1) & (nc - 1);
+            nt[k] = g->ls_tab[i];
+        }
+        free(g->ls_tab);
+        g->ls_tab = nt;
+        g->ls_cap = nc;
+        j = (uint32_t)h & (nc - 1);
+        while (g->ls_tab[j].hash) j = (j + 1) & (nc - 1);
+    }
+    g->ls_tab[j] = (struct lexstart_entry){.hash = h, .terms = copy, .n = n, .state = st};
+    g->ls_n++;
+    return st;
+}
+
+/* Completes the row whose kernel items are items[start..n_items): predict / complete to a
+ * fixpoint, then computes its lexer start state and accept flag. Returns the row index or -1. */
+static int32_t close_row(struct matcher *m, uint32_t start)
+{
+    struct grammar *g = m->g;
+    uint32_t ri = m->n_rows;
+    if (m->n_rows == m->cap_rows) {
+        uint32_t nc = m->cap_rows * 2;
+        struct row *n = realloc(m->rows, (size_t)nc * sizeof *n);
+        if (!n) {
+            m->oom = true;
+            return -1;
+        }
+        m->rows = n;
+        m->cap_rows = nc;
+    }
+    /* seed the dedup table with the kernel (the table is all zero between rows) */
+    {
+        uint32_t kn = m->n_items;
+        m->n_items = start;
+        for (uint32_t i = start; i < kn; i++) {
+            struct item it = m->items[i];
+            if (add_item(m, start, it.pos, it.origin)) return -1;
+        }
+    }
+    next_gen(m);
+    for (uint32_t k = start; k < m->n_items; k++) {
+        struct item it = m->items[k];
+        int32_t sym = g->flat[it.pos];
+        if (sym & SYM_END) {
+            int32_t A = g->prods[sym & SYM_IDX].lhs;
+            if (it.origin == ri) continue; /* nullable: handled at prediction */
+            const struct row *o = &m->rows[it.origin];
+            int32_t want = SYM_NT | A;
+            for (uint32_t x = o->start; x < o->start + o->n; x++) {
+                struct item oi = m->items[x];
+                if (g->flat[oi.pos] == want && add_item(m, start, oi.pos + 1, oi.origin))
+                    return -1;
+            }
+        } else if (sym & SYM_NT) {
+            int32_t B = sym & SYM_IDX;
+            if (m->nt_mark[B] != m->gen) {
+                m->nt_mark[B] = m->gen;
+                for (int32_t p = g->nt_first[B]; p < g->nt_first[B + 1]; p++)
+                    if (add_item(m, start, (uint32_t)g->prods[g->nt_prods[p]].off, ri)) return -1;
+            }
+            if (g->nullable[B] && add_item(m, start, it.pos + 1, it.origin)) return -1;
+        }
+    }
+    /* expected terminals -> lexer start state */
+    next_gen(m);
+    int32_t nt = 0;
+    bool accept = false;
+    uint32_t acc_pos = (uint32_t)(g->prods[g->start_prod].off + 1);
+    for (uint32_t k = start; k < m->n_items; k++) {
+        struct item it = m->items[k];
+        int32_t sym = g->flat[it.pos];
+        if (!(sym & (SYM_NT | SYM_END))) {
+            if (g->terms[sym].nfa_start >= 0 && m->t_mark[sym] != m->gen) {
+                m->t_mark[sym] = m->gen;
+                m->tbuf[nt++] = sym;
+            }
+        } else if (it.pos == acc_pos && it.origin == 0) {
+            accept = true;
+        }
+    }
+    /* clear the dedup slots this row used */
+    for (uint32_t k = start; k < m->n_items; k++) {
+        uint64_t key = item_key(m->items[k].pos, m->items[k].origin);
+        uint32_t j = hash_key(key) & (m->dedup_cap - 1);
+        while (m->dedup[j] && m->dedup[j] != key) j = (j + 1) & (m->dedup_cap - 1);
+        m->dedup[j] = 0;
+        /* later keys of the same probe chain may now be unreachable: clear them too */
+        for (uint32_t q = (j + 1) & (m->dedup_cap - 1); m->dedup[q]; q = (q + 1) & (m->dedup_cap - 1))
+            m->dedup[q] = 0;
+    }
+    qsort(m->tbuf, (size_t)nt, sizeof *m->tbuf, cmp_i32);
+    uint32_t lex = lex_start(m, m->tbuf, nt);
+    m->rows[ri] = (struct row){.start = start, .n = m->n_items - start, .lex = lex,
+                               .accept = accept};
+    m->n_rows++;
+    return (int32_t)ri;
+}
+
+/* Scans the lexeme accepted by DFA state s from row r: a new row, r itself when only %ignore
+ * terminals accept, or -1 when nothing in r expects it. */
+static int32_t scan(struct matcher *m, uint32_t r, uint32_t s)
+{
+    struct grammar *g = m->g;
+    const struct rx_dstate *ds = &g->dfa.st[s];
+    next_gen(m);
+    bool ign = false;
+    for (int32_t i = 0; i < ds->n_accept; i++) {
+        int32_t t = ds->accept[i];
+        m->t_mark[t] = m->gen;
+        if (g->terms[t].ignore) ign = true;
+    }
+    uint32_t start = m->n_items;
+    const struct row *R = &m->rows[r];
+    for (uint32_t x = R->start; x < R->start + R->n; x++) {
+        struct item it = m->items[x];
+        int32_t sym = g->flat[it.pos];
+        if (!(sym & (SYM_NT | SYM_END)) && m->t_mark[sym] == m->gen) {
+            if (push_item_raw(m, it.pos + 1, it.origin)) return -1;
+            R = &m->rows[r];
+        }
+    }
+    if (m->n_items == start) return ign ? (int32_t)r : -1;
+    return close_row(m, start);
+}
+
+/* Same as scan for a special-token terminal with token id tok. */
+static int32_t scan_special(struct matcher *m, uint32_t r, int32_t tok)
+{
+    struct grammar *g = m->g;
+    uint32_t start = m->n_items;
+    const struct row *R = &m->rows[r];
+    for (uint32_t x = R->start; x < R->start + R->n; x++) {
+        struct item it = m->items[x];
+        int32_t sym = g->flat[it.pos];
+        if (!(sym & (SYM_NT | SYM_END)) && g->terms[sym].special == tok) {
+            if (push_item_raw(m, it.pos + 1, it.origin)) return -1;
+            R = &m->rows[r];
+        }
+    }
+    if (m->n_items == start) return -1;
+    return close_row(m, start);
+}
+
+static int32_t scan_memo(struct matcher *m, uint32_t r, uint32_t s)
+{
+    uint32_t h = (r * 2654435761u ^ s * 40503u) & (MEMO_SIZE - 1);
+    for (int probe = 0; probe < 8; probe++) {
+        uint32_t j = (h + (uint32_t)probe) & (MEMO_SIZE - 1);
+        if (m->memo[j].gen != m->memo_gen) {
+            int32_t x = scan(m, r, s);
+            m->memo[j].gen = m->memo_gen;
+            m->memo[j].row = r;
+            m->memo[j].state = s;
+            m->memo[j].result = (uint32_t)x;
+            return x;
+        }
+        if (m->memo[j].row == r && m->memo[j].state == s) return (int32_t)m->memo[j].result;
+    }
+    return scan(m, r, s);
+}
+
+struct matcher *matcher_new(const struct grammar *gc, struct err *e)
+{
+    struct grammar *g = (struct grammar *)gc;
+    struct matcher *m = calloc(1, sizeof *m);
+    if (!m) goto nomem;
+    m->g = g;
+    m->cap_items = 256;
+    m->cap_rows = 64;
+    m->cap_hist = 64;
+    m->dedup_cap = 256;
+    m->items = malloc(m->cap_items * sizeof *m->items);
+    m->rows = malloc(m->cap_rows * sizeof *m->rows);
+    m->hist = malloc(m->cap_hist * sizeof *m->hist);
+    m->dedup = calloc(m->dedup_cap, sizeof *m->dedup);
+    m->nt_mark = calloc((size_t)g->n_nts + 1, sizeof *m->nt_mark);
+    m->t_mark = calloc((size_t)g->n_terms + 1, sizeof *m->t_mark);
+    m->tbuf = malloc(((size_t)g->n_terms + 1) * sizeof *m->tbuf);
+    if (!m->items || !m->rows || !m->hist || !m->dedup || !m->nt_mark || !m->t_mark || !m->tbuf) {
+        grammar_ref(g);
+        matcher_free(m);
+        goto nomem;
+    }
+    grammar_ref(g);
+    pthread_mutex_lock(&g->mu);
+    m->items[0] = (struct item){(uint32_t)g->prods[g->start_prod].off, 0};
+    m->n_items = 1;
+    int32_t r = close_row(m, 0);
+    pthread_mutex_unlock(&g->mu);
+    if (r < 0) {
+        matcher_free(m);
+        goto nomem;
+    }
+    m->cur = m->rows[0].lex;
+    m->empty = true;
+    return m;
+nomem:
+    err_set(e, ERR_NOMEM, "out of memory creating a grammar matcher");
+    return NULL;
+}
+
+void matcher_free(struct matcher *m)
+{
+    if (!m) return;
+    free(m->items);
+    free(m->rows);
+    free(m->hist);
+    free(m->dedup);
+    free(m->nt_mark);
+    free(m->t_mark);
+    free(m->tbuf);
+    grammar_free(m->g);
+    free(m);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Lexing bytes                                                                                 */
+
+/* One byte from (row *r, state *s, *empty). Returns false if the byte is not allowed. */
+static bool advance(struct matcher *m, uint32_t *r, uint32_t *s, bool *empty, uint8_t b,
+                    bool memo)
+{
+    struct rx_dfa *d = &m->g->dfa;
+    uint32_t t = rx_dfa_next(d, *s, b);
+    if (t != RX_DEAD) {
+        *s = t;
+        *empty = false;
+        return true;
+    }
+    if (*empty || !rx_dfa_accepting(d, *s)) return false;
+    int32_t r2 = memo ? scan_memo(m, *r, *s) : scan(m, *r, *s);
+    if (r2 < 0) return false;
+    uint32_t q = m->rows[r2].lex;
+    t = rx_dfa_next(d, q, b);
+    if (t == RX_DEAD) return false;
+    *r = (uint32_t)r2;
+    *s = t;
+    *empty = false;
+    return true;
+}
+
+/* The row reached by ending the current lexeme here (top row if empty), or -1. */
+static int32_t end_lexeme(struct matcher *m, uint32_t r, uint32_t s, bool empty, bool memo)
+{
+    if (empty) return (int32_t)r;
+    if (!rx_dfa_accepting(&m->g->dfa, s)) return -1;
+    return memo ? scan_memo(m, r, s) : scan(m, r, s);
+}
+
+static inline void set_bit(uint32_t *mask, int32_t t) { mask[t >> 5] |= 1u << (t & 31); }
+
+static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool empty)
+{
+    const struct grammar_vocab_index *vi = m->g->vi;
+    struct rx_dfa *d = &m->g->dfa;
+    uint32_t end = vi->tend[node];
+    for (uint32_t c = node + 1; c < end; c = vi->tend[c]) {
+        uint8_t b = vi->tbyte[c];
+        uint32_t r2 = r, s2;
+        uint32_t t = d->st[s].next[b];
+        if (t == RX_UNKNOWN) t = rx_dfa_compute(d, s, b);
+        if (t != RX_DEAD) {
+            s2 = t;
+        } else {
+            bool e2 = empty;
+            s2 = s;
+            if (!advance(m, &r2, &s2, &e2, b, true)) continue;
+        }
+        for (int32_t tok = vi->ttok[c]; tok >= 0; tok = vi->tok_next[tok]) set_bit(m->mask, tok);
+        if (vi->tend[c] > c + 1) walk(m, c, r2, s2, false);
+    }
+}
+
+static void allow_specials(struct matcher *m, int32_t r)
+{
+    const struct grammar *g = m->g;
+    const struct row *R = &m->rows[r];
+    for (uint32_t x = R->start; x < R->start + R->n; x++) {
+        int32_t sym = g->flat[m->items[x].pos];
+        if (!(sym & (SYM_NT | SYM_END)) && g->terms[sym].special >= 0)
+            set_bit(m->mask, g->terms[sym].special);
+    }
+}
+
+static void truncate_to(struct matcher *m, uint32_t n_rows, uint32_t n_items)
+{
+    m->n_rows = n_rows;
+    m->n_items = n_items;
+}
+
+void matcher_mask(struct matcher *m, uint32_t *bitset_out)
+{
+    const struct grammar_vocab_index *vi = m->g->vi;
+    size_t words = ((size_t)vi->n_tokens + 31) / 32;
+    memset(bitset_out, 0, words * sizeof *bitset_out);
+    if (m->ended || m->oom) return;
+    struct grammar *g = m->g;
+    pthread_mutex_lock(&g->mu);
+    uint32_t nr = m->n_rows, ni = m->n_items;
+    uint32_t top = nr - 1;
+    m->mask = bitset_out;
+    if (++m->memo_gen == 0) {
+        memset(m->memo, 0, sizeof m->memo);
+        m->memo_gen = 1;
+    }
+    walk(m, 0, top, m->cur, m->empty);
+    bool has_eos = vi->eos >= 0 && vi->eos < vi->n_tokens;
+    if (has_eos) bitset_out[vi->eos >> 5] &= ~(1u << (vi->eos & 31));
+    int32_t re = end_lexeme(m, top, m->cur, m->empty, true);
+    if (vi->n_specials && re >= 0) allow_specials(m, re); /* may allow eos as a terminal */
+    bool accept = re >= 0 && m->rows[re].accept;
+    truncate_to(m, nr, ni);
+    if (m->oom) memset(bitset_out, 0, words * sizeof *bitset_out);
+    pthread_mutex_unlock(&g->mu);
+    if (has_eos && accept && !m->oom) set_bit(bitset_out, vi->eos);
+}
+
+static int hist_push(struct matcher *m)
+{
+    if (m->n_hist == m->cap_hist) {
+        uint32_t nc = m->cap_hist * 2;
+        struct hist *n = realloc(m->hist, (size_t)nc * sizeof *n);
+        if (!n) return -1;
+        m->hist = n;
+        m->cap_hist = nc;
+    }
+    m->hist[m->n_hist++] = (struct hist){m->n_rows, m->n_items, m->cur, m->empty, m->ended};
+    return 0;
+}
+
+int matcher_consume(struct matcher *m, int32_t token)
+{
+    const struct grammar_vocab_index *vi = m->g->vi;
+    if (m->ended || m->oom || token < 0 || token >= vi->n_tokens) return -1;
+    struct grammar *g = m->g;
+    pthread_mutex_lock(&g->mu);
+    uint32_t nr = m->n_rows, ni = m->n_items;
+    uint32_t r = nr - 1, s = m->cur;
+    bool empty = m->empty;
+    bool ok = true, ended = false;
+    int32_t r2 = -1;
+    if (vi->is_special[token]) {
+        /* a special token the grammar names (even if it is eos) moves the grammar on */
+        int32_t re = end_lexeme(m, r, s, empty, false);
+        r2 = re >= 0 ? scan_special(m, (uint32_t)re, token) : -1;
+        if (r2 < 0) truncate_to(m, nr, ni);
+    }
+    if (token == vi->eos && r2 < 0) {
+        int32_t re = end_lexeme(m, r, s, empty, false);
+        ok = re >= 0 && m->rows[re].accept;
+        truncate_to(m, nr, ni);
+        ended = true;
+    } else if (vi->is_special[token]) {
+        if (r2 < 0) ok = false;
+        else {
+            r = (uint32_t)r2;
+            s = m->rows[r2].lex;
+            empty = true;
+        }
+    } else {
+        const uint8_t *b = (const uint8_t *)vi->blob + vi->off[token];
+        uint32_t len = vi->len[token];
+        ok = len > 0;
+        for (uint32_t i = 0; i < len && ok; i++) ok = advance(m, &r, &s, &empty, b[i], false);
+        if (ok && !empty && rx_dfa_final(&g->dfa, s)) {
+            /* nothing can extend this lexeme: scan it now */
+            int32_t r2 = scan(m, r, s);
+            if (r2 < 0) ok = false;
+            else {
+                r = (uint32_t)r2;
+                s = m->rows[r2].lex;
+                empty = true;
+            }
+        }
+    }
+    if (ok && m->oom) ok = false;
+    if (!ok) {
+        truncate_to(m, nr, ni);
+        pthread_mutex_unlock(&g->mu);
+        return -1;
+    }
+    /* the rows built for this token stay: record the state before it */
+    uint32_t keep_rows = m->n_rows, keep_items = m->n_items;
+    m->n_rows = nr;
+    m->n_items = ni;
+    if (hist_push(m)) {
+        pthread_mutex_unlock(&g->mu);
+        return -1;
+    }
+    m->n_rows = keep_rows;
+    m->n_items = keep_items;
+    /* rows above r (abandoned alternatives are impossible: advance is deterministic) */
+    m->n_rows = r + 1;
+    m->n_items = m->rows[r].start + m->rows[r].n;
+    m->cur = s;
+    m->empty = empty;
+    if (ended) m->ended = true;
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+bool matcher_accepting(const struct matcher *mc)
+{
+    struct matcher *m = (struct matcher *)mc;
+    if (m->ended) return true;
+    if (m->oom) return false;
+    pthread_mutex_lock(&m->g->mu);
+    uint32_t nr = m->n_rows, ni = m->n_items;
+    int32_t re = end_lexeme(m, nr - 1, m->cur, m->empty, false);
+    bool a = re >= 0 && m->rows[re].accept;
+    truncate_to(m, nr, ni);
+    pthread_mutex_unlock(&m->g->mu);
+    return a;
+}
+
+bool matcher_done(const struct matcher *mc)
+{
+    struct matcher *m = (struct matcher *)mc;
+    if (m->ended) return true;
+    if (m->oom) return false;
+    pthread_mutex_lock(&m->g->mu);
+    const struct grammar *g = m->g;
+    uint32_t nr = m->n_rows, ni = m->n_items;
+    bool done = false;
+    if (m->empty || rx_dfa_final(&g->dfa, m->cur)) {
+        int32_t re = end_lexeme(m, nr - 1, m->cur, m->empty, false);
+        if (re >= 0 && m->rows[re].accept && m->rows[re].lex == RX_DEAD) {
+            done = true;
+            const struct row *R = &m->rows[re];
+            for (uint32_t x = R->start; x < R->start + R->n; x++) {
+                int32_t sym = g->flat[m->items[x].pos];
+                if (!(sym & (SYM_NT | SYM_END)) && g->terms[sym].special >= 0) done = false;
+            }
+        }
+    }
+    truncate_to(m, nr, ni);
+    pthread_mutex_unlock(&m->g->mu);
+    return done;
+}
+
+int matcher_rollback(struct matcher *m, int n_tokens)
+{
+    if (n_tokens < 0 || (uint32_t)n_tokens > m->n_hist) return -1;
+    if (n_tokens == 0) return 0;
+    m->n_hist -= (uint32_t)n_tokens;
+    const struct hist *h = &m->hist[m->n_hist];
+    m->n_rows = h->n_rows;
+    m->n_items = h->n_items;
+    m->cur = h->cur;
+    m->empty = h->empty;
+    m->ended = h->ended;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* LRU cache                                                                                   */
+
+struct cache_entry {
+    enum grammar_kind kind;
+    char *src;
+    size_t len;
+    struct grammar *g;
+    uint64_t used;
+};
+
+struct grammar_cache {
+    pthread_mutex_t mu;
+    const struct grammar_vocab_index *vi;
+    struct cache_entry *e;
+    size_t n, cap;
+    uint64_t tick;
+};
+
+struct grammar_cache *grammar_cache_new(const struct grammar_vocab_index *vi, size_t capacity)
+{
+    struct grammar_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->cap = capacity ? capacity : 1;
+    c->e = calloc(c->cap, sizeof *c->e);
+    if (!c->e) {
+        free(c);
+        return NULL;
+    }
+    c->vi = vi;
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void grammar_cache_free(struct grammar_cache *c)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->e[i].src);
+        grammar_free(c->e[i].g);
+    }
+    free(c->e);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kind,
+                                  const char *src, size_t len, struct err *e)
+{
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n; i++) {
+        struct cache_entry *x = &c->e[i];
+        if (x->kind == kind && x->len == len && !memcmp(x->src, src, len)) {
+            x->used = ++c->tick;
+            struct grammar *g = grammar_ref(x->g);
+            pthread_mutex_unlock(&c->mu);
+            return g;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    struct grammar *g = grammar_compile(c->vi, kind, src, len, e);
+    if (!g) return NULL;
+    char *copy = malloc(len + 1);
+    if (!copy) return g; /* usable, just not cached */
+    memcpy(copy, src, len);
+    copy[len] = 0;
+    pthread_mutex_lock(&c->mu);
+    size_t slot = c->n;
+    if (c->n == c->cap) {
+        slot = 0;
+        for (size_t i = 1; i < c->n; i++)
+            if (c->e[i].used < c->e[slot].used) slot = i;
+        free(c->e[slot].src);
+        grammar_free(c->e[slot].g);
+    } else {
+        c->n++;
+    }
+    c->e[slot] = (struct cache_entry){kind, copy, len, grammar_ref(g), ++c->tick};
+    pthread_mutex_unlock(&c->mu);
+    return g;
+}
+
+size_t grammar_cache_size(struct grammar_cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->n;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Introspection (tests, tools)                                                                */
+
+int32_t grammar_n_terminals(const struct grammar *g) { return g->n_terms; }
+int32_t grammar_n_productions(const struct grammar *g) { return g->n_prods; }

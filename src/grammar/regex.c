@@ -1,0 +1,1055 @@
+/* regex — parser, UTF-8 NFA construction and lazy DFA. See regex.h for the syntax and invariants. */
+#include "grammar/regex.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* AST                                                                                         */
+
+void rx_ast_deinit(struct rx_ast *a)
+{
+    for (int32_t i = 0; i < a->n; i++) free(a->nodes[i].ranges);
+    free(a->nodes);
+    memset(a, 0, sizeof *a);
+}
+
+static int32_t node_new(struct rx_ast *a, enum rx_kind k)
+{
+    if (a->n == a->cap) {
+        int32_t nc = a->cap ? a->cap * 2 : 64;
+        struct rx_node *nn = realloc(a->nodes, (size_t)nc * sizeof *nn);
+        if (!nn) return -1;
+        a->nodes = nn;
+        a->cap = nc;
+    }
+    struct rx_node *n = &a->nodes[a->n];
+    memset(n, 0, sizeof *n);
+    n->kind = k;
+    n->a = n->b = -1;
+    return a->n++;
+}
+
+int32_t rx_cat(struct rx_ast *a, int32_t x, int32_t y)
+{
+    if (x < 0 || y < 0) return -1;
+    if (a->nodes[x].kind == RX_EMPTY) return y;
+    if (a->nodes[y].kind == RX_EMPTY) return x;
+    int32_t n = node_new(a, RX_CAT);
+    if (n < 0) return -1;
+    a->nodes[n].a = x;
+    a->nodes[n].b = y;
+    return n;
+}
+
+int32_t rx_alt(struct rx_ast *a, int32_t x, int32_t y)
+{
+    if (x < 0 || y < 0) return -1;
+    int32_t n = node_new(a, RX_ALT);
+    if (n < 0) return -1;
+    a->nodes[n].a = x;
+    a->nodes[n].b = y;
+    return n;
+}
+
+int32_t rx_repeat(struct rx_ast *a, int32_t x, int32_t min, int32_t max)
+{
+    if (x < 0) return -1;
+    int32_t n = node_new(a, RX_REPEAT);
+    if (n < 0) return -1;
+    a->nodes[n].a = x;
+    a->nodes[n].min = min;
+    a->nodes[n].max = max;
+    return n;
+}
+
+static int32_t bytes_node(struct rx_ast *a, uint8_t lo, uint8_t hi)
+{
+    int32_t n = node_new(a, RX_BYTES);
+    if (n < 0) return -1;
+    a->nodes[n].min = lo;
+    a->nodes[n].max = hi;
+    return n;
+}
+
+/* A growable list of code point ranges. */
+struct ranges {
+    uint32_t *r;
+    int32_t n, cap; /* n = number of uint32 (2 per range) */
+};
+
+static int ranges_add(struct ranges *rs, uint32_t lo, uint32_t hi)
+{
+    if (rs->n + 2 > rs->cap) {
+        int32_t nc = rs->cap ? rs->cap * 2 : 16;
+        uint32_t *nr = realloc(rs->r, (size_t)nc * sizeof *nr);
+        if (!nr) return -1;
+        rs->r = nr;
+        rs->cap = nc;
+    }
+    rs->r[rs->n++] = lo;
+    rs->r[rs->n++] = hi;
+    return 0;
+}
+
+static int cmp_range(const void *x, const void *y)
+{
+    const uint32_t *a = x, *b = y;
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+static void ranges_normalize(struct ranges *rs)
+{
+    if (rs->n == 0) return;
+    qsort(rs->r, (size_t)rs->n / 2, 2 * sizeof(uint32_t), cmp_range);
+    int32_t w = 0;
+    for (int32_t i = 0; i < rs->n; i += 2) {
+        uint32_t lo = rs->r[i], hi = rs->r[i + 1];
+        if (w > 0 && lo <= rs->r[w - 1] + 1) {
+            if (hi > rs->r[w - 1]) rs->r[w - 1] = hi;
+        } else {
+            rs->r[w++] = lo;
+            rs->r[w++] = hi;
+        }
+    }
+    rs->n = w;
+}
+
+#define CP_MAX 0x10FFFFu
+
+static int ranges_negate(struct ranges *rs)
+{
+    ranges_normalize(rs);
+    struct ranges out = {0};
+    uint32_t next = 0;
+    for (int32_t i = 0; i < rs->n; i += 2) {
+        if (rs->r[i] > next && ranges_add(&out, next, rs->r[i] - 1)) goto fail;
+        next = rs->r[i + 1] + 1;
+    }
+    if (next <= CP_MAX && ranges_add(&out, next, CP_MAX)) goto fail;
+    free(rs->r);
+    *rs = out;
+    return 0;
+fail:
+    free(out.r);
+    return -1;
+}
+
+static int32_t class_node(struct rx_ast *a, struct ranges *rs)
+{
+    ranges_normalize(rs);
+    int32_t n = node_new(a, RX_CLASS);
+    if (n < 0) {
+        free(rs->r);
+        return -1;
+    }
+    a->nodes[n].ranges = rs->r;
+    a->nodes[n].n_ranges = rs->n / 2;
+    rs->r = NULL;
+    rs->n = rs->cap = 0;
+    return n;
+}
+
+static int32_t cp_node(struct rx_ast *a, uint32_t cp)
+{
+    struct ranges rs = {0};
+    if (ranges_add(&rs, cp, cp)) return -1;
+    return class_node(a, &rs);
+}
+
+static int utf8_encode(uint32_t cp, uint8_t *o)
+{
+    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x800) { o[0] = 0xC0 | (cp >> 6); o[1] = 0x80 | (cp & 63); return 2; }
+    if (cp < 0x10000) {
+        o[0] = 0xE0 | (cp >> 12); o[1] = 0x80 | ((cp >> 6) & 63); o[2] = 0x80 | (cp & 63);
+        return 3;
+    }
+    o[0] = 0xF0 | (cp >> 18); o[1] = 0x80 | ((cp >> 12) & 63); o[2] = 0x80 | ((cp >> 6) & 63);
+    o[3] = 0x80 | (cp & 63);
+    return 4;
+}
+
+static uint32_t simple_fold(uint32_t c, bool up)
+{
+    if (up && c >= 'a' && c <= 'z') return c - 32;
+    if (!up && c >= 'A' && c <= 'Z') return c + 32;
+    return c;
+}
+
+int32_t rx_literal(struct rx_ast *a, const char *s, size_t len, bool icase)
+{
+    int32_t r = node_new(a, RX_EMPTY);
+    for (size_t i = 0; i < len && r >= 0; i++) {
+        uint8_t c = (uint8_t)s[i];
+        int32_t x;
+        if (icase && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            struct ranges rs = {0};
+            if (ranges_add(&rs, simple_fold(c, true), simple_fold(c, true)) ||
+                ranges_add(&rs, simple_fold(c, false), simple_fold(c, false))) {
+                free(rs.r);
+                return -1;
+            }
+            x = class_node(a, &rs);
+        } else {
+            x = bytes_node(a, c, c);
+        }
+        r = rx_cat(a, r, x);
+    }
+    return r;
+}
+
+int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root)
+{
+    const struct rx_node *s = &src->nodes[root];
+    int32_t a = -1, b = -1;
+    if (s->kind == RX_CAT || s->kind == RX_ALT || s->kind == RX_REPEAT) {
+        a = rx_copy(dst, src, s->a);
+        if (a < 0) return -1;
+    }
+    if (s->kind == RX_CAT || s->kind == RX_ALT) {
+        b = rx_copy(dst, src, s->b);
+        if (b < 0) return -1;
+    }
+    int32_t n = node_new(dst, s->kind);
+    if (n < 0) return -1;
+    struct rx_node *d = &dst->nodes[n];
+    *d = *s;
+    d->a = a;
+    d->b = b;
+    if (s->kind == RX_CLASS) {
+        d->ranges = malloc((size_t)(s->n_ranges * 2 + 1) * sizeof(uint32_t));
+        if (!d->ranges) return -1;
+        memcpy(d->ranges, s->ranges, (size_t)s->n_ranges * 2 * sizeof(uint32_t));
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parser (recursive descent)                                                                   */
+
+struct rparse {
+    struct rx_ast *a;
+    const char *p;
+    size_t len, i;
+    struct err *e;
+    int depth;
+};
+
+static int32_t perr(struct rparse *P, const char *what)
+{
+    err_set(P->e, ERR_INVALID, "regex /%.*s/: %s at offset %zu", (int)(P->len > 80 ? 80 : P->len),
+            P->p, what, P->i);
+    return -1;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes one UTF-8 code point of the pattern (invalid bytes are taken as themselves). */
+static uint32_t read_cp(struct rparse *P)
+{
+    const uint8_t *s = (const uint8_t *)P->p + P->i;
+    size_t left = P->len - P->i;
+    uint8_t c = s[0];
+    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || (size_t)n > left) {
+        P->i++;
+        return c;
+    }
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 31u) : n == 3 ? (c & 15u) : (c & 7u);
+    for (int k = 1; k < n; k++) {
+        if ((s[k] & 0xC0) != 0x80) {
+            P->i++;
+            return c;
+        }
+        cp = (cp << 6) | (s[k] & 63u);
+    }
+    P->i += (size_t)n;
+    return cp;
+}
+
+/* Hex digits: fixed count n, or braced {H..} when n == 0. Returns code point or -1. */
+static int64_t read_hex(struct rparse *P, int n)
+{
+    int64_t v = 0;
+    if (n == 0) {
+        if (P->i >= P->len || P->p[P->i] != '{') return -1;
+        P->i++;
+        int k = 0;
+        while (P->i < P->len && P->p[P->i] != '}') {
+            int h = hexval(P->p[P->i]);
+            if (h < 0 || ++k > 8) return -1;
+            v = v * 16 + h;
+            P->i++;
+        }
+        if (P->i >= P->len || k == 0) return -1;
+        P->i++;
+    } else {
+        for (int k = 0; k < n; k++) {
+            if (P->i >= P->len) return -1;
+            int h = hexval(P->p[P->i]);
+            if (h < 0) return -1;
+            v = v * 16 + h;
+            P->i++;
+        }
+    }
+    return v > CP_MAX ? -1 : v;
+}
+
+static int add_perl_class(struct ranges *rs, char c)
+{
+    switch (c) {
+    case 'd': return ranges_add(rs, '0', '9');
+    case 'w':
+        return ranges_add(rs, '0', '9') | ranges_add(rs, 'A', 'Z') | ranges_add(rs, 'a', 'z') |
+               ranges_add(rs, '_', '_');
+    case 's': return ranges_add(rs, '\t', '\r') | ranges_add(rs, ' ', ' ');
+    }
+    return -1;
+}
+
+/* Parses an escape after '\'. Sets *cp for a single code point (returns 0), or fills rs with
+ * a class (returns 1). Returns -1 on error. */
+static int parse_escape(struct rparse *P, uint32_t *cp, struct ranges *rs)
+{
+    if (P->i >= P->len) return perr(P, "trailing backslash");
+    char c = P->p[P->i++];
+    int64_t v;
+    switch (c) {
+    case 'n': *cp = '\n'; return 0;
+    case 'r': *cp = '\r'; return 0;
+    case 't': *cp = '\t'; return 0;
+    case 'f': *cp = '\f'; return 0;
+    case 'v': *cp = '\v'; return 0;
+    case 'a': *cp = 7; return 0;
+    case 'e': *cp = 27; return 0;
+    case '0': *cp = 0; return 0;
+    case 'x':
+        v = (P->i < P->len && P->p[P->i] == '{') ? read_hex(P, 0) : read_hex(P, 2);
+        if (v < 0) return perr(P, "bad \\x escape");
+        *cp = (uint32_t)v;
+        return 0;
+    case 'u':
+        v = (P->i < P->len && P->p[P->i] == '{') ? read_hex(P, 0) : read_hex(P, 4);
+        if (v < 0) return perr(P, "bad \\u escape");
+        /* A UTF-16 surrogate pair written as two \u escapes (JSON-Schema patterns do this). */
+        if (v >= 0xD800 && v <= 0xDBFF && P->i + 6 <= P->len && P->p[P->i] == '\\' &&
+            P->p[P->i + 1] == 'u') {
+            size_t save = P->i;
+            P->i += 2;
+            int64_t lo = read_hex(P, 4);
+            if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+            } else {
+                P->i = save;
+            }
+        }
+        *cp = (uint32_t)v;
+        return 0;
+    case 'd': case 'w': case 's':
+        if (add_perl_class(rs, c)) return perr(P, "out of memory");
+        return 1;
+    case 'D': case 'W': case 'S':
+        if (add_perl_class(rs, (char)(c + 32)) || ranges_negate(rs)) return perr(P, "out of memory");
+        return 1;
+    case 'b': case 'B': return perr(P, "word boundary \\b / \\B is not supported");
+    case 'p': case 'P': return perr(P, "Unicode property classes \\p{..} are not supported");
+    case 'A': case 'z': case 'Z': case 'G': return perr(P, "anchor escapes are not supported");
+    case 'k': return perr(P, "named backreferences are not supported");
+    default:
+        if (c >= '1' && c <= '9') return perr(P, "backreferences are not supported");
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return perr(P, "unknown escape");
+        P->i--;
+        *cp = read_cp(P);
+        return 0;
+    }
+}
+
+static int32_t parse_class(struct rparse *P)
+{
+    struct ranges rs = {0};
+    bool neg = false;
+    if (P->i < P->len && P->p[P->i] == '^') {
+        neg = true;
+        P->i++;
+    }
+    bool first = true;
+    for (;;) {
+        if (P->i >= P->len) {
+            free(rs.r);
+            return perr(P, "unterminated character class");
+        }
+        char c = P->p[P->i];
+        if (c == ']' && !first) {
+            P->i++;
+            break;
+        }
+        first = false;
+        if (c == '[' && P->i + 1 < P->len && P->p[P->i + 1] == ':') {
+            free(rs.r);
+            return perr(P, "POSIX classes [:name:] are not supported");
+        }
+        uint32_t lo;
+        if (c == '\\') {
+            P->i++;
+            int k = parse_escape(P, &lo, &rs);
+            if (k < 0) {
+                free(rs.r);
+                return -1;
+            }
+            if (k == 1) continue;
+        } else {
+            lo = read_cp(P);
+        }
+        uint32_t hi = lo;
+        if (P->i + 1 < P->len && P->p[P->i] == '-' && P->p[P->i + 1] != ']') {
+            P->i++;
+            if (P->p[P->i] == '\\') {
+                P->i++;
+                struct ranges tmp = {0};
+                int k = parse_escape(P, &hi, &tmp);
+                free(tmp.r);
+                if (k < 0) {
+                    free(rs.r);
+                    return -1;
+                }
+                if (k == 1) {
+                    free(rs.r);
+                    return perr(P, "class escape used as a range bound");
+                }
+            } else {
+                hi = read_cp(P);
+            }
+            if (hi < lo) {
+                free(rs.r);
+                return perr(P, "range out of order in character class");
+            }
+        }
+        if (ranges_add(&rs, lo, hi)) {
+            free(rs.r);
+            return perr(P, "out of memory");
+        }
+    }
+    if (neg && ranges_negate(&rs)) {
+        free(rs.r);
+        return perr(P, "out of memory");
+    }
+    return class_node(P->a, &rs);
+}
+
+static int32_t parse_alt(struct rparse *P);
+
+static int32_t parse_atom(struct rparse *P)
+{
+    char c = P->p[P->i];
+    switch (c) {
+    case '(': {
+        P->i++;
+        if (P->i < P->len && P->p[P->i] == '?') {
+            P->i++;
+            if (P->i < P->len && P->p[P->i] == ':') {
+                P->i++;
+            } else if (P->i < P->len && (P->p[P->i] == 'P' || P->p[P->i] == '<')) {
+                if (P->p[P->i] == 'P') P->i++;
+                if (P->i >= P->len || P->p[P->i] != '<') return perr(P, "bad group syntax");
+                if (P->i + 1 < P->len && (P->p[P->i + 1] == '=' || P->p[P->i + 1] == '!'))
+                    return perr(P, "lookbehind is not supported");
+                while (P->i < P->len && P->p[P->i] != '>') P->i++;
+                if (P->i >= P->len) return perr(P, "unterminated group name");
+                P->i++;
+            } else if (P->i < P->len && (P->p[P->i] == '=' || P->p[P->i] == '!')) {
+                return perr(P, "lookahead is not supported");
+            } else {
+                return perr(P, "inline flags / special groups (?...) are not supported");
+            }
+        }
+        if (++P->depth > 200) return perr(P, "groups nested too deeply");
+        int32_t r = parse_alt(P);
+        P->depth--;
+        if (r < 0) return -1;
+        if (P->i >= P->len || P->p[P->i] != ')') return perr(P, "missing )");
+        P->i++;
+        return r;
+    }
+    case '[': P->i++; return parse_class(P);
+    case '.': {
+        P->i++;
+        struct ranges rs = {0};
+        if (ranges_add(&rs, '\n', '\n') || ranges_negate(&rs)) {
+            free(rs.r);
+            return perr(P, "out of memory");
+        }
+        return class_node(P->a, &rs);
+    }
+    case '^': P->i++; return node_new(P->a, RX_BOL);
+    case '$': P->i++; return node_new(P->a, RX_EOL);
+    case '\\': {
+        P->i++;
+        uint32_t cp;
+        struct ranges rs = {0};
+        int k = parse_escape(P, &cp, &rs);
+        if (k < 0) return -1;
+        if (k == 1) return class_node(P->a, &rs);
+        return cp_node(P->a, cp);
+    }
+    case '*': case '+': case '?': return perr(P, "quantifier without operand");
+    default: return cp_node(P->a, read_cp(P));
+    }
+}
+
+/* Parses {n}, {n,}, {n,m}, {,m} at P->i ('{'). Returns 1 if it was a quantifier, 0 if the '{' is
+ * a literal (ECMA / PCRE leniency), -1 on error. */
+static int parse_braces(struct rparse *P, int32_t *min, int32_t *max)
+{
+    size_t j = P->i + 1;
+    int64_t a = -1, b = -1;
+    bool comma = false;
+    while (j < P->len && P->p[j] >= '0' && P->p[j] <= '9') {
+        a = (a < 0 ? 0 : a) * 10 + (P->p[j] - '0');
+        if (a > 100000) a = 100000;
+        j++;
+    }
+    if (j < P->len && P->p[j] == ',') {
+        comma = true;
+        j++;
+        while (j < P->len && P->p[j] >= '0' && P->p[j] <= '9') {
+            b = (b < 0 ? 0 : b) * 10 + (P->p[j] - '0');
+            if (b > 100000) b = 100000;
+            j++;
+        }
+    }
+    if (j >= P->len || P->p[j] != '}' || (a < 0 && b < 0)) return 0;
+    if (a < 0) a = 0;
+    if (!comma) b = a;
+    if (b >= 0 && b < a) {
+        perr(P, "repetition {n,m} with m < n");
+        return -1;
+    }
+    if (a > 10000 || b > 10000) {
+        perr(P, "repetition count above 10000");
+        return -1;
+    }
+    *min = (int32_t)a;
+    *max = (int32_t)b;
+    P->i = j + 1;
+    return 1;
+}
+
+static int32_t parse_seq(struct rparse *P)
+{
+    int32_t r = node_new(P->a, RX_EMPTY);
+    while (r >= 0 && P->i < P->len && P->p[P->i] != '|' && P->p[P->i] != ')') {
+        int32_t x = parse_atom(P);
+        if (x < 0) return -1;
+        for (;;) {
+            if (P->i >= P->len) break;
+            char q = P->p[P->i];
+            int32_t min, max;
+            if (q == '*') { min = 0; max = -1; P->i++; }
+            else if (q == '+') { min = 1; max = -1; P->i++; }
+            else if (q == '?') { min = 0; max = 1; P->i++; }
+            else if (q == '{') {
+                int k = parse_braces(P, &min, &max);
+                if (k < 0) return -1;
+                if (k == 0) break;
+            } else break;
+            if (P->i < P->len && P->p[P->i] == '?') P->i++; /* lazy: same language */
+            else if (P->i < P->len && P->p[P->i] == '+')
+                return perr(P, "possessive quantifiers are not supported");
+            enum rx_kind k = P->a->nodes[x].kind;
+            if (k == RX_BOL || k == RX_EOL) return perr(P, "quantified anchor");
+            x = rx_repeat(P->a, x, min, max);
+            if (x < 0) return perr(P, "out of memory");
+        }
+        r = rx_cat(P->a, r, x);
+    }
+    if (r < 0) return perr(P, "out of memory");
+    return r;
+}
+
+static int32_t parse_alt(struct rparse *P)
+{
+    int32_t r = parse_seq(P);
+    while (r >= 0 && P->i < P->len && P->p[P->i] == '|') {
+        P->i++;
+        int32_t y = parse_seq(P);
+        if (y < 0) return -1;
+        r = rx_alt(P->a, r, y);
+        if (r < 0) return perr(P, "out of memory");
+    }
+    return r;
+}
+
+int32_t rx_parse(struct rx_ast *a, const char *pattern, size_t len, struct err *e)
+{
+    struct rparse P = {.a = a, .p = pattern, .len = len, .e = e};
+    int32_t r = parse_alt(&P);
+    if (r < 0) return -1;
+    if (P.i < len) return perr(&P, "unmatched )");
+    return r;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* NFA                                                                                         */
+
+void rx_nfa_deinit(struct rx_nfa *n)
+{
+    free(n->s);
+    memset(n, 0, sizeof *n);
+}
+
+struct nbuild {
+    struct rx_nfa *n;
+    const struct rx_ast *a;
+    struct err *e;
+};
+
+static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, int32_t out,
+                      int32_t out2)
+{
+    struct rx_nfa *n = B->n;
+    if (n->n >= RX_MAX_NFA_STATES) {
+        err_set(B->e, ERR_INVALID, "regex too large (more than %d automaton states; reduce {m,n} "
+                                   "repetition counts)", RX_MAX_NFA_STATES);
+        return -1;
+    }
+    if (n->n == n->cap) {
+        int32_t nc = n->cap ? n->cap * 2 : 256;
+        struct rx_nstate *ns = realloc(n->s, (size_t)nc * sizeof *ns);
+        if (!ns) {
+            err_set(B->e, ERR_NOMEM, "out of memory building regex automaton");
+            return -1;
+        }
+        n->s = ns;
+        n->cap = nc;
+    }
+    n->s[n->n] = (struct rx_nstate){.kind = kind, .lo = lo, .hi = hi, .out = out, .out2 = out2};
+    return n->n++;
+}
+
+/* Emits the byte sequences for code points [lo,hi] (same UTF-8 length) continuing to `next`;
+ * returns the entry state (an alternation). Built backwards: each sequence is a chain. */
+static int32_t emit_seq(struct nbuild *B, const uint8_t *l, const uint8_t *h, int n, int32_t next)
+{
+    int32_t s = next;
+    for (int k = n - 1; k >= 0; k--) {
+        s = ns_new(B, NS_BYTE, l[k], h[k], s, -1);
+        if (s < 0) return -1;
+    }
+    return s;
+}
+
+static int32_t alt2(struct nbuild *B, int32_t x, int32_t y)
+{
+    if (x < 0) return y;
+    return ns_new(B, NS_SPLIT, 0, 0, x, y);
+}
+
+static int32_t emit_cp_range(struct nbuild *B, uint32_t lo, uint32_t hi, int32_t next, int32_t acc)
+{
+    static const uint32_t bounds[] = {0x7F, 0x7FF, 0xFFFF};
+    for (int k = 0; k < 3; k++) {
+        if (lo <= bounds[k] && hi > bounds[k]) {
+            acc = emit_cp_range(B, lo, bounds[k], next, acc);
+            if (acc < 0 && B->n->n >= RX_MAX_NFA_STATES) return -1;
+            return emit_cp_range(B, bounds[k] + 1, hi, next, acc);
+        }
+    }
+    if (hi < 0x80) {
+        int32_t s = ns_new(B, NS_BYTE, (uint8_t)lo, (uint8_t)hi, next, -1);
+        return s < 0 ? -1 : alt2(B, acc, s);
+    }
+    int len = hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
+    for (int i = 1; i < len; i++) {
+        uint32_t m = (1u << (6 * i)) - 1;
+        if ((lo & ~m) != (hi & ~m)) {
+            if ((lo & m) != 0) {
+                acc = emit_cp_range(B, lo, lo | m, next, acc);
+                if (acc < 0) return -1;
+                return emit_cp_range(B, (lo | m) + 1, hi, next, acc);
+            }
+            if ((hi & m) != m) {
+                acc = emit_cp_range(B, lo, (hi & ~m) - 1, next, acc);
+                if (acc < 0) return -1;
+                return emit_cp_range(B, hi & ~m, hi, next, acc);
+            }
+        }
+    }
+    uint8_t l[4], h[4];
+    utf8_encode(lo, l);
+    utf8_encode(hi, h);
+    int32_t s = emit_seq(B, l, h, len, next);
+    return s < 0 ? -1 : alt2(B, acc, s);
+}
+
+/* Emits node `x` so that it continues to state `next`; returns its entry state. Built
+ * continuation-first, so no patch lists are needed. */
+static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
+{
+    const struct rx_node *nd = &B->a->nodes[x];
+    switch (nd->kind) {
+    case RX_EMPTY: return next;
+    case RX_BYTES: return ns_new(B, NS_BYTE, (uint8_t)nd->min, (uint8_t)nd->max, next, -1);
+    case RX_CLASS: {
+        int32_t acc = -1;
+        for (int32_t i = 0; i < nd->n_ranges; i++) {
+            uint32_t lo = nd->ranges[2 * i], hi = nd->ranges[2 * i + 1];
+            /* surrogates are not encodable in UTF-8 */
+            if (lo <= 0xDFFF && hi >= 0xD800) {
+                if (lo < 0xD800) {
+                    acc = emit_cp_range(B, lo, 0xD7FF, next, acc);
+                    if (acc < 0) return -1;
+                }
+                if (hi > 0xDFFF) {
+                    acc = emit_cp_range(B, 0xE000, hi, next, acc);
+                    if (acc < 0) return -1;
+                }
+                continue;
+            }
+            acc = emit_cp_range(B, lo, hi, next, acc);
+            if (acc < 0) return -1;
+        }
+        if (acc < 0) {
+            err_set(B->e, ERR_INVALID, "regex: empty character class matches nothing");
+            return -1;
+        }
+        return acc;
+    }
+    case RX_CAT: {
+        int32_t b = emit(B, nd->b, next);
+        return b < 0 ? -1 : emit(B, nd->a, b);
+    }
+    case RX_ALT: {
+        int32_t a = emit(B, nd->a, next);
+        if (a < 0) return -1;
+        int32_t b = emit(B, nd->b, next);
+        if (b < 0) return -1;
+        return ns_new(B, NS_SPLIT, 0, 0, a, b);
+    }
+    case RX_BOL: return ns_new(B, NS_BOL, 0, 0, next, -1);
+    case RX_EOL: return ns_new(B, NS_EOL, 0, 0, next, -1);
+    case RX_REPEAT: {
+        int32_t s = next;
+        int32_t min = nd->min, max = nd->max;
+        if (max < 0) {
+            /* loop: L = split(child -> L, next) */
+            int32_t loop = ns_new(B, NS_SPLIT, 0, 0, -1, s);
+            if (loop < 0) return -1;
+            int32_t body = emit(B, nd->a, loop);
+            if (body < 0) return -1;
+            B->n->s[loop].out = body;
+            s = loop;
+        } else {
+            /* optional copies: x(x(x)?)? built from the inside out */
+            for (int32_t k = 0; k < max - min; k++) {
+                int32_t body = emit(B, nd->a, s);
+                if (body < 0) return -1;
+                s = ns_new(B, NS_SPLIT, 0, 0, body, next);
+                if (s < 0) return -1;
+            }
+        }
+        for (int32_t k = 0; k < min; k++) {
+            s = emit(B, nd->a, s);
+            if (s < 0) return -1;
+        }
+        return s;
+    }
+    }
+    return -1;
+}
+
+int32_t rx_nfa_add(struct rx_nfa *n, const struct rx_ast *a, int32_t root, int32_t term,
+                   struct err *e)
+{
+    struct nbuild B = {.n = n, .a = a, .e = e};
+    int32_t acc = ns_new(&B, NS_ACCEPT, 0, 0, term, -1);
+    if (acc < 0) return -1;
+    return emit(&B, root, acc);
+}
+
+bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start)
+{
+    /* DFS over epsilon edges from the start (BOL allowed, EOL allowed: empty string is both). */
+    int32_t *stack = malloc((size_t)n->n * sizeof *stack);
+    uint8_t *seen = calloc((size_t)n->n, 1);
+    bool found = false;
+    if (!stack || !seen) goto out;
+    int32_t sp = 0;
+    stack[sp++] = start;
+    seen[start] = 1;
+    while (sp && !found) {
+        int32_t s = stack[--sp];
+        const struct rx_nstate *st = &n->s[s];
+        int32_t outs[2] = {-1, -1};
+        switch (st->kind) {
+        case NS_ACCEPT: found = true; break;
+        case NS_BYTE: break;
+        case NS_SPLIT: outs[0] = st->out; outs[1] = st->out2; break;
+        default: outs[0] = st->out; break;
+        }
+        for (int k = 0; k < 2; k++)
+            if (outs[k] >= 0 && !seen[outs[k]]) {
+                seen[outs[k]] = 1;
+                stack[sp++] = outs[k];
+            }
+    }
+out:
+    free(stack);
+    free(seen);
+    return found;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* DFA                                                                                         */
+
+int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
+{
+    memset(d, 0, sizeof *d);
+    d->nfa = nfa;
+    size_t nn = (size_t)(nfa->n > 0 ? nfa->n : 1);
+    d->mark = calloc(nn, sizeof *d->mark);
+    d->mark_end = calloc(nn, sizeof *d->mark_end);
+    d->stack_cap = (int32_t)(2 * nn + 4);
+    d->stack = malloc((size_t)d->stack_cap * sizeof *d->stack);
+    d->kbuf = malloc(nn * sizeof *d->kbuf);
+    d->abuf = malloc(nn * sizeof *d->abuf);
+    d->hcap = 1024;
+    d->htab = calloc(d->hcap, sizeof *d->htab);
+    d->cap = 64;
+    d->st = calloc((size_t)d->cap, sizeof *d->st);
+    if (!d->mark || !d->mark_end || !d->stack || !d->kbuf || !d->abuf || !d->htab || !d->st) {
+        rx_dfa_deinit(d);
+        return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
+    }
+    /* state 0: dead, all transitions to itself */
+    d->st[0].next = malloc(256 * sizeof(uint32_t));
+    if (!d->st[0].next) {
+        rx_dfa_deinit(d);
+        return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
+    }
+    for (int b = 0; b < 256; b++) d->st[0].next[b] = RX_DEAD;
+    d->n = 1;
+    return 0;
+}
+
+void rx_dfa_deinit(struct rx_dfa *d)
+{
+    for (int32_t i = 0; i < d->n; i++) {
+        free(d->st[i].kernel);
+        free(d->st[i].accept);
+        free(d->st[i].next);
+    }
+    free(d->st);
+    free(d->htab);
+    free(d->mark);
+    free(d->mark_end);
+    free(d->stack);
+    free(d->kbuf);
+    free(d->abuf);
+    memset(d, 0, sizeof *d);
+}
+
+static uint64_t hash_sets(const int32_t *k, int32_t nk, const int32_t *a, int32_t na)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)nk;
+    for (int32_t i = 0; i < nk; i++) h = (h ^ (uint32_t)k[i]) * 1099511628211ull;
+    h = (h ^ 0x9e3779b9u) * 1099511628211ull;
+    for (int32_t i = 0; i < na; i++) h = (h ^ (uint32_t)a[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+static int cmp_i32(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int dfa_rehash(struct rx_dfa *d)
+{
+    uint32_t nc = d->hcap * 2;
+    uint32_t *nt = calloc(nc, sizeof *nt);
+    if (!nt) return -1;
+    for (int32_t i = 1; i < d->n; i++) {
+        const struct rx_dstate *s = &d->st[i];
+        uint64_t h = hash_sets(s->kernel, s->n_kernel, s->accept, s->n_accept);
+        uint32_t j = (uint32_t)h & (nc - 1);
+        while (nt[j]) j = (j + 1) & (nc - 1);
+        nt[j] = (uint32_t)i + 1;
+    }
+    free(d->htab);
+    d->htab = nt;
+    d->hcap = nc;
+    return 0;
+}
+
+/* Interns (kbuf[0..nk), abuf[0..na)) (both sorted) as a state id. */
+static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
+{
+    if (nk == 0 && na == 0) return RX_DEAD;
+    uint64_t h = hash_sets(d->kbuf, nk, d->abuf, na);
+    uint32_t j = (uint32_t)h & (d->hcap - 1);
+    while (d->htab[j]) {
+        const struct rx_dstate *s = &d->st[d->htab[j] - 1];
+        if (s->n_kernel == nk && s->n_accept == na &&
+            !memcmp(s->kernel, d->kbuf, (size_t)nk * sizeof(int32_t)) &&
+            !memcmp(s->accept, d->abuf, (size_t)na * sizeof(int32_t)))
+            return d->htab[j] - 1;
+        j = (j + 1) & (d->hcap - 1);
+    }
+    if (d->n >= RX_MAX_DFA_STATES) goto fail;
+    if (d->n == d->cap) {
+        int32_t nc = d->cap * 2;
+        struct rx_dstate *ns = realloc(d->st, (size_t)nc * sizeof *ns);
+        if (!ns) goto fail;
+        d->st = ns;
+        d->cap = nc;
+    }
+    struct rx_dstate *s = &d->st[d->n];
+    memset(s, 0, sizeof *s);
+    s->kernel = malloc((size_t)(nk + 1) * sizeof(int32_t));
+    s->accept = malloc((size_t)(na + 1) * sizeof(int32_t));
+    s->next = malloc(256 * sizeof(uint32_t));
+    if (!s->kernel || !s->accept || !s->next) {
+        free(s->kernel);
+        free(s->accept);
+        free(s->next);
+        goto fail;
+    }
+    memcpy(s->kernel, d->kbuf, (size_t)nk * sizeof(int32_t));
+    memcpy(s->accept, d->abuf, (size_t)na * sizeof(int32_t));
+    s->n_kernel = nk;
+    s->n_accept = na;
+    memset(s->next, 0xff, 256 * sizeof(uint32_t));
+    uint32_t id = (uint32_t)d->n++;
+    d->htab[j] = id + 1;
+    if ((uint32_t)d->n * 2 > d->hcap && dfa_rehash(d)) goto fail_after;
+    return id;
+fail_after:
+    d->failed = true;
+    return id;
+fail:
+    d->failed = true;
+    return RX_DEAD;
+}
+
+/* Epsilon closure of the states on d->stack[0..sp) (pushed with the end flag in bit 31), adding
+ * byte states to kbuf and accepted terminals to abuf. `at_start`: BOL assertions pass. */
+static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, int32_t *na)
+{
+    const struct rx_nstate *S = d->nfa->s;
+    while (sp > 0) {
+        int32_t v = d->stack[--sp];
+        bool end = v < 0;
+        int32_t s = v & 0x7fffffff;
+        const struct rx_nstate *st = &S[s];
+        int32_t outs[2] = {-1, -1};
+        bool oend = end;
+        switch (st->kind) {
+        case NS_BYTE:
+            if (!end) d->kbuf[(*nk)++] = s;
+            continue;
+        case NS_ACCEPT: {
+            int32_t t = st->out;
+            bool dup = false;
+            for (int32_t i = 0; i < *na; i++) if (d->abuf[i] == t) { dup = true; break; }
+            if (!dup) d->abuf[(*na)++] = t;
+            continue;
+        }
+        case NS_SPLIT: outs[0] = st->out; outs[1] = st->out2; break;
+        case NS_EPS: outs[0] = st->out; break;
+        case NS_BOL: if (at_start) outs[0] = st->out; break;
+        case NS_EOL: outs[0] = st->out; oend = true; break;
+        }
+        for (int k = 0; k < 2; k++) {
+            int32_t o = outs[k];
+            if (o < 0) continue;
+            uint32_t *m = oend ? d->mark_end : d->mark;
+            if (m[o] == d->gen) continue;
+            m[o] = d->gen;
+            d->stack[sp++] = oend ? (int32_t)((uint32_t)o | 0x80000000u) : o;
+        }
+    }
+}
+
+static void next_gen(struct rx_dfa *d)
+{
+    if (++d->gen == 0) {
+        memset(d->mark, 0, (size_t)d->nfa->n * sizeof *d->mark);
+        memset(d->mark_end, 0, (size_t)d->nfa->n * sizeof *d->mark_end);
+        d->gen = 1;
+    }
+}
+
+uint32_t rx_dfa_start(struct rx_dfa *d, const int32_t *starts, int32_t n)
+{
+    if (n == 0 || d->failed) return RX_DEAD;
+    next_gen(d);
+    int32_t sp = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (d->mark[starts[i]] == d->gen) continue;
+        d->mark[starts[i]] = d->gen;
+        d->stack[sp++] = starts[i];
+    }
+    int32_t nk = 0, na = 0;
+    closure(d, sp, true, &nk, &na);
+    qsort(d->kbuf, (size_t)nk, sizeof(int32_t), cmp_i32);
+    /* lexemes are non-empty: a start state never accepts */
+    return dfa_intern(d, nk, 0);
+}
+
+uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
+{
+    if (d->failed) return RX_DEAD;
+    next_gen(d);
+    const struct rx_dstate *st = &d->st[s];
+    const struct rx_nstate *S = d->nfa->s;
+    int32_t sp = 0;
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        const struct rx_nstate *ns = &S[st->kernel[i]];
+        if (b >= ns->lo && b <= ns->hi && d->mark[ns->out] != d->gen) {
+            d->mark[ns->out] = d->gen;
+            d->stack[sp++] = ns->out;
+        }
+    }
+    int32_t nk = 0, na = 0;
+    closure(d, sp, false, &nk, &na);
+    qsort(d->kbuf, (size_t)nk, sizeof(int32_t), cmp_i32);
+    qsort(d->abuf, (size_t)na, sizeof(int32_t), cmp_i32);
+    uint32_t t = dfa_intern(d, nk, na);
+    d->st[s].next[b] = t; /* d->st may have moved: index again */
+    return t;
+}
+
+int rx_match_full(const char *pattern, size_t plen, const char *s, size_t len, struct err *e)
+{
+    struct rx_ast a = {0};
+    struct rx_nfa n = {0};
+    struct rx_dfa d;
+    int rc = -1;
+    int32_t root = rx_parse(&a, pattern, plen, e);
+    if (root < 0) goto out_ast;
+    int32_t start = rx_nfa_add(&n, &a, root, 0, e);
+    if (start < 0) goto out_nfa;
+    if (rx_dfa_init(&d, &n, e)) goto out_nfa;
+    if (len == 0) {
+        rc = rx_nfa_nullable(&n, start) ? 1 : 0;
+        /* nullable ignores where anchors sit; ^$-only patterns are the only empty matches here */
+    } else {
+        uint32_t q = rx_dfa_start(&d, &start, 1);
+        for (size_t i = 0; i < len && q != RX_DEAD; i++) q = rx_dfa_next(&d, q, (uint8_t)s[i]);
+        rc = rx_dfa_accepting(&d, q) ? 1 : 0;
+        if (d.failed) rc = err_set(e, ERR_NOMEM, "lexer automaton limit reached");
+    }
+    rx_dfa_deinit(&d);
+out_nfa:
+    rx_nfa_deinit(&n);
+out_ast:
+    rx_ast_deinit(&a);
+    return rc;
+}

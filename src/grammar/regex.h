@@ -1,0 +1,126 @@
+/* regex — regex syntax -> byte-level NFA -> lazily built DFA (the lexer automaton of grammar/).
+ *
+ * Syntax: the common part of JSON-Schema `pattern` (ECMA 262) and Rust regex (llguidance lark
+ * terminals): literals, `.`, classes `[...]` / `[^...]` with ranges and \d \w \s \D \W \S, escapes
+ * \n \r \t \f \v \0 \xHH \x{H..} \uXXXX \u{H..}, groups ( ) (?: ) (?P<n> ) (?<n> ), alternation,
+ * quantifiers * + ? {n} {n,} {n,m} {,m} (lazy `?` suffix accepted; for whole-lexeme matching it
+ * changes nothing), anchors ^ $ meaning start / end of the lexeme. Everything else (lookaround,
+ * backreferences, \b, \p{..}, inline flags) is an error naming it.
+ *
+ * Code points are matched as UTF-8: a class becomes alternatives of byte-range sequences.
+ * All terminals of one grammar live in one NFA (struct rx_nfa); each has its own start state and
+ * accept states tagged with its terminal id.
+ *
+ * DFA states are sets of NFA byte-states plus the set of terminals accepted there, hash-consed;
+ * transitions are computed on first use. State 0 is the dead state. Not thread-safe: the owner
+ * (a compiled grammar) serializes access. */
+#ifndef LMS_GRAMMAR_REGEX_H
+#define LMS_GRAMMAR_REGEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define RX_MAX_NFA_STATES 400000 /* per grammar: bounds {m,n} expansion */
+#define RX_MAX_DFA_STATES 200000
+#define RX_DEAD 0u
+#define RX_UNKNOWN 0xffffffffu
+
+/* ---- AST ---- */
+enum rx_kind { RX_EMPTY, RX_CLASS, RX_BYTES, RX_CAT, RX_ALT, RX_REPEAT, RX_BOL, RX_EOL };
+
+struct rx_node {
+    enum rx_kind kind;
+    int32_t a, b;      /* CAT/ALT: children; REPEAT: a = child */
+    int32_t min, max;  /* REPEAT: max = -1 for unbounded; BYTES: byte range [min,max] */
+    uint32_t *ranges;  /* CLASS: code point ranges, pairs lo,hi sorted, merged */
+    int32_t n_ranges;
+};
+
+/* An AST arena; nodes refer to each other by index. */
+struct rx_ast {
+    struct rx_node *nodes;
+    int32_t n, cap;
+};
+
+void rx_ast_deinit(struct rx_ast *a);
+/* Parses pattern[0..len) into a, returns the root node index or -1 (e filled, naming the
+ * construct and its offset). */
+int32_t rx_parse(struct rx_ast *a, const char *pattern, size_t len, struct err *e);
+/* Node builders used by the lark front end to compose terminals. */
+int32_t rx_literal(struct rx_ast *a, const char *s, size_t len, bool icase);
+int32_t rx_cat(struct rx_ast *a, int32_t x, int32_t y);
+int32_t rx_alt(struct rx_ast *a, int32_t x, int32_t y);
+int32_t rx_repeat(struct rx_ast *a, int32_t x, int32_t min, int32_t max);
+/* Copies subtree `root` of src into dst; returns the new root (or -1 on allocation failure). */
+int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root);
+
+/* ---- NFA ---- */
+enum rx_nkind { NS_BYTE, NS_SPLIT, NS_EPS, NS_BOL, NS_EOL, NS_ACCEPT };
+struct rx_nstate {
+    uint8_t kind, lo, hi;
+    int32_t out, out2; /* out2 only for SPLIT; ACCEPT: out = terminal id */
+};
+struct rx_nfa {
+    struct rx_nstate *s;
+    int32_t n, cap;
+};
+void rx_nfa_deinit(struct rx_nfa *n);
+/* Adds the automaton of AST subtree root, accepting with terminal id term. Returns its start
+ * state, or -1 (e filled: too large / no memory). */
+int32_t rx_nfa_add(struct rx_nfa *n, const struct rx_ast *a, int32_t root, int32_t term,
+                   struct err *e);
+
+/* ---- DFA ---- */
+struct rx_dstate {
+    int32_t *kernel;   /* NFA byte states, sorted */
+    int32_t n_kernel;
+    int32_t *accept;   /* accepted terminal ids, sorted */
+    int32_t n_accept;
+    uint32_t *next;    /* [256], RX_UNKNOWN until computed */
+};
+struct rx_dfa {
+    const struct rx_nfa *nfa;
+    struct rx_dstate *st;
+    int32_t n, cap;
+    uint32_t *htab; /* hash -> state id + 1 */
+    uint32_t hcap;
+    /* scratch */
+    uint32_t *mark;   /* per NFA state: generation (normal) */
+    uint32_t *mark_end;
+    uint32_t gen;
+    int32_t *stack, *kbuf, *abuf;
+    int32_t stack_cap;
+    bool failed; /* allocation failure or state limit: transitions then return RX_DEAD */
+};
+int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
+void rx_dfa_deinit(struct rx_dfa *d);
+/* The DFA state for "at the start of a lexeme, any of these NFA start states". Start states never
+ * accept (lexemes are non-empty). Returns RX_DEAD if n == 0 or on failure. */
+uint32_t rx_dfa_start(struct rx_dfa *d, const int32_t *starts, int32_t n);
+static inline uint32_t rx_dfa_next(struct rx_dfa *d, uint32_t s, uint8_t b);
+uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b);
+/* Whether the NFA start state `start` can match the empty string. */
+bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start);
+
+static inline uint32_t rx_dfa_next(struct rx_dfa *d, uint32_t s, uint8_t b)
+{
+    uint32_t t = d->st[s].next[b];
+    return t != RX_UNKNOWN ? t : rx_dfa_compute(d, s, b);
+}
+static inline bool rx_dfa_accepting(const struct rx_dfa *d, uint32_t s)
+{
+    return d->st[s].n_accept > 0;
+}
+/* No byte can extend the lexeme (but it may accept). */
+static inline bool rx_dfa_final(const struct rx_dfa *d, uint32_t s)
+{
+    return d->st[s].n_kernel == 0;
+}
+
+/* Whole-string match of a standalone pattern (tests, tools). 1 match, 0 no match, -1 error. */
+int rx_match_full(const char *pattern, size_t plen, const char *s, size_t len, struct err *e);
+
+#endif
