@@ -1,0 +1,120 @@
+/* kv_cache — F16 K/V storage per sequence (layout in kv_cache.h). */
+#include "engine/kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "engine/fp16.h"
+#include "engine/ops.h"
+
+size_t kv_bytes_per_row(const struct model *m)
+{
+    const struct model_config *c = model_config(m);
+    return (size_t)2 /* K and V */ * (size_t)c->n_layer * (size_t)c->n_head_kv * (size_t)c->head_dim *
+           sizeof(uint16_t);
+}
+
+struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
+{
+    const struct model_config *c = model_config(m);
+    if (n_ctx <= 0 || n_ctx > (1 << 24)) {
+        err_set(e, ERR_RANGE, "kv cache: context length %d out of range (1..%d)", n_ctx, 1 << 24);
+        return NULL;
+    }
+    struct kv_cache *kv = calloc(1, sizeof *kv);
+    if (!kv) {
+        err_set(e, ERR_NOMEM, "kv cache: out of memory");
+        return NULL;
+    }
+    kv->n_layer = c->n_layer;
+    kv->n_head_kv = c->n_head_kv;
+    kv->head_dim = c->head_dim;
+    kv->n_ctx = n_ctx;
+    kv->cap = (n_ctx + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+    kv->head_stride = (int64_t)kv->cap * c->head_dim;
+    kv->layer_stride = kv->head_stride * c->n_head_kv;
+    size_t halfs = (size_t)kv->layer_stride * (size_t)c->n_layer;
+    kv->bytes = 2 * halfs * sizeof(uint16_t);
+    /* calloc: rows past n_rows inside a tile are read (then masked) by the attention kernel, so
+     * they must be finite; zero pages also cost nothing until touched. */
+    kv->k = calloc(2 * halfs, sizeof(uint16_t));
+    if (!kv->k) {
+        free(kv);
+        err_set(e, ERR_NOMEM, "kv cache: cannot allocate %zu bytes for %d positions", 2 * halfs * 2,
+                n_ctx);
+        return NULL;
+    }
+    kv->v = kv->k + halfs;
+    log_info("kv cache: %d positions x %d layers x %d kv heads x %d dims x 2 (K,V) x 2 bytes (f16) "
+             "= %zu bytes (%.1f MiB, %zu bytes/position)",
+             kv->cap, c->n_layer, c->n_head_kv, c->head_dim, kv->bytes,
+             (double)kv->bytes / (1024.0 * 1024.0), kv_bytes_per_row(m));
+    return kv;
+}
+
+void kv_free(struct kv_cache *kv)
+{
+    if (!kv) return;
+    free(kv->k);
+    free(kv);
+}
+
+int kv_rows(const struct kv_cache *kv) { return kv->n_rows; }
+int kv_capacity(const struct kv_cache *kv) { return kv->n_ctx; }
+
+void kv_truncate(struct kv_cache *kv, int n_rows)
+{
+    if (n_rows < 0) n_rows = 0;
+    if (n_rows < kv->n_rows) kv->n_rows = n_rows;
+}
+
+void kv_set_rows(struct kv_cache *kv, int n_rows) { kv->n_rows = n_rows; }
+
+int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
+{
+    if (dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
+        dst->head_dim != src->head_dim || n_rows < 0 || n_rows > src->n_rows || n_rows > dst->n_ctx)
+        return -1;
+    if (dst == src) {
+        kv_truncate(dst, n_rows);
+        return 0;
+    }
+    int hd = src->head_dim;
+    /* whole K tiles (columns past n_rows in the last tile are harmless: never read unmasked) */
+    size_t ktiles = (size_t)(n_rows + OPS_ATTN_KT - 1) / OPS_ATTN_KT;
+    for (int l = 0; l < src->n_layer; l++)
+        for (int h = 0; h < src->n_head_kv; h++) {
+            int64_t so = l * src->layer_stride + h * src->head_stride;
+            int64_t d0 = l * dst->layer_stride + h * dst->head_stride;
+            memcpy(dst->k + d0, src->k + so, ktiles * OPS_ATTN_KT * (size_t)hd * sizeof(uint16_t));
+            memcpy(dst->v + d0, src->v + so, (size_t)n_rows * (size_t)hd * sizeof(uint16_t));
+        }
+    dst->n_rows = n_rows;
+    return 0;
+}
+
+void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *v)
+{
+    int hd = kv->head_dim;
+    int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
+    for (int h = 0; h < kv->n_head_kv; h++) {
+        uint16_t *kd = kv->k + l * kv->layer_stride + h * kv->head_stride + tile + col;
+        const float *ks = k + (int64_t)h * hd;
+        for (int d = 0; d < hd; d++) kd[(int64_t)d * OPS_ATTN_KT] = f32_to_fp16(ks[d]);
+        uint16_t *vd = kv->v + l * kv->layer_stride + h * kv->head_stride + (int64_t)pos * hd;
+        ops_f32_to_f16(vd, v + (int64_t)h * hd, hd);
+    }
+}
+
+void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)
+{
+    int hd = kv->head_dim;
+    int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
+    for (int h = 0; h < kv->n_head_kv; h++) {
+        const uint16_t *ks = kv->k + l * kv->layer_stride + h * kv->head_stride + tile + col;
+        for (int d = 0; d < hd; d++) k[(int64_t)h * hd + d] = fp16_to_f32(ks[(int64_t)d * OPS_ATTN_KT]);
+        const uint16_t *vs = kv->v + l * kv->layer_stride + h * kv->head_stride + (int64_t)pos * hd;
+        ops_f16_to_f32(v + (int64_t)h * hd, vs, hd);
+    }
+}

@@ -1,0 +1,145 @@
+/* model — load a GGUF, dispatch by general.architecture, validate batches, KV cache helpers. */
+#include "engine/model_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "engine/kv_cache.h"
+#include "engine/ops.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+
+const struct gguf_tensor *model_tensor(const struct gguf *g, const char *name, int n_dims,
+                                       const int64_t *ne, struct err *e)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(g, name);
+    if (!t) {
+        err_set(e, ERR_FORMAT, "tensor %s is missing", name);
+        return NULL;
+    }
+    bool ok = true;
+    for (int i = 0; i < GGUF_MAX_DIMS; i++) ok = ok && t->ne[i] == (i < n_dims ? ne[i] : 1);
+    if (!ok) {
+        err_set(e, ERR_FORMAT,
+                "tensor %s has shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld]", name,
+                (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                (long long)ne[0], (long long)(n_dims > 1 ? ne[1] : 1),
+                (long long)(n_dims > 2 ? ne[2] : 1));
+        return NULL;
+    }
+    if (!quant_type_valid(t->type)) {
+        err_set(e, ERR_UNSUPPORTED, "tensor %s has type %u, which this engine cannot compute", name,
+                t->type);
+        return NULL;
+    }
+    if (quant_row_size((enum ggml_type)t->type, t->ne[0]) == 0) {
+        err_set(e, ERR_FORMAT, "tensor %s: row of %lld elements is not a whole number of %s blocks",
+                name, (long long)t->ne[0], quant_traits((enum ggml_type)t->type)->name);
+        return NULL;
+    }
+    return t;
+}
+
+const float *model_tensor_f32(const struct gguf *g, const char *name, int64_t n, struct err *e)
+{
+    const struct gguf_tensor *t = model_tensor(g, name, 1, &n, e);
+    if (!t) return NULL;
+    if (t->type != GGML_TYPE_F32) {
+        err_set(e, ERR_UNSUPPORTED, "tensor %s must be F32 (it is %s)", name,
+                quant_traits((enum ggml_type)t->type)->name);
+        return NULL;
+    }
+    if (((uintptr_t)t->data & 3) != 0) {
+        err_set(e, ERR_FORMAT, "tensor %s is not 4-byte aligned in the file", name);
+        return NULL;
+    }
+    return t->data;
+}
+
+struct model *model_load(const char *path, const struct model_opts *opts, struct err *e)
+{
+    quant_init();
+    ops_init();
+    struct gguf g;
+    if (gguf_open(&g, path, e)) {
+        err_wrap(e, "%s", path);
+        return NULL;
+    }
+    char *arch = gguf_get_str(&g, "general.architecture", e);
+    if (!arch) {
+        gguf_close(&g);
+        err_wrap(e, "%s", path);
+        return NULL;
+    }
+    struct model *m = NULL;
+    if (!strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe")) {
+        m = qwen3_load(&g, opts, e);
+    } else {
+        err_set(e, ERR_UNSUPPORTED, "architecture '%s' is not supported (qwen3, qwen3moe)", arch);
+    }
+    free(arch);
+    if (!m) {
+        gguf_close(&g);
+        err_wrap(e, "%s", path);
+        return NULL;
+    }
+    return m;
+}
+
+void model_free(struct model *m)
+{
+    if (m) m->ops->free(m);
+}
+
+const struct model_config *model_config(const struct model *m) { return &m->cfg; }
+const struct gguf *model_gguf(const struct model *m) { return &m->g; }
+struct threadpool *model_pool(struct model *m) { return m->pool; }
+
+/* Checks every token, sequence and position before anything is computed, then updates the row
+ * counts: a token at position p of sequence s needs rows [0, p) of s already filled (by earlier
+ * calls or earlier tokens of this batch); writing p drops rows past it (a rewind). */
+int model_forward(struct model *m, const struct batch *b, float *logits_out, struct err *e)
+{
+    if (b->n <= 0) return err_set(e, ERR_INVALID, "forward: empty batch");
+    enum { MAX_SEQ = 256 };
+    struct kv_cache *seqs[MAX_SEQ];
+    int rows[MAX_SEQ];
+    bool seen_first[MAX_SEQ];
+    int n_seq = 0;
+    for (int64_t i = 0; i < b->n; i++) {
+        if (b->token[i] < 0 || b->token[i] >= m->cfg.n_vocab)
+            return err_set(e, ERR_INVALID, "forward: token %d at batch index %lld is outside the "
+                           "vocabulary (0..%d)", b->token[i], (long long)i, m->cfg.n_vocab - 1);
+        struct kv_cache *kv = b->seq[i];
+        if (!kv) return err_set(e, ERR_INVALID, "forward: batch index %lld has no cache", (long long)i);
+        if (kv->n_layer != m->cfg.n_layer || kv->n_head_kv != m->cfg.n_head_kv ||
+            kv->head_dim != m->cfg.head_dim)
+            return err_set(e, ERR_INVALID, "forward: cache geometry does not match the model");
+        int s = 0;
+        while (s < n_seq && seqs[s] != kv) s++;
+        if (s == n_seq) {
+            if (n_seq == MAX_SEQ)
+                return err_set(e, ERR_RANGE, "forward: more than %d sequences in one batch", MAX_SEQ);
+            seqs[n_seq] = kv;
+            seen_first[n_seq] = false;
+            rows[n_seq++] = kv->n_rows;
+        }
+        int32_t p = b->pos[i];
+        if (seen_first[s] && p != rows[s])
+            return err_set(e, ERR_INVALID, "forward: position %d at batch index %lld does not follow "
+                           "the previous token of its sequence (%d)", p, (long long)i, rows[s] - 1);
+        seen_first[s] = true;
+        if (p < 0 || p > rows[s])
+            return err_set(e, ERR_INVALID, "forward: position %d at batch index %lld leaves a gap "
+                           "(sequence has %d rows)", p, (long long)i, rows[s]);
+        if (p >= kv->n_ctx)
+            return err_set(e, ERR_CONTEXT, "forward: position %d does not fit the context (%d)", p,
+                           kv->n_ctx);
+        rows[s] = p + 1;
+    }
+    if (m->ops->forward(m, b, logits_out, e)) return -1;
+    for (int s = 0; s < n_seq; s++) kv_set_rows(seqs[s], rows[s]);
+    return 0;
+}

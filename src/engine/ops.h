@@ -1,0 +1,62 @@
+/* ops — the non-matmul operations of a transformer forward pass, on f32 activations.
+ *
+ * RMSNorm, NeoX RoPE, softmax, SwiGLU, f16<->f32 rows, and causal attention over a KV cache stored
+ * in IEEE half precision. The attention kernel has a portable version (ops.c) and AVX2 / AVX-512
+ * versions picked once by ops_init() from CPU features; the portable one is the reference that the
+ * unit tests compare the SIMD ones against. All functions are thread-safe (no shared state after
+ * ops_init). */
+#ifndef LMS_ENGINE_OPS_H
+#define LMS_ENGINE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Picks SIMD kernels for this CPU; idempotent, call before the first ops_attn_run. */
+void ops_init(void);
+const char *ops_isa(void);
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may alias x. */
+void ops_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* inv_freq[i] = base^(-2i/head_dim), i < head_dim/2 (what ops_rope_neox expects). */
+void ops_rope_inv_freq(float *inv_freq, int head_dim, float base);
+/* NeoX RoPE in place on n_head heads of head_dim floats: element i pairs with i + head_dim/2
+ * (rotate halves), angle = pos * inv_freq[i]. */
+void ops_rope_neox(float *x, int n_head, int head_dim, int32_t pos, const float *inv_freq);
+/* In place, numerically stable. */
+void ops_softmax(float *x, int64_t n);
+/* out[i] = silu(gate[i]) * up[i]; out may alias gate or up. */
+void ops_swiglu(float *out, const float *gate, const float *up, int64_t n);
+void ops_f32_to_f16(uint16_t *dst, const float *src, int64_t n);
+void ops_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
+
+/* Causal attention for a run of query tokens of ONE sequence over that sequence's KV cache
+ * (one layer). Query i attends cache rows [0, pos[i]]; those rows must already hold K (after
+ * RoPE) and V. Cache layout per layer: for each kv head, rows of head_dim halfs, kv_head_stride
+ * elements apart. GQA: query head h reads kv head h / (n_head / n_head_kv). */
+struct ops_attn {
+    const float *q;     /* query i at q + i*q_stride: n_head*head_dim floats (after norm+RoPE) */
+    int64_t q_stride;
+    float *out;         /* output i at out + i*out_stride: n_head*head_dim floats */
+    int64_t out_stride;
+    const int32_t *pos; /* n_q positions, non-decreasing */
+    int n_q;
+    const uint16_t *k, *v;
+    int64_t kv_head_stride;
+    int n_head, n_head_kv, head_dim;
+    float scale;        /* usually 1/sqrt(head_dim) */
+};
+
+#define OPS_ATTN_QB 8         /* query tokens per work unit */
+#define OPS_ATTN_KT 64        /* keys per tile */
+#define OPS_ATTN_MAX_HEAD_DIM 256
+#define OPS_ATTN_MAX_GROUP 16 /* n_head / n_head_kv */
+
+/* One work unit: kv head kvh, query tokens [q0, q1) with q1 - q0 <= OPS_ATTN_QB. Units write
+ * disjoint outputs, so they can run on different threads. scratch: ops_attn_scratch_floats()
+ * floats, 64-byte aligned, private to the calling thread. */
+void ops_attn_run(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+size_t ops_attn_scratch_floats(void);
+/* The portable version (the reference for tests). */
+void ops_attn_run_ref(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+
+#endif
