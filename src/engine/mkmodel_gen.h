@@ -1,0 +1,50 @@
+/* mkmodel_gen — synthetic Qwen3 / Qwen3-MoE GGUF models from seeded random weights (for tests and
+ * benchmarks; used by lmserve-mkmodel).
+ *
+ * Keys and tensor names are llama.cpp's. ne[0] of every matrix is its input dimension. Norm
+ * weights and the MoE router are always F32. Weights are produced row by row at save time
+ * (gguf_w_tensor_fill), so even the 3 GB f32 qwen3-0.6b is never held in memory. Each row's
+ * random stream is seeded from (seed, tensor name, row) only and uses integer/float arithmetic
+ * (no transcendental libm calls), so the same seed + shape + type gives a byte-identical file. */
+#ifndef LMS_ENGINE_MKMODEL_GEN_H
+#define LMS_ENGINE_MKMODEL_GEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct hf_tokenizer;
+
+struct mkmodel_shape {
+    const char *name; /* "tiny", "qwen3-0.6b", "moe-tiny" */
+    int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim;
+    int64_t n_vocab;
+    int n_ctx;
+    bool tied; /* output.weight omitted: the output projection is token_embd */
+    int n_expert, n_expert_used, n_ff_exp; /* 0 = dense (arch qwen3), else arch qwen3moe */
+    float rope_base, norm_eps;
+};
+
+/* Weight file type, named like llama.cpp's ftypes. */
+enum mkmodel_type { MKMODEL_F32, MKMODEL_F16, MKMODEL_Q8_0, MKMODEL_Q4_K_M, MKMODEL_TYPE_COUNT };
+
+/* The built-in shape with this name, or NULL. */
+const struct mkmodel_shape *mkmodel_shape_find(const char *name);
+/* Comma-separated list of built-in shape names (for --help). */
+const char *mkmodel_shape_names(void);
+/* Parses "f32" | "f16" | "q8_0" | "q4_k_m"; -1 if unknown. */
+int mkmodel_type_parse(const char *s);
+const char *mkmodel_type_name(enum mkmodel_type t);
+
+/* The GGML tensor type a weight of this role gets in file type t. role is the llama.cpp tensor
+ * name without "blk.N." and ".weight" (e.g. "attn_v", "token_embd", "ffn_down_exps"), n_in is
+ * its row length. Falls back to a type whose block size divides n_in (see docs/gguf.md). */
+uint32_t mkmodel_tensor_type(enum mkmodel_type t, const char *role, int64_t n_in);
+
+/* Writes the model to path. tok may be NULL (no tokenizer keys: only useful for tests of the
+ * weights themselves; lmserve needs a tokenizer). */
+int mkmodel_write(const struct mkmodel_shape *s, enum mkmodel_type type, uint64_t seed,
+                  const struct hf_tokenizer *tok, const char *path, struct err *e);
+
+#endif
