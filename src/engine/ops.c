@@ -27,12 +27,12 @@ void ops_init(void)
         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512bf16")) {
         g_attn = ops_attn_run_avx512;
-        g_attn_align = 64;
+        g_attn_align = 16;
         g_isa = "avx512";
         g_f16c_avx512 = true;
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         g_attn = ops_attn_run_avx2;
-        g_attn_align = 32;
+        g_attn_align = 8;
         g_isa = "avx2";
     }
 #endif

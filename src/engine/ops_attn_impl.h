@@ -80,7 +80,8 @@ void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
             mx[r] = mnew;
             float *ar = acc + r * hd;
             VEC vc = VSET1(corr);
-            for (int d0 = 0; d0 < hd; d0 += 4 * VW) {
+            int d0 = 0;
+            for (; d0 + 4 * VW <= hd; d0 += 4 * VW) {
                 VEC a0 = VMUL(VLOAD(ar + d0), vc), a1 = VMUL(VLOAD(ar + d0 + VW), vc);
                 VEC a2 = VMUL(VLOAD(ar + d0 + 2 * VW), vc), a3 = VMUL(VLOAD(ar + d0 + 3 * VW), vc);
                 const float *vp = Vf + d0;
@@ -95,6 +96,12 @@ void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
                 VSTORE(ar + d0 + VW, a1);
                 VSTORE(ar + d0 + 2 * VW, a2);
                 VSTORE(ar + d0 + 3 * VW, a3);
+            }
+            for (; d0 < hd; d0 += VW) { /* head_dim not a multiple of 4 vectors */
+                VEC a0 = VMUL(VLOAD(ar + d0), vc);
+                const float *vp = Vf + d0;
+                for (int j = 0; j < kr; j++, vp += hd) a0 = VFMA(VSET1(sr[j]), VLOAD(vp), a0);
+                VSTORE(ar + d0, a0);
             }
         }
     }
