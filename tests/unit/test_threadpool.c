@@ -1,0 +1,85 @@
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/threadpool.h"
+
+struct cover_ctx {
+    int64_t n;
+    _Atomic int *hits;
+    _Atomic int calls;
+    int nth_seen[64];
+};
+
+/* each thread takes a contiguous slice; every index must be hit exactly once */
+static void cover(void *vctx, int ith, int nth)
+{
+    struct cover_ctx *c = vctx;
+    int64_t per = (c->n + nth - 1) / nth, a = ith * per, b = a + per < c->n ? a + per : c->n;
+    for (int64_t i = a; i < b; i++) atomic_fetch_add(&c->hits[i], 1);
+    atomic_fetch_add(&c->calls, 1);
+    c->nth_seen[ith] = nth;
+}
+
+Test(threadpool, every_index_once_many_runs)
+{
+    for (int nt = 1; nt <= 5; nt++) {
+        struct threadpool *tp = tp_new(nt);
+        cr_assert_not_null(tp);
+        cr_assert_eq(tp_size(tp), nt);
+        int runs = nt <= 2 ? 2000 : 300;
+        struct cover_ctx c = {.n = 1003};
+        c.hits = calloc((size_t)c.n, sizeof *c.hits);
+        for (int run = 0; run < runs; run++) {
+            tp_run(tp, cover, &c);
+            cr_assert_eq(atomic_load(&c.calls), nt * (run + 1));
+            for (int t = 0; t < nt; t++) cr_assert_eq(c.nth_seen[t], nt);
+        }
+        for (int64_t i = 0; i < c.n; i++) cr_assert_eq(atomic_load(&c.hits[i]), runs, "index %ld", (long)i);
+        free(c.hits);
+        tp_free(tp);
+    }
+}
+
+/* results written by workers are visible to the owner after tp_run returns (no atomics in the
+ * payload), also after the workers went to sleep between jobs */
+struct sum_ctx {
+    const int *v;
+    int64_t n;
+    long long part[8];
+};
+
+static void sum_part(void *vctx, int ith, int nth)
+{
+    struct sum_ctx *c = vctx;
+    long long s = 0;
+    for (int64_t i = ith; i < c->n; i += nth) s += c->v[i];
+    c->part[ith] = s;
+}
+
+Test(threadpool, results_visible_after_sleep)
+{
+    struct threadpool *tp = tp_new(3);
+    int v[1000];
+    long long want = 0;
+    for (int i = 0; i < 1000; i++) v[i] = i * 7 - 300, want += v[i];
+    struct sum_ctx c = {.v = v, .n = 1000};
+    for (int run = 0; run < 6; run++) {
+        memset(c.part, 0, sizeof c.part);
+        tp_run(tp, sum_part, &c);
+        cr_assert_eq(c.part[0] + c.part[1] + c.part[2], want);
+        if (run % 2) usleep(30000); /* long enough for the workers to stop spinning and sleep */
+    }
+    tp_free(tp);
+}
+
+Test(threadpool, limits_and_default)
+{
+    cr_assert_null(tp_new(0));
+    cr_assert_null(tp_new(-3));
+    int d = tp_default_threads();
+    cr_assert(d >= 1 && d <= sysconf(_SC_NPROCESSORS_ONLN), "default threads %d", d);
+    tp_free(NULL);
+}
