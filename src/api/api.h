@@ -20,6 +20,7 @@
 /* What the decoders need to know about the server. */
 struct api_ctx {
     const struct backend *backend; /* caps, model id, defaults, caps on max_tokens */
+    bool count_only;               /* count_tokens / apply-template: max_tokens not required */
 };
 
 /* Parses body as JSON of the given dialect into req (request_init'ed by the caller).

@@ -143,6 +143,7 @@ int api_finalize(const struct api_ctx *ctx, struct request *req, const struct sa
     struct sampler_params d = req->reasoning ? b->defaults_think : b->defaults;
     req->sp.temperature = isnan(s->temperature) ? d.temperature : (float)s->temperature;
     req->sp.top_p = isnan(s->top_p) ? d.top_p : (float)s->top_p;
+    if (req->sp.top_p < 1e-6f) req->sp.top_p = 1e-6f; /* top_p 0 = only the most likely token */
     req->sp.top_k = s->top_k < 0 ? d.top_k : (int)s->top_k;
     req->sp.min_p = isnan(s->min_p) ? d.min_p : (float)s->min_p;
     req->sp.repeat_penalty = isnan(s->repeat_penalty) ? d.repeat_penalty : (float)s->repeat_penalty;

@@ -34,8 +34,11 @@ static int read_tool_calls(json_t *arr, int mi, struct chat_msg *m, struct err *
         c->name = strdup(json_string_value(name));
         if (json_is_string(args))
             c->arguments = strdup(json_string_value(args));
-        else if (args && !json_is_null(args))
-            c->arguments = json_dumps(args, JSON_COMPACT);
+        else if (args && !json_is_null(args)) {
+            struct buf tj = {0}; /* rendered as the template's tojson would */
+            c->arguments = chat_tojson(args, &tj) == 0 ? buf_steal(&tj) : NULL;
+            buf_free(&tj);
+        }
         else
             c->arguments = strdup("{}");
         if (!c->name || !c->arguments) return err_set(e, ERR_NOMEM, "out of memory");

@@ -94,7 +94,13 @@ static int read_message(json_t *jm, size_t i, struct request *req, struct err *e
             memset(c, 0, sizeof *c);
             c->id = json_is_string(id) ? strdup(json_string_value(id)) : NULL;
             c->name = strdup(json_string_value(name));
-            c->arguments = input ? json_dumps(input, JSON_COMPACT) : strdup("{}");
+            if (input && !json_is_null(input)) {
+                struct buf tj = {0}; /* rendered as the template's tojson would */
+                c->arguments = chat_tojson(input, &tj) == 0 ? buf_steal(&tj) : NULL;
+                buf_free(&tj);
+            } else {
+                c->arguments = strdup("{}");
+            }
             if (!c->name || !c->arguments) {
                 rc = oom(e);
                 break;
@@ -242,7 +248,7 @@ int parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req,
     long long mt = 0;
     int has = jv_int(root, "max_tokens", "max_tokens", 1, 1 << 30, &mt, e);
     if (has < 0) return -1;
-    if (has == 0) return err_set_param(e, ERR_INVALID, "max_tokens", "'max_tokens' is required");
+    if (has == 0 && !ctx->count_only) return err_set_param(e, ERR_INVALID, "max_tokens", "'max_tokens' is required");
     if (read_system(json_object_get(root, "system"), req, e) < 0) return -1;
     json_t *msgs = json_object_get(root, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)

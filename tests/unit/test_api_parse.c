@@ -5,7 +5,7 @@
 #include "api/api.h"
 
 static struct backend be;
-static struct api_ctx ctx = {&be};
+static struct api_ctx ctx = {.backend = &be};
 
 static void setup(void)
 {

@@ -1,0 +1,192 @@
+/* lmserve — serve one GGUF model behind OpenAI Chat Completions, OpenAI Responses and Anthropic
+ * Messages (docs/server.md). */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "http/server.h"
+#include "serve/backend_llm.h"
+#include "serve/queue.h"
+
+struct opts {
+    const char *model, *host, *api_key;
+    long port, ctx, threads, queue, conns, max_tokens, max_body, timeout;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: lmserve MODEL.gguf [flags]\n"
+            "  --host H          address to listen on (default 127.0.0.1)\n"
+            "  --port N          port (default 8080; 0 = any free port)\n"
+            "  --ctx N           context length (default: the model's, capped by the RAM guard)\n"
+            "  --threads N       threads for a forward pass (default: physical cores)\n"
+            "  --api-key K       require Authorization: Bearer K or x-api-key: K (default: none;\n"
+            "                    also read from LMSERVE_API_KEY)\n"
+            "  --queue N         requests waiting beyond the running one; more get 429 (default 16)\n"
+            "  --conns N         concurrent connections (default 64)\n"
+            "  --max-tokens N    cap on any reply, and the default when a request names none\n"
+            "                    (default 1024)\n"
+            "  --max-body N      request body limit in bytes; larger gets 413 (default 8388608)\n"
+            "  --timeout S       idle timeout while a request is read, seconds (default 30)\n"
+            "  --log-level L     debug, info, warn or error (default info)\n"
+            "  --help            this text\n");
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    static const struct {
+        const char *flag;
+        size_t off;
+        long lo, hi;
+    } nums[] = {
+        {"--port", offsetof(struct opts, port), 0, 65535},
+        {"--ctx", offsetof(struct opts, ctx), 16, 1 << 24},
+        {"--threads", offsetof(struct opts, threads), 1, 1024},
+        {"--queue", offsetof(struct opts, queue), 1, 1 << 20},
+        {"--conns", offsetof(struct opts, conns), 1, 1 << 16},
+        {"--max-tokens", offsetof(struct opts, max_tokens), 1, 1 << 24},
+        {"--max-body", offsetof(struct opts, max_body), 1024, 1L << 32},
+        {"--timeout", offsetof(struct opts, timeout), 1, 86400},
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        bool done = false;
+        for (size_t k = 0; k < sizeof nums / sizeof nums[0] && !done; k++) {
+            if (strcmp(a, nums[k].flag)) continue;
+            if (i + 1 >= argc) {
+                fprintf(stderr, "lmserve: %s needs a value\n", a);
+                return -1;
+            }
+            if (parse_long(argv[++i], nums[k].lo, nums[k].hi, (long *)((char *)o + nums[k].off))) {
+                fprintf(stderr, "lmserve: bad value '%s' for %s (an integer in [%ld, %ld])\n",
+                        argv[i], a, nums[k].lo, nums[k].hi);
+                return -1;
+            }
+            done = true;
+        }
+        if (done) continue;
+        if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "lmserve: %s needs a value\n", a);
+                return -1;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--host")) {
+                o->host = v;
+            } else if (!strcmp(a, "--api-key")) {
+                if (!v[0]) {
+                    fprintf(stderr, "lmserve: --api-key must not be empty\n");
+                    return -1;
+                }
+                o->api_key = v;
+            } else {
+                static const char *const lv[] = {"debug", "info", "warn", "error"};
+                int found = -1;
+                for (int k = 0; k < 4; k++)
+                    if (!strcmp(v, lv[k])) found = k;
+                if (found < 0) {
+                    fprintf(stderr, "lmserve: bad value '%s' for --log-level (debug, info, warn, error)\n", v);
+                    return -1;
+                }
+                log_set_level((enum log_level)found);
+            }
+        } else if (a[0] == '-') {
+            fprintf(stderr, "lmserve: unknown flag '%s' (see --help)\n", a);
+            return -1;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            fprintf(stderr, "lmserve: unexpected argument '%s' (one model only)\n", a);
+            return -1;
+        }
+    }
+    if (!o->model) {
+        fprintf(stderr, "lmserve: no model given (usage: lmserve MODEL.gguf [flags]; see --help)\n");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {.host = "127.0.0.1", .port = 8080, .queue = 16, .conns = 64,
+                     .max_tokens = 1024, .max_body = HTTP_DEFAULT_MAX_BODY,
+                     .timeout = HTTP_DEFAULT_TIMEOUT_S};
+    log_set_level(LOG_INFO);
+    const char *envkey = getenv("LMSERVE_API_KEY");
+    if (envkey && envkey[0]) o.api_key = envkey;
+    if (parse_args(argc, argv, &o) < 0) return 2;
+
+    /* Signals are taken by sigwait in main only; every thread inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    static struct http_app app;
+    struct err e;
+    err_clear(&e);
+    struct http_opts ho = {.host = o.host, .port = (int)o.port, .conns = (int)o.conns,
+                           .timeout_s = (int)o.timeout, .max_body = (size_t)o.max_body,
+                           .api_key = o.api_key};
+    struct http_server *srv = http_start(&ho, &app, &e);
+    if (!srv) {
+        fprintf(stderr, "lmserve: %s\n", e.msg);
+        return 1;
+    }
+    log_info("listening on http://%s:%d (loading %s)", o.host, http_port(srv), o.model);
+
+    struct backend_llm_opts bo = {.n_threads = (int)o.threads, .n_ctx = (int)o.ctx,
+                                  .max_tokens = (int)o.max_tokens};
+    struct backend *b = backend_llm_new(o.model, &bo, &e);
+    if (!b) {
+        fprintf(stderr, "lmserve: cannot load %s: %s\n", o.model, e.msg);
+        http_stop(srv);
+        return 1;
+    }
+    struct queue *q = queue_new((int)o.queue, backend_run_job, b, &e);
+    if (!q) {
+        fprintf(stderr, "lmserve: %s\n", e.msg);
+        b->ops->free(b);
+        http_stop(srv);
+        return 1;
+    }
+    atomic_store(&app.queue, q);
+    atomic_store(&app.backend, b);
+    log_info("ready: model %s, context %d, queue %ld, conns %ld, max tokens %d", b->model_id,
+             b->n_ctx, o.queue, o.conns, b->max_tokens_cap);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    atomic_store(&app.stopping, true);
+    http_quiesce(srv);   /* no new connections */
+    queue_shutdown(q);   /* cancel the running job, fail the queued ones, join the worker */
+    http_stop(srv);      /* connections drain their (now ended) pipes and close */
+    queue_free(q);
+    b->ops->free(b);
+    log_info("bye");
+    return 0;
+}

@@ -1,0 +1,322 @@
+#include "serve/backend_llm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "engine/chat.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/vocab.h"
+#include "serve/emitter.h"
+
+#define PREFILL_CHUNK 512
+
+struct llm {
+    struct backend base;
+    struct model *m;
+    struct vocab *v;
+    const struct model_config *cfg;
+    /* worker-only state */
+    struct kv_cache *kv;
+    int32_t *shadow; /* tokens whose rows are in kv */
+    size_t n_shadow;
+    float *logits;
+    char *out;      /* detokenizer output, TOK_STREAM_OUT_MAX(tok_max_len) */
+    int32_t *pos;
+    struct kv_cache **seq;
+};
+
+static const char *token_text(void *tctx, int32_t id, size_t *len)
+{
+    return tok_bytes((const struct vocab *)tctx, id, len);
+}
+
+static int llm_validate(struct backend *b, struct request *req, struct err *e)
+{
+    struct llm *L = (struct llm *)b;
+    struct chat_prompt cp = {0};
+    struct chat_prompt_opts co = {.add_generation_prompt = true,
+                                  .enable_thinking = req->reasoning,
+                                  .tools = req->tools};
+    if (chat_render(L->cfg->arch, req->msgs, req->n_msgs, &co, &cp, e) < 0) {
+        if (!e->param[0]) snprintf(e->param, sizeof e->param, "messages");
+        return -1;
+    }
+    free(req->tokens);
+    req->tokens = NULL;
+    req->n_tokens = req->cap_tokens = 0;
+    int rc = 0;
+    if (tok_add_bos(L->v) && tok_bos(L->v) >= 0) {
+        req->tokens = malloc(16 * sizeof *req->tokens);
+        if (!req->tokens) {
+            rc = err_set(e, ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        req->cap_tokens = 16;
+        req->tokens[req->n_tokens++] = tok_bos(L->v);
+    }
+    if (tok_encode(L->v, cp.text.data ? cp.text.data : "", cp.text.len, cp.spans, cp.n_spans, false,
+                   &req->tokens, &req->n_tokens, &req->cap_tokens, e) < 0) {
+        rc = -1;
+        goto out;
+    }
+    if (req->n_tokens + 1 > (size_t)b->n_ctx) {
+        rc = err_set_param(e, ERR_CONTEXT, "messages",
+                           "the prompt is %zu tokens, but the context holds %d (prompt + at least "
+                           "one reply token)", req->n_tokens, b->n_ctx);
+        goto out;
+    }
+    free(req->prompt_text);
+    req->prompt_text = buf_steal(&cp.text);
+    if (!req->prompt_text) req->prompt_text = strdup("");
+out:
+    chat_prompt_free(&cp);
+    return rc;
+}
+
+static int forward(struct llm *L, const int32_t *toks, size_t n, int32_t pos0, struct err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        L->pos[i] = pos0 + (int32_t)i;
+        L->seq[i] = L->kv;
+    }
+    struct batch bt = {.token = toks, .pos = L->pos, .seq = L->seq, .n = (int64_t)n};
+    if (model_forward(L->m, &bt, L->logits, e) < 0) return -1;
+    memcpy(L->shadow + pos0, toks, n * sizeof *toks);
+    L->n_shadow = (size_t)pos0 + n;
+    return 0;
+}
+
+/* Brings the cache to hold the prompt, reusing the longest common prefix; logits of the last
+ * prompt token end up in L->logits. Returns the reused row count via *cached. */
+static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *e)
+{
+    const struct request *req = &job->req;
+    size_t n = req->n_tokens, lcp = 0;
+    while (lcp < n && lcp < L->n_shadow && L->shadow[lcp] == req->tokens[lcp]) lcp++;
+    if (lcp == n) lcp = n - 1; /* the last prompt token must run again for its logits */
+    kv_truncate(L->kv, (int)lcp);
+    L->n_shadow = lcp;
+    *cached = (int64_t)lcp;
+    /* in chunks: bounded scratch in the forward pass, and a cancel point between chunks */
+    for (size_t at = lcp; at < n; at += PREFILL_CHUNK) {
+        if (pipe_cancelled(job->pipe)) return err_set(e, ERR_CANCELLED, "the client went away");
+        size_t k = n - at < PREFILL_CHUNK ? n - at : PREFILL_CHUNK;
+        if (forward(L, req->tokens + at, k, (int32_t)at, e) < 0) return -1;
+    }
+    return 0;
+}
+
+static int cancelled(struct job *job, struct err *e)
+{
+    return err_set(e, ERR_CANCELLED, "the client went away");
+}
+
+static int llm_generate(struct backend *b, struct job *job, struct err *e)
+{
+    struct llm *L = (struct llm *)b;
+    struct request *req = &job->req;
+    struct reply_sink *sink = &job->sink;
+    sink->token_text = token_text;
+    sink->tctx = L->v;
+    struct usage u = {.prompt_tokens = (int64_t)req->n_tokens};
+    int rc = -1;
+    struct sampler *smp = NULL;
+    struct emitter em;
+    bool em_live = false;
+    int budget = req->max_tokens;
+    int room = b->n_ctx - (int)req->n_tokens;
+    if (budget > room) budget = room;
+    for (int c = 0; c < req->n; c++) {
+        struct sampler_params sp = req->sp;
+        sp.seed = req->sp.seed + (uint64_t)c;
+        if (!(smp = sampler_new(&sp, L->cfg->n_vocab, e))) goto out;
+        int64_t cached = 0;
+        if (prefill(L, job, &cached, e) < 0) goto out;
+        if (c == 0) u.cached_tokens = cached;
+        for (size_t i = 0; i < req->n_tokens; i++) sampler_accept(smp, req->tokens[i]);
+        emitter_init(&em, sink, c, b->caps.think, (const char *const *)req->stop, req->n_stop);
+        em_live = true;
+        struct tok_stream ts = {0};
+        enum finish_reason why = FINISH_LENGTH;
+        bool stopped = false;
+        for (int k = 0; k < budget; k++) {
+            if (pipe_cancelled(job->pipe)) {
+                cancelled(job, e);
+                goto out;
+            }
+            struct sampler_choice ch;
+            if (sampler_sample(smp, L->logits, NULL, &ch) < 0) {
+                err_set(e, ERR_INTERNAL, "no token can be sampled (all logits -inf or NaN)");
+                goto out;
+            }
+            if (!job->t_first) job->t_first = mono_seconds();
+            if (tok_is_eog(L->v, ch.token)) {
+                why = FINISH_STOP;
+                break;
+            }
+            sampler_accept(smp, ch.token);
+            u.completion_tokens++;
+            if (emitter_in_reasoning(&em)) u.reasoning_tokens++;
+            struct token_logprob lp = {.token = ch.token, .logprob = ch.logprob,
+                                       .n_top = ch.n_top < REQ_MAX_TOP_LOGPROBS ? ch.n_top
+                                                                                : REQ_MAX_TOP_LOGPROBS};
+            memcpy(lp.top_token, ch.top_token, (size_t)lp.n_top * sizeof lp.top_token[0]);
+            memcpy(lp.top_logprob, ch.top_logprob, (size_t)lp.n_top * sizeof lp.top_logprob[0]);
+            size_t nb = tok_stream_feed(&ts, L->v, ch.token, L->out);
+            int er = emitter_feed(&em, L->out, nb, req->logprobs ? &lp : NULL);
+            if (er < 0) {
+                if (pipe_cancelled(job->pipe)) cancelled(job, e);
+                else err_set(e, ERR_NOMEM, "out of memory while streaming");
+                goto out;
+            }
+            if (er == 1) {
+                stopped = true;
+                break;
+            }
+            if (k + 1 == budget) break; /* no forward needed for a token we will not sample */
+            if (forward(L, &ch.token, 1, (int32_t)L->n_shadow, e) < 0) goto out;
+        }
+        if (!stopped) {
+            size_t nb = tok_stream_flush(&ts, L->out);
+            if ((nb && emitter_feed(&em, L->out, nb, NULL) < 0) || emitter_finish(&em, why) < 0) {
+                if (pipe_cancelled(job->pipe)) cancelled(job, e);
+                else err_set(e, ERR_NOMEM, "out of memory while streaming");
+                goto out;
+            }
+        }
+        emitter_deinit(&em);
+        em_live = false;
+        sampler_free(smp);
+        smp = NULL;
+    }
+    job->usage = u;
+    job->t_end = mono_seconds();
+    if (sink->done(sink->ctx, &u) < 0) {
+        if (pipe_cancelled(job->pipe)) cancelled(job, e);
+        else err_set(e, ERR_NOMEM, "out of memory while streaming");
+        goto out;
+    }
+    rc = 0;
+out:
+    job->usage = u;
+    if (em_live) emitter_deinit(&em);
+    sampler_free(smp);
+    return rc;
+}
+
+static void llm_free(struct backend *b)
+{
+    struct llm *L = (struct llm *)b;
+    if (!L) return;
+    kv_free(L->kv);
+    free(L->shadow);
+    free(L->logits);
+    free(L->out);
+    free(L->pos);
+    free(L->seq);
+    vocab_free(L->v);
+    model_free(L->m);
+    free(L);
+}
+
+static const struct backend_ops LLM_OPS = {
+    .validate = llm_validate,
+    .generate = llm_generate,
+    .free = llm_free,
+};
+
+static long long mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+struct backend *backend_llm_new(const char *path, const struct backend_llm_opts *o, struct err *e)
+{
+    struct llm *L = calloc(1, sizeof *L);
+    if (!L) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    struct model_opts mo = {.n_threads = o->n_threads};
+    if (!(L->m = model_load(path, &mo, e))) goto fail;
+    L->cfg = model_config(L->m);
+    if (!(L->v = vocab_load(model_gguf(L->m), e))) goto fail;
+    if (vocab_size(L->v) > L->cfg->n_vocab) {
+        err_set(e, ERR_FORMAT, "the vocabulary has %d tokens but the model only %d logits",
+                vocab_size(L->v), L->cfg->n_vocab);
+        goto fail;
+    }
+    struct chat_caps cc;
+    if (chat_family_caps(L->cfg->arch, &cc, e) < 0) goto fail;
+    struct backend *b = &L->base;
+    b->ops = &LLM_OPS;
+    b->caps = (struct backend_caps){.think = cc.thinking, .tools = cc.tools, .grammar = false,
+                                    .stop = true, .system_role = cc.system};
+    /* model id: general.name if present, else the file name */
+    char *name = gguf_get_str(model_gguf(L->m), "general.name", NULL);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(b->model_id, sizeof b->model_id, "%s", name && name[0] ? name : base);
+    free(name);
+    /* R-MAP-2: qwen3 recommended settings (no-think 0.7/20/0.8; think 0.6/20/0.95) */
+    sampler_params_init(&b->defaults);
+    b->defaults.temperature = 0.7f;
+    b->defaults.top_k = 20;
+    b->defaults.top_p = 0.8f;
+    b->defaults_think = b->defaults;
+    b->defaults_think.temperature = 0.6f;
+    b->defaults_think.top_p = 0.95f;
+    b->max_tokens_cap = o->max_tokens > 0 ? o->max_tokens : 1024;
+
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : L->cfg->n_ctx_train;
+    if (n_ctx <= 0) n_ctx = 4096;
+    size_t row = kv_bytes_per_row(L->m);
+    long long avail = mem_available();
+    if (avail > 0 && row > 0) {
+        long long need = (long long)row * n_ctx;
+        if (need > avail / 2) {
+            int fit = (int)(avail / 2 / (long long)row);
+            if (o->n_ctx > 0)
+                log_warn("KV cache: %d positions x %zu B = %.1f MiB exceeds half of available "
+                         "memory (%.1f MiB)", n_ctx, row, need / 1048576.0, avail / 1048576.0);
+            else {
+                log_warn("KV cache: %d positions x %zu B = %.1f MiB > half of available memory "
+                         "(%.1f MiB): context capped at %d", n_ctx, row, need / 1048576.0,
+                         avail / 1048576.0, fit);
+                n_ctx = fit;
+            }
+        }
+    }
+    if (n_ctx < 16) {
+        err_set(e, ERR_NOMEM, "not enough memory for a useful KV cache (%d positions)", n_ctx);
+        goto fail;
+    }
+    b->n_ctx = n_ctx;
+    if (!(L->kv = kv_new(L->m, n_ctx, e))) goto fail;
+    L->shadow = malloc((size_t)n_ctx * sizeof *L->shadow);
+    L->logits = malloc((size_t)L->cfg->n_vocab * sizeof *L->logits);
+    L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);
+    L->pos = malloc((size_t)n_ctx * sizeof *L->pos);
+    L->seq = malloc((size_t)n_ctx * sizeof *L->seq);
+    if (!L->shadow || !L->logits || !L->out || !L->pos || !L->seq) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    log_info("model %s: arch %s, %d layers, vocab %d, context %d (KV %.1f MiB)", b->model_id,
+             L->cfg->arch, L->cfg->n_layer, L->cfg->n_vocab, n_ctx,
+             (double)row * n_ctx / 1048576.0);
+    return b;
+fail:
+    llm_free(&L->base);
+    return NULL;
+}
