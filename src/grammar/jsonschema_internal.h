@@ -1,0 +1,74 @@
+/* jsonschema_internal — regex builders shared by the JSON Schema → lark compiler (jsonschema.c)
+ * and its unit tests. Every function appends regex TEXT in the dialect of lark `/.../` terminals
+ * (Rust-regex-like syntax, `/` always written `\/`) to a buf. Regexes here describe JSON TEXT:
+ * a "content" regex matches the characters between the quotes of a JSON string as they appear in
+ * the serialized document (so a `"` in the value appears as `\"`).
+ *
+ * Allocation failures inside buf_* are sticky: callers check `out->data == NULL`-free invariants via
+ * the int return where given; the regex builders return -1 with err set on bad input and on OOM. */
+#ifndef LMS_GRAMMAR_JSONSCHEMA_INTERNAL_H
+#define LMS_GRAMMAR_JSONSCHEMA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+/* One JSON string character as it appears in JSON text: an unescaped code point other than
+ * `"` `\` and U+0000..U+001F, or an escape (\" \\ \/ \b \f \n \r \t \uXXXX; surrogates only as
+ * a valid high+low pair, so each match is exactly one code point). */
+#define JSRX_CHAR                                                                                  \
+    "(?:[^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\\\/bfnrt]|\\\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7]" \
+    "[0-9a-fA-F]{2})|\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+
+/* Unanchored ECMA-262 `pattern` → regex over JSON string content (no quotes) matching exactly the
+ * strings whose decoded value contains a match. Supported: literals, escapes (\d \w \s \D \W \S
+ * \t \n \r \f \v \0 \xHH \uHHHH \u{H..} \cX and escaped punctuation), classes with ranges and
+ * negation, `.`, groups (capturing, (?:...), (?<name>...)), alternation, quantifiers ? * + {n}
+ * {n,} {n,m} (lazy `?` suffix ignored: same language), `^` / `$` at the start / end of a top-level
+ * alternative (or of a group that starts / ends the alternative in every branch). Rejected with a
+ * message: lookaround, backreferences, \b \B, anchors elsewhere, Unicode property escapes.
+ * If `single` is non-NULL and the pattern is exactly `^X{q}$` for one character set X, writes
+ * X's content regex into single->set and the repetition bounds into single->lo/hi (hi -1 =
+ * unbounded), so callers can intersect with minLength/maxLength. */
+struct jsrx_single {
+    bool ok;
+    struct buf set;
+    int64_t lo, hi;
+};
+int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_single *single,
+                 struct err *e);
+
+/* Regex over JSON string content for `format` (date-time, date, time, duration, email, hostname,
+ * ipv4, ipv6, uuid, uri). Unknown format → -1, "unsupported format". */
+int jsrx_format(const char *format, struct buf *out, struct err *e);
+
+/* JSON string (with quotes) whose value is none of names[0..n) (UTF-8 values). Escapes accepted
+ * are the canonical ones (\" \\ \b \f \n \r \t and \u00XX for other control characters), so each
+ * value has one spelling and the exclusion is exact. */
+int jsrx_key_not_in(const char *const *names, const size_t *lens, int n, struct buf *out,
+                    struct err *e);
+
+/* A number bound: decimal value as sign + digits (no exponent). */
+struct jsrx_dec {
+    bool neg;
+    char ip[400]; /* integer digits, no leading zeros ("0" for zero) */
+    char fp[400]; /* fraction digits, no trailing zeros ("" for none) */
+};
+/* Parse a JSON number text (e.g. "-12.50e3") into a jsrx_dec. -1 if malformed / too long. */
+int jsrx_dec_parse(const char *s, struct jsrx_dec *d);
+int jsrx_dec_cmp(const struct jsrx_dec *a, const struct jsrx_dec *b);
+
+/* Regex for a JSON number (exact JSON number grammar) with optional bounds (NULL = none), integer
+ * only when `integer`, at most `max_frac` fraction digits when max_frac >= 0. Unbounded
+ * non-integers allow exponents; bounded ones are written without exponent (documented
+ * approximation: 1e2 is then rejected). Returns 1 if the range is empty (nothing written). */
+int jsrx_number(const struct jsrx_dec *lo, bool lo_excl, const struct jsrx_dec *hi, bool hi_excl,
+                bool integer, int max_frac, struct buf *out);
+
+/* Escape a literal UTF-8 byte string for inclusion in a regex. */
+void jsrx_literal(const char *s, size_t n, struct buf *out);
+
+#endif
