@@ -81,6 +81,14 @@ test: all deps-npm
 	  echo "=== $$s"; BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; \
 	done; echo "=== all suites passed"
 
+# ---- fuzz targets (clang libFuzzer + ASan + UBSan); run by tests/suites/20-gguf-fuzz.sh ----
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -g -O1 -std=gnu11 -Isrc -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
+fuzz: $(BUILD)/fuzz-gguf
+$(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/gguf.c src/base/err.c src/base/log.c src/engine/gguf.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(filter %.c,$^) -o $@
+
 bench: all deps-npm
 	@set -e; for s in bench/*.sh; do echo "=== $$s"; BUILD=$(BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; done
 
