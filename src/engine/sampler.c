@@ -2,8 +2,11 @@
 #include "engine/sampler.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "engine/sampler_internal.h"
 
 struct cand {
     float logit;
@@ -26,6 +29,36 @@ struct sampler {
     int ring_head, ring_len;
     struct cand *cand; /* n_vocab scratch */
 };
+
+/* ---- full-vocabulary passes: scalar reference + AVX2, picked once by CPU features ---- */
+
+static float max_scalar(const float *x, int64_t n)
+{
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static double sumexp_scalar(const float *x, int64_t n, float m)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] > -INFINITY) s += expf(x[i] - m);
+    return s;
+}
+
+static float (*vec_max)(const float *, int64_t) = max_scalar;
+static double (*vec_sumexp)(const float *, int64_t, float) = sumexp_scalar;
+
+static void pick_kernels(void)
+{
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        vec_max = sampler_max_avx2;
+        vec_sumexp = sampler_sumexp_avx2;
+    }
+#endif
+}
 
 /* ---- PRNG: xoshiro256** seeded by splitmix64 ---- */
 
@@ -95,6 +128,8 @@ static int check_params(const struct sampler_params *p, int32_t n_vocab, struct 
 
 struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab, struct err *e)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, pick_kernels);
     if (check_params(p, n_vocab, e)) return NULL;
     struct sampler *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
@@ -278,11 +313,11 @@ static int32_t prepare(struct sampler *s, float *logits, const uint32_t *mask)
                 if (!(m >> (i & 31) & 1)) logits[i] = -INFINITY;
         }
     }
-    int32_t best = -1;
-    float bl = -INFINITY;
+    float bl = vec_max(logits, n);
+    if (!(bl > -INFINITY)) return -1;
     for (int32_t i = 0; i < n; i++)
-        if (logits[i] > bl) bl = logits[i], best = i;
-    return best;
+        if (logits[i] == bl) return i;
+    return -1;
 }
 
 /* Step 4 (non-greedy): fills s->cand[0..*n) with the truncated candidates and returns their
@@ -351,9 +386,7 @@ static double truncate_dist(struct sampler *s, const float *logits, float lmax, 
 static void fill_logprobs(const struct sampler *s, const float *logits, float lmax, int32_t token,
                           struct sampler_choice *out)
 {
-    double sum = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++)
-        if (logits[i] > -INFINITY) sum += expf(logits[i] - lmax);
+    double sum = vec_sumexp(logits, s->n_vocab, lmax);
     float lse = lmax + (float)log(sum);
     out->logprob = logits[token] - lse;
     int k = s->p.n_top_logprobs;

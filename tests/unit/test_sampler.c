@@ -479,3 +479,33 @@ Test(sampler, top_k_heap_and_select_match_full_sort)
     free(ids);
     free(pr);
 }
+
+/* The vectorized max / sum-of-exp passes (AVX2 when available) against a double reference on a
+ * full Qwen-size vocabulary with masked (-inf) and NaN entries and an odd tail. */
+Test(sampler, logprobs_full_vocab_match_double_reference)
+{
+    const int32_t n = QWEN_VOCAB - 3;
+    float *l = malloc(n * sizeof *l), *ref = malloc(n * sizeof *ref);
+    fill_logits(l, n, 77);
+    for (int32_t i = 0; i < n; i += 101) l[i] = -INFINITY;
+    l[5] = NAN;
+    l[n - 1] = 12.5f; /* the max sits in the scalar tail */
+    memcpy(ref, l, n * sizeof *l);
+    double z = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (ref[i] > -INFINITY) z += exp((double)ref[i] - 12.5);
+    double lse = 12.5 + log(z);
+    struct sampler_params p;
+    sampler_params_init(&p);
+    p.temperature = 0;
+    p.n_top_logprobs = 5;
+    struct sampler *s = mk(&p, n);
+    struct sampler_choice c;
+    cr_assert_eq(sampler_sample(s, l, NULL, &c), 0);
+    cr_assert_eq(c.token, n - 1);
+    cr_assert_float_eq(c.logprob, 12.5 - lse, 2e-5);
+    for (int i = 0; i < c.n_top; i++) cr_assert_float_eq(c.top_logprob[i], ref[c.top_token[i]] - lse, 2e-5);
+    sampler_free(s);
+    free(l);
+    free(ref);
+}
