@@ -9,13 +9,17 @@
 #include "grammar/grammar_int.h"
 #include "grammar/jsonschema.h"
 
-int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_prefix,
-                       struct buf *out, struct err *e) __attribute__((weak));
-int jsonschema_object_lark(const char *rule_prefix, struct buf *out, struct err *e)
-    __attribute__((weak));
 
 /* ------------------------------------------------------------------------------------------ */
 /* Vocabulary index                                                                            */
+
+struct tnode {
+    int32_t tok;    /* first token ending here, or -1 */
+    uint32_t end;   /* one past the subtree */
+    uint16_t depth; /* root = 0 */
+    uint8_t byte;
+    uint8_t dup;    /* more tokens with the same bytes (tok_next chain) */
+};
 
 struct grammar_vocab_index {
     int32_t n_tokens, eos;
@@ -29,6 +33,8 @@ struct grammar_vocab_index {
     uint32_t *tend; /* index one past the node's subtree */
     int32_t n_nodes;
     int32_t *tok_next; /* next token with identical bytes, -1 */
+    struct tnode *tn;  /* the same trie packed for the hot loop (walk_inner) */
+    uint32_t max_depth;
     int32_t *specials; /* ids of special tokens */
     int32_t n_specials;
 };
@@ -56,6 +62,7 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
     free(vi->ttok);
     free(vi->tend);
     free(vi->tok_next);
+    free(vi->tn);
     free(vi->specials);
     free(vi);
 }
@@ -148,6 +155,23 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
     while (depth >= 0) {
         vi->tend[stack[depth]] = (uint32_t)vi->n_nodes;
         depth--;
+    }
+    vi->tn = malloc((size_t)vi->n_nodes * sizeof *vi->tn);
+    if (!vi->tn) goto nomem;
+    {
+        /* depths: a node's depth is its parent's + 1; parents precede children in DFS order */
+        vi->tn[0] = (struct tnode){.tok = -1, .end = vi->tend[0], .depth = 0};
+        int32_t sp = 0;
+        stack[0] = 0;
+        for (int32_t i = 1; i < vi->n_nodes; i++) {
+            while ((uint32_t)i >= vi->tend[stack[sp]]) sp--;
+            int32_t tk = vi->ttok[i];
+            vi->tn[i] = (struct tnode){.tok = tk, .end = vi->tend[i], .depth = (uint16_t)(sp + 1),
+                                       .byte = vi->tbyte[i],
+                                       .dup = (uint8_t)(tk >= 0 && vi->tok_next[tk] >= 0)};
+            if ((uint32_t)(sp + 1) > vi->max_depth) vi->max_depth = (uint32_t)(sp + 1);
+            stack[++sp] = i;
+        }
     }
     free(order);
     free(stack);
@@ -304,7 +328,19 @@ struct lexstart_entry {
     uint32_t state;
 };
 
-struct inner_entry; /* reserved for a per-DFA-state mask cache */
+/* Per lexer DFA state s: the tokens whose bytes all keep the lexeme alive from s (they are allowed
+ * whatever the parser state, since s only contains terminals the parser expects), and the trie
+ * nodes where a byte ends the lexeme (node, accepting state before that byte): only there is the
+ * parser consulted. Computed once per state, shared by all matchers of the grammar. */
+struct inner_entry {
+    uint32_t *bits;   /* dense form (NULL if sparse) */
+    int32_t *list;    /* sparse form */
+    int32_t n_list;
+    uint32_t *bound;  /* pairs (node, state) */
+    uint32_t n_bound;
+};
+
+#define INNER_CACHE_MAX_BYTES ((size_t)256 << 20)
 
 static void grammar_destroy(struct grammar *g)
 {
@@ -321,6 +357,15 @@ static void grammar_destroy(struct grammar *g)
     free(g->nt_first);
     free(g->nt_prods);
     free(g->nullable);
+    for (int32_t i = 0; i < g->inner_cap; i++) {
+        struct inner_entry *x = g->inner[i];
+        if (!x) continue;
+        free(x->bits);
+        free(x->list);
+        free(x->bound);
+        free(x);
+    }
+    free(g->inner);
     for (uint32_t i = 0; i < g->ls_cap; i++) free(g->ls_tab[i].terms);
     free(g->ls_tab);
     pthread_mutex_destroy(&g->mu);
@@ -370,10 +415,6 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
     switch (kind) {
     case GRAMMAR_LARK: break;
     case GRAMMAR_JSON_SCHEMA:
-        if (!jsonschema_to_lark) {
-            err_set(e, ERR_UNSUPPORTED, "JSON Schema constraints are not built in");
-            return NULL;
-        }
         if (jsonschema_to_lark(src, len, "", &lark, e)) {
             buf_free(&lark);
             return NULL;
@@ -382,10 +423,6 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
         tlen = lark.len;
         break;
     case GRAMMAR_JSON_OBJECT:
-        if (!jsonschema_object_lark) {
-            err_set(e, ERR_UNSUPPORTED, "json_object constraints are not built in");
-            return NULL;
-        }
         if (jsonschema_object_lark("", &lark, e)) {
             buf_free(&lark);
             return NULL;
@@ -867,6 +904,152 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
     }
 }
 
+struct inner_build {
+    uint32_t *bits;
+    int32_t count;
+    uint32_t *bound;
+    uint32_t n_bound, cap_bound;
+    bool oom;
+};
+
+static int bound_push(struct inner_build *ib, uint32_t c, uint32_t s)
+{
+    if (ib->n_bound + 2 > ib->cap_bound) {
+        uint32_t nc = ib->cap_bound ? ib->cap_bound * 2 : 64;
+        uint32_t *nb = realloc(ib->bound, nc * sizeof *nb);
+        if (!nb) {
+            ib->oom = true;
+            return -1;
+        }
+        ib->bound = nb;
+        ib->cap_bound = nc;
+    }
+    ib->bound[ib->n_bound++] = c;
+    ib->bound[ib->n_bound++] = s;
+    return 0;
+}
+
+/* Iterative DFS over the trie from the root in lexer state s0, never crossing a lexeme end.
+ * The hot loop of mask computation: nodes are visited in DFS order and each node's parent state
+ * is S[depth-1], so there is no explicit stack and few unpredictable branches. */
+static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
+{
+    const struct grammar_vocab_index *vi = m->g->vi;
+    struct rx_dfa *d = &m->g->dfa;
+    const struct tnode *tn = vi->tn;
+    uint32_t *S = malloc(((size_t)vi->max_depth + 2) * sizeof *S);
+    uint32_t **N = malloc(((size_t)vi->max_depth + 2) * sizeof *N);
+    if (!S || !N) {
+        free(S);
+        free(N);
+        ib->oom = true;
+        return;
+    }
+    S[0] = s0;
+    N[0] = d->st[s0].next;
+    uint32_t *bits = ib->bits;
+    const uint32_t dummy = (uint32_t)vi->n_tokens; /* bits has a spare word for it */
+    uint32_t n = tn[0].end;
+    for (uint32_t i = 1; i < n;) {
+        const struct tnode *x = &tn[i];
+        uint32_t pd = x->depth - 1u;
+        uint32_t t = N[pd][x->byte];
+        if (__builtin_expect(t == RX_UNKNOWN, 0)) t = rx_dfa_compute(d, S[pd], x->byte);
+        if (t == RX_DEAD) {
+            if (rx_dfa_accepting(d, S[pd]) && bound_push(ib, i, S[pd])) break;
+            i = x->end;
+            continue;
+        }
+        uint32_t tk = x->tok >= 0 ? (uint32_t)x->tok : dummy;
+        bits[tk >> 5] |= 1u << (tk & 31);
+        if (__builtin_expect(x->dup, 0))
+            for (int32_t o = vi->tok_next[x->tok]; o >= 0; o = vi->tok_next[o])
+                bits[o >> 5] |= 1u << (o & 31);
+        S[pd + 1] = t;
+        N[pd + 1] = d->st[t].next;
+        i++;
+    }
+    bits[dummy >> 5] &= ~(1u << (dummy & 31));
+    free(S);
+    free(N);
+}
+
+/* The cached inner entry of state s, computing it if needed; NULL when over budget / no memory.
+ * Caller holds g->mu. */
+static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
+{
+    struct grammar *g = m->g;
+    if ((int32_t)s < g->inner_cap && g->inner[s]) return g->inner[s];
+    if (g->inner_bytes > INNER_CACHE_MAX_BYTES) return NULL;
+    if ((int32_t)s >= g->inner_cap) {
+        int32_t nc = g->inner_cap ? g->inner_cap : 64;
+        while (nc <= (int32_t)s) nc *= 2;
+        struct inner_entry **n = realloc(g->inner, (size_t)nc * sizeof *n);
+        if (!n) return NULL;
+        memset(n + g->inner_cap, 0, (size_t)(nc - g->inner_cap) * sizeof *n);
+        g->inner = n;
+        g->inner_cap = nc;
+    }
+    const struct grammar_vocab_index *vi = g->vi;
+    size_t words = ((size_t)vi->n_tokens + 31) / 32;
+    struct inner_build ib = {0};
+    ib.bits = calloc(words + 1, sizeof *ib.bits);
+    struct inner_entry *x = calloc(1, sizeof *x);
+    if (!ib.bits || !x) goto fail;
+    walk_inner(m, &ib, s);
+    if (ib.oom) goto fail;
+    for (size_t w = 0; w < words; w++) ib.count += __builtin_popcount(ib.bits[w]);
+    if ((size_t)ib.count < words) {
+        x->list = malloc(((size_t)ib.count + 1) * sizeof *x->list);
+        if (!x->list) goto fail;
+        for (size_t w = 0; w < words; w++)
+            for (uint32_t v = ib.bits[w]; v; v &= v - 1)
+                x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
+        free(ib.bits);
+        g->inner_bytes += (size_t)x->n_list * 4;
+    } else {
+        x->bits = ib.bits;
+        g->inner_bytes += words * 4;
+    }
+    x->bound = ib.bound;
+    x->n_bound = ib.n_bound / 2;
+    g->inner_bytes += ib.n_bound * 4 + sizeof *x;
+    g->inner[s] = x;
+    return x;
+fail:
+    free(ib.bits);
+    free(ib.bound);
+    free(x);
+    return NULL;
+}
+
+static void mask_from(struct matcher *m, uint32_t r, uint32_t s, bool empty)
+{
+    struct inner_entry *x = inner_get(m, s);
+    if (!x) {
+        walk(m, 0, r, s, empty);
+        return;
+    }
+    const struct grammar_vocab_index *vi = m->g->vi;
+    struct rx_dfa *d = &m->g->dfa;
+    if (x->bits) {
+        size_t words = ((size_t)vi->n_tokens + 31) / 32;
+        memcpy(m->mask, x->bits, words * sizeof *x->bits);
+    } else {
+        for (int32_t i = 0; i < x->n_list; i++) set_bit(m->mask, x->list[i]);
+    }
+    for (uint32_t i = 0; i < x->n_bound; i++) {
+        uint32_t c = x->bound[2 * i], sa = x->bound[2 * i + 1];
+        int32_t r2 = scan_memo(m, r, sa);
+        if (r2 < 0) continue;
+        uint8_t b = vi->tbyte[c];
+        uint32_t t = rx_dfa_next(d, m->rows[r2].lex, b);
+        if (t == RX_DEAD) continue;
+        for (int32_t tok = vi->ttok[c]; tok >= 0; tok = vi->tok_next[tok]) set_bit(m->mask, tok);
+        if (vi->tend[c] > c + 1) walk(m, c, (uint32_t)r2, t, false);
+    }
+}
+
 static void allow_specials(struct matcher *m, int32_t r)
 {
     const struct grammar *g = m->g;
@@ -899,7 +1082,7 @@ void matcher_mask(struct matcher *m, uint32_t *bitset_out)
         memset(m->memo, 0, sizeof m->memo);
         m->memo_gen = 1;
     }
-    walk(m, 0, top, m->cur, m->empty);
+    mask_from(m, top, m->cur, m->empty);
     bool has_eos = vi->eos >= 0 && vi->eos < vi->n_tokens;
     if (has_eos) bitset_out[vi->eos >> 5] &= ~(1u << (vi->eos & 31));
     int32_t re = end_lexeme(m, top, m->cur, m->empty, true);

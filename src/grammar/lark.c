@@ -9,10 +9,6 @@
 #include "grammar/grammar_int.h"
 #include "grammar/jsonschema.h"
 
-/* Until src/grammar/jsonschema.c is in the tree, %json and the JSON kinds report an error instead
- * of failing the link. */
-int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_prefix,
-                       struct buf *out, struct err *e) __attribute__((weak));
 
 #define LARK_MAX_DEPTH 100
 #define LARK_MAX_EXPAND 20000 /* symbols produced by one {m,n} / ~ m..n */
@@ -1071,8 +1067,6 @@ static int lark_module(struct grammar *g, const char *src, size_t len, const cha
 static int32_t compile_json(struct lark *L, int32_t tok)
 {
     const struct ltoken *t = &L->t[tok];
-    if (!jsonschema_to_lark)
-        return lerr(L, t->line, "%s", "%json: the JSON Schema compiler is not built in");
     if (L->depth > 20) return lerr(L, t->line, "%s", "%json nested too deeply");
     char prefix[32];
     snprintf(prefix, sizeof prefix, "j%d_", ++*(&L->json_count));

@@ -1,0 +1,341 @@
+/* lmserve-maskbench — MaskBench conformance runner and mask-time benchmark.
+ *
+ *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall]
+ *
+ * MODEL (a .gguf file, or a directory with tokenizer.json) supplies the vocabulary. Each FILE is
+ * a MaskBench case {"schema": ..., "tests": [{"valid": bool, "data": ...}, ...]}: the schema is
+ * compiled (GRAMMAR_JSON_SCHEMA); each instance is serialized compact and 2-space indented
+ * (jansson, key order preserved), tokenized with the model's tokenizer and fed token by token:
+ * every token must be in the mask (and consumable), and eos must be allowed at the end. A valid
+ * instance rejected anywhere is a validation error; an invalid one accepted to the end is an
+ * invalidation error. `--lark FILE` compiles that lark grammar for every file instead of the
+ * schema (engine tests without the schema compiler). Prints one JSON line per file, then a
+ * summary line. Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
+ * time unless --wall. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "engine/gguf.h"
+#include "engine/hf_tokenizer.h"
+#include "engine/vocab.h"
+#include "grammar/grammar.h"
+
+/* Mask and compile times are this thread's CPU time by default (the figure that matters for one
+ * decoding thread, and stable on a shared machine); --wall uses the monotonic clock. */
+static clockid_t g_clock = CLOCK_THREAD_CPUTIME_ID;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(g_clock, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+struct fvec {
+    float *v;
+    size_t n, cap;
+};
+
+static void fv_push(struct fvec *f, float x)
+{
+    if (f->n == f->cap) {
+        size_t nc = f->cap ? f->cap * 2 : 1024;
+        float *n = realloc(f->v, nc * sizeof *n);
+        if (!n) return;
+        f->v = n;
+        f->cap = nc;
+    }
+    f->v[f->n++] = x;
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts f in place; returns the q-quantile (0..1). */
+static double quantile(struct fvec *f, double q)
+{
+    if (!f->n) return 0;
+    qsort(f->v, f->n, sizeof *f->v, cmp_f);
+    size_t i = (size_t)(q * (double)(f->n - 1) + 0.5);
+    return f->v[i];
+}
+
+static double mean(const struct fvec *f)
+{
+    double s = 0;
+    for (size_t i = 0; i < f->n; i++) s += f->v[i];
+    return f->n ? s / (double)f->n : 0;
+}
+
+struct ctx {
+    struct vocab *v;
+    struct grammar_vocab_index *vi;
+    int32_t eos;
+    uint32_t *mask;
+    int32_t *ids;
+    size_t ids_cap;
+    struct fvec all_masks, all_compile;
+    long max_tests;
+    /* totals */
+    long files, compiled, rejected, valid_tested, invalid_tested, verr, ierr, mismatches;
+};
+
+/* Feeds text; returns 1 accepted to the end (eos allowed), 0 rejected somewhere, -1 error.
+ * Mask times go to fm. *mismatch set if mask and consume disagree. */
+static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t len,
+                struct fvec *fm, long *mismatch)
+{
+    struct err e = {0};
+    size_t n = 0;
+    if (tok_encode(c->v, text, len, NULL, 0, false, &c->ids, &n, &c->ids_cap, &e)) return -1;
+    struct matcher *m = matcher_new(g, &e);
+    if (!m) return -1;
+    int res = 1;
+    for (size_t i = 0; i <= n; i++) {
+        double t0 = now_us();
+        matcher_mask(m, c->mask);
+        double dt = now_us() - t0;
+        fv_push(fm, (float)dt);
+        fv_push(&c->all_masks, (float)dt);
+        int32_t t = i < n ? c->ids[i] : c->eos;
+        bool allowed = (c->mask[t >> 5] >> (t & 31)) & 1;
+        if (i == n) {
+            if (allowed != matcher_accepting(m)) (*mismatch)++;
+            res = allowed ? 1 : 0;
+            break;
+        }
+        int rc = matcher_consume(m, t);
+        if (allowed != (rc == 0)) (*mismatch)++;
+        if (!allowed || rc) {
+            res = 0;
+            break;
+        }
+    }
+    matcher_free(m);
+    return res;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    json_t *j = json_string(s ? s : "");
+    char *d = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    fputs(d ? d : "\"\"", f);
+    free(d);
+    json_decref(j);
+}
+
+static void run_file(struct ctx *c, const char *path, const char *lark, bool quiet)
+{
+    json_error_t je;
+    struct err e = {0};
+    json_t *root = json_load_file(path, 0, &je);
+    struct fvec fm = {0};
+    long vt = 0, it = 0, ve = 0, ie = 0, mm = 0;
+    double compile_us = 0;
+    bool compiled = false;
+    char errmsg[600] = "";
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    c->files++;
+    struct grammar *g = NULL;
+    if (!root) {
+        snprintf(errmsg, sizeof errmsg, "cannot read: %s", je.text);
+        goto out;
+    }
+    json_t *schema = json_object_get(root, "schema");
+    char *src = schema ? json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)
+                       : NULL;
+    if (!src) {
+        snprintf(errmsg, sizeof errmsg, "no schema");
+        goto out;
+    }
+    double t0 = now_us();
+    g = lark ? grammar_compile(c->vi, GRAMMAR_LARK, lark, strlen(lark), &e)
+             : grammar_compile(c->vi, GRAMMAR_JSON_SCHEMA, src, strlen(src), &e);
+    compile_us = now_us() - t0;
+    free(src);
+    if (!g) {
+        snprintf(errmsg, sizeof errmsg, "%s", e.msg);
+        c->rejected++;
+        goto out;
+    }
+    compiled = true;
+    c->compiled++;
+    fv_push(&c->all_compile, (float)compile_us);
+    json_t *tests = json_object_get(root, "tests");
+    size_t i;
+    json_t *tc;
+    long done = 0;
+    json_array_foreach(tests, i, tc) {
+        if (c->max_tests >= 0 && done >= c->max_tests) break;
+        done++;
+        json_t *data = json_object_get(tc, "data");
+        bool valid = json_is_true(json_object_get(tc, "valid"));
+        if (!data) continue;
+        for (int style = 0; style < 2; style++) {
+            size_t fl = JSON_PRESERVE_ORDER | JSON_ENCODE_ANY |
+                        (style == 0 ? JSON_COMPACT : JSON_INDENT(2));
+            char *text = json_dumps(data, fl);
+            if (!text) continue;
+            int r = feed(c, g, text, strlen(text), &fm, &mm);
+            if (r < 0) {
+                free(text);
+                continue;
+            }
+            if (valid) {
+                vt++;
+                if (r == 0) {
+                    ve++;
+                    if (!quiet) fprintf(stderr, "%s: valid instance rejected: %.300s\n", base, text);
+                }
+            } else {
+                it++;
+                if (r == 1) {
+                    ie++;
+                    if (!quiet) fprintf(stderr, "%s: invalid instance accepted: %.300s\n", base, text);
+                }
+            }
+            free(text);
+        }
+    }
+out:
+    c->valid_tested += vt;
+    c->invalid_tested += it;
+    c->verr += ve;
+    c->ierr += ie;
+    c->mismatches += mm;
+    double avg = mean(&fm);
+    double p99 = quantile(&fm, 0.99);
+    double mx = fm.n ? fm.v[fm.n - 1] : 0;
+    printf("{\"file\":");
+    json_str(stdout, base);
+    printf(",\"compiled\":%s,\"error\":", compiled ? "true" : "false");
+    if (errmsg[0]) json_str(stdout, errmsg);
+    else printf("null");
+    printf(",\"valid_tested\":%ld,\"invalid_tested\":%ld,\"validation_errors\":%ld,"
+           "\"invalidation_errors\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p99\":%.2f,"
+           "\"mask_us_max\":%.2f,\"compile_us\":%.1f,\"mismatches\":%ld}\n",
+           vt, it, ve, ie, fm.n, avg, p99, mx, compile_us, mm);
+    fflush(stdout);
+    free(fm.v);
+    grammar_free(g);
+    json_decref(root);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    struct buf b = {0};
+    char tmp[65536];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
+    fclose(f);
+    buf_puts(&b, "");
+    return buf_steal(&b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: lmserve-maskbench MODEL FILE.json... [--max-tests N] "
+                        "[--lark FILE] [--quiet] [--wall]\n");
+        return 2;
+    }
+    const char *model = argv[1];
+    struct ctx c = {.max_tests = -1};
+    const char *lark_path = NULL;
+    bool quiet = false;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--max-tests") && i + 1 < argc) c.max_tests = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--lark") && i + 1 < argc) lark_path = argv[++i];
+        else if (!strcmp(argv[i], "--quiet")) quiet = true;
+        else if (!strcmp(argv[i], "--wall")) g_clock = CLOCK_MONOTONIC;
+    }
+    char *lark = NULL;
+    if (lark_path && !(lark = read_file(lark_path))) {
+        fprintf(stderr, "lmserve-maskbench: cannot read %s\n", lark_path);
+        return 1;
+    }
+    struct err e = {0};
+    struct gguf gg = {0};
+    bool g_open = false;
+    struct stat st;
+    if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) {
+        struct hf_tokenizer t;
+        if (hf_tokenizer_load(model, 0, &t, &e) == 0) {
+            c.v = vocab_from_hf(&t, &e);
+            hf_tokenizer_free(&t);
+        }
+    } else if (gguf_open(&gg, model, &e) == 0) {
+        g_open = true;
+        c.v = vocab_load(&gg, &e);
+    }
+    if (!c.v) {
+        fprintf(stderr, "lmserve-maskbench: %s: %s\n", model, e.msg);
+        if (g_open) gguf_close(&gg);
+        free(lark);
+        return 1;
+    }
+    int32_t n = vocab_size(c.v);
+    const char **bytes = malloc((size_t)n * sizeof *bytes);
+    uint32_t *lens = malloc((size_t)n * sizeof *lens);
+    bool *sp = malloc((size_t)n * sizeof *sp);
+    c.mask = malloc(((size_t)n + 31) / 32 * sizeof *c.mask);
+    if (!bytes || !lens || !sp || !c.mask) return 1;
+    for (int32_t i = 0; i < n; i++) {
+        size_t l;
+        bytes[i] = tok_bytes(c.v, i, &l);
+        lens[i] = (uint32_t)l;
+        sp[i] = tok_is_special(c.v, i);
+    }
+    c.eos = tok_eot(c.v) >= 0 ? tok_eot(c.v) : tok_eos(c.v);
+    struct grammar_vocab gv = {n, bytes, lens, sp, c.eos};
+    double t0 = now_us();
+    c.vi = grammar_vocab_index_new(&gv, &e);
+    double index_ms = (now_us() - t0) / 1000;
+    if (!c.vi) {
+        fprintf(stderr, "lmserve-maskbench: %s\n", e.msg);
+        return 1;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--max-tests") || !strcmp(argv[i], "--lark")) {
+            i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--wall")) continue;
+        run_file(&c, argv[i], lark, quiet);
+    }
+    double mavg = mean(&c.all_masks);
+    double m50 = quantile(&c.all_masks, 0.5), m99 = quantile(&c.all_masks, 0.99);
+    double mmax = c.all_masks.n ? c.all_masks.v[c.all_masks.n - 1] : 0;
+    double c50 = quantile(&c.all_compile, 0.5), c99 = quantile(&c.all_compile, 0.99);
+    printf("{\"summary\":true,\"files\":%ld,\"compiled\":%ld,\"rejected\":%ld,\"valid_tested\":%ld,"
+           "\"invalid_tested\":%ld,\"validation_errors\":%ld,\"invalidation_errors\":%ld,"
+           "\"mismatches\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p50\":%.2f,"
+           "\"mask_us_p99\":%.2f,\"mask_us_max\":%.2f,\"compile_us_p50\":%.1f,"
+           "\"compile_us_p99\":%.1f,\"vocab\":%d,\"vocab_index_ms\":%.1f}\n",
+           c.files, c.compiled, c.rejected, c.valid_tested, c.invalid_tested, c.verr, c.ierr,
+           c.mismatches, c.all_masks.n, mavg, m50, m99, mmax, c50, c99, n, index_ms);
+    grammar_vocab_index_free(c.vi);
+    vocab_free(c.v);
+    if (g_open) gguf_close(&gg);
+    free(bytes);
+    free(lens);
+    free(sp);
+    free(c.mask);
+    free(c.ids);
+    free(c.all_masks.v);
+    free(c.all_compile.v);
+    free(lark);
+    return 0;
+}
