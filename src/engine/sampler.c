@@ -14,6 +14,9 @@ struct cand {
     int32_t id;
 };
 
+#define TOPP_SORT_MAX 1024
+#define TOPP_BINS 4096
+
 struct sampler {
     struct sampler_params p;
     int32_t n_vocab;
@@ -28,6 +31,7 @@ struct sampler {
     int32_t *ring;
     int ring_head, ring_len;
     struct cand *cand; /* n_vocab scratch */
+    double *bins;      /* TOPP_BINS: top_p mass per logit bucket */
 };
 
 /* ---- full-vocabulary passes: scalar reference + AVX2, picked once by CPU features ---- */
@@ -138,7 +142,8 @@ struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab, str
     s->penalize = p->repeat_last_n != 0 &&
                   (p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0);
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
-    if (!s->cand) goto nomem;
+    s->bins = malloc(TOPP_BINS * sizeof *s->bins);
+    if (!s->cand || !s->bins) goto nomem;
     if (s->penalize) {
         s->count = calloc((size_t)n_vocab, sizeof *s->count);
         s->dpos = malloc((size_t)n_vocab * sizeof *s->dpos);
@@ -158,6 +163,7 @@ void sampler_free(struct sampler *s)
 {
     if (!s) return;
     free(s->cand);
+    free(s->bins);
     free(s->count);
     free(s->dpos);
     free(s->distinct);
@@ -320,6 +326,40 @@ static int32_t prepare(struct sampler *s, float *logits, const uint32_t *mask)
     return -1;
 }
 
+/* top_p over c[m..n) after a kept head c[0..m) of mass cum < target: buckets c[m..n) by logit,
+ * finds the bucket where the cumulative mass reaches target, moves the buckets above it and then
+ * that bucket to c[m..), sorts only that bucket and cuts inside it. Returns the kept count. */
+static int64_t topp_buckets(struct sampler *s, struct cand *c, int64_t m, int64_t n, double cum, double target)
+{
+    float hi = -INFINITY, lo = INFINITY;
+    for (int64_t i = m; i < n; i++) {
+        hi = c[i].logit > hi ? c[i].logit : hi;
+        lo = c[i].logit < lo ? c[i].logit : lo;
+    }
+    double *mass = s->bins;
+    memset(mass, 0, TOPP_BINS * sizeof *mass);
+    const float scale = hi > lo ? (float)(TOPP_BINS - 1) / (hi - lo) : 0.0f;
+#define BIN(l) ((int)(((hi) - (l)) * scale))
+    for (int64_t i = m; i < n; i++) mass[BIN(c[i].logit)] += c[i].p;
+    int b = 0;
+    for (; b < TOPP_BINS; b++) {
+        if (cum + mass[b] >= target) break;
+        cum += mass[b];
+    }
+    if (b == TOPP_BINS) return n; /* rounding: the whole mass is needed */
+    int64_t w = m;
+    for (int64_t i = m; i < n; i++)
+        if (BIN(c[i].logit) < b) cand_swap(&c[w++], &c[i]);
+    int64_t w2 = w;
+    for (int64_t i = w; i < n; i++)
+        if (BIN(c[i].logit) == b) cand_swap(&c[w2++], &c[i]);
+#undef BIN
+    qsort(c + w, (size_t)(w2 - w), sizeof *c, cand_cmp);
+    for (int64_t i = w; i < w2; i++)
+        if ((cum += c[i].p) >= target) return i + 1;
+    return w2;
+}
+
 /* Step 4 (non-greedy): fills s->cand[0..*n) with the truncated candidates and returns their
  * total relative probability. When `sorted`, the candidates end in descending order. */
 static double truncate_dist(struct sampler *s, const float *logits, float lmax, bool sorted, int64_t *n_out)
@@ -330,8 +370,12 @@ static double truncate_dist(struct sampler *s, const float *logits, float lmax, 
     if (p->top_k > 0 && p->top_k <= 1024) {
         n = heap_top_k(logits, s->n_vocab, p->top_k, c);
     } else {
+        /* Without top_p, min_p alone decides the cut: skip tokens far below it while building
+         * (conservatively; the exact test below still runs). */
+        float floor_l = -INFINITY;
+        if (p->min_p > 0 && p->top_p >= 1.0f) floor_l = lmax + p->temperature * (logf(p->min_p) - 0.01f);
         for (int32_t i = 0; i < s->n_vocab; i++)
-            if (logits[i] > -INFINITY) c[n++] = (struct cand){logits[i], 0, i};
+            if (logits[i] > -INFINITY && logits[i] >= floor_l) c[n++] = (struct cand){logits[i], 0, i};
         if (p->top_k > 0 && p->top_k < n) {
             select_top(c, n, p->top_k);
             n = p->top_k;
@@ -345,30 +389,23 @@ static double truncate_dist(struct sampler *s, const float *logits, float lmax, 
     }
     bool is_sorted = false;
     if (p->top_p < 1.0f) {
-        /* Sort only a growing head until it holds top_p of the mass. */
+        /* Few candidates (top_k): sort them all. Many: bucket by logit and sort only the bucket
+         * where the cut falls; the vocabulary is never sorted. */
         double target = (double)p->top_p * total;
-        int64_t m = n < 64 ? n : 64;
-        for (;;) {
-            select_top(c, n, m);
-            qsort(c, (size_t)m, sizeof *c, cand_cmp);
+        if (n <= TOPP_SORT_MAX) {
+            qsort(c, (size_t)n, sizeof *c, cand_cmp);
             double cum = 0;
-            int64_t keep = -1;
-            for (int64_t i = 0; i < m; i++) {
-                cum += c[i].p;
-                if (cum >= target) {
-                    keep = i + 1;
+            for (int64_t i = 0; i < n; i++)
+                if ((cum += c[i].p) >= target) {
+                    n = i + 1;
                     break;
                 }
-            }
-            if (keep > 0 || m == n) {
-                n = keep > 0 ? keep : n;
-                total = 0;
-                for (int64_t i = 0; i < n; i++) total += c[i].p;
-                break;
-            }
-            m = m > n / 8 ? n : m * 8;
+            is_sorted = true;
+        } else {
+            n = topp_buckets(s, c, 0, n, 0, target);
         }
-        is_sorted = true;
+        total = 0;
+        for (int64_t i = 0; i < n; i++) total += c[i].p;
     }
     if (p->min_p > 0) {
         /* p / p_max = exp((l - lmax) / T); the argmax always survives top-k and top-p. */

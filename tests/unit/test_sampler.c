@@ -509,3 +509,42 @@ Test(sampler, logprobs_full_vocab_match_double_reference)
     free(l);
     free(ref);
 }
+
+/* top_p without top_k on a full vocabulary (the bucketed path) against a full sort. */
+Test(sampler, top_p_buckets_match_full_sort)
+{
+    const int32_t n = QWEN_VOCAB;
+    float *l = malloc(n * sizeof *l), *w = malloc(n * sizeof *w);
+    int32_t *order = malloc(n * sizeof *order), *ids = malloc(n * sizeof *ids);
+    float *pr = malloc(n * sizeof *pr);
+    const float tps[] = {0.3f, 0.9f, 0.99f};
+    const float temps[] = {0.7f, 1.0f, 1.3f};
+    for (int t = 0; t < 3; t++) {
+        fill_logits(l, n, 200 + (uint32_t)t);
+        for (int32_t i = 0; i < n; i++) l[i] *= 0.6f;
+        for (int32_t i = 0; i < n; i += 13) l[i] = 5.0f; /* ties */
+        for (int32_t i = 0; i < n; i++) order[i] = i;
+        qsort_r(order, n, sizeof *order, cmp_desc_id, l);
+        float lmax = l[order[0]], inv_t = 1.0f / temps[t];
+        double total = 0;
+        for (int32_t i = 0; i < n; i++) total += expf((l[i] - lmax) * inv_t);
+        double cum = 0, target = (double)tps[t] * total;
+        int64_t want = 0;
+        while (cum < target) cum += expf((l[order[want++]] - lmax) * inv_t);
+        struct sampler_params p;
+        sampler_params_init(&p);
+        p.top_p = tps[t];
+        p.temperature = temps[t];
+        memcpy(w, l, n * sizeof *l);
+        int64_t k = cands(&p, w, n, ids, pr, n);
+        cr_assert_leq(k > want ? k - want : want - k, 1, "top_p %g T %g: kept %ld, full sort %ld", tps[t], temps[t], (long)k, (long)want);
+        int64_t same = k < want ? k : want;
+        for (int64_t i = 0; i < same; i++) cr_assert_eq(ids[i], order[i], "rank %ld", (long)i);
+        cr_assert_gt(want, 1000, "the case must exercise the bucketed path");
+    }
+    free(l);
+    free(w);
+    free(order);
+    free(ids);
+    free(pr);
+}
