@@ -1,0 +1,327 @@
+/* matmul — driver: validation, activation quantization (shared between ops with the same X),
+ * tiling and dynamic distribution of row tiles over the pool, in one fork-join per call. */
+#include "engine/matmul.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/matmul_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+#include <sched.h>
+
+#define MM_MAX_OPS 256          /* ops per call (an MoE layer: at most n_expert) */
+#define MM_GEMM_MIN_TOK_DEFAULT 4
+#define MM_GEMV_TILE_ROWS 16    /* rows per GEMV work item */
+#define MM_MAX_THREADS 512
+
+static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
+
+void mm_set_gemm_min_tokens(int64_t n) { g_gemm_min_tok = n > 0 ? n : MM_GEMM_MIN_TOK_DEFAULT; }
+
+static const struct mm_gemm_impl *g_impl;
+static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
+
+static void probe(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
+        g_impl = mm_gemm_avx512();
+#endif
+}
+
+static const struct mm_gemm_impl *gemm_impl(void)
+{
+    pthread_once(&g_impl_once, probe);
+    return g_impl;
+}
+
+int mm_gemm_supported(enum ggml_type wtype)
+{
+    const struct mm_gemm_impl *g = gemm_impl();
+    return g && g->supported(wtype);
+}
+
+/* ------------------------------------------------------------ scratch */
+
+struct mm_job;
+
+struct mm_scratch {
+    struct mm_job *job; /* the plan of the current call (kept: it is ~40 KB) */
+    uint8_t *act;  /* quantized activations of all sets */
+    size_t act_cap;
+    uint8_t **panel; /* per thread: weight panel + pd + pm */
+    size_t panel_cap;
+    int n_panel;
+};
+
+struct mm_scratch *mm_scratch_new(void) { return calloc(1, sizeof(struct mm_scratch)); }
+
+void mm_scratch_free(struct mm_scratch *s)
+{
+    if (!s) return;
+    free(s->job);
+    free(s->act);
+    for (int i = 0; i < s->n_panel; i++) free(s->panel[i]);
+    free(s->panel);
+    free(s);
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    size_t n = need + need / 4 + 4096;
+    n = (n + 63) / 64 * 64;
+    uint8_t *q = aligned_alloc(64, n);
+    if (!q) return -1;
+    free(*p);
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int ensure_panels(struct mm_scratch *s, int nth, size_t need)
+{
+    if (nth > s->n_panel) {
+        uint8_t **p = realloc(s->panel, (size_t)nth * sizeof *p);
+        if (!p) return -1;
+        for (int i = s->n_panel; i < nth; i++) p[i] = NULL;
+        s->panel = p;
+        /* new panels get allocated below at the current capacity */
+        for (int i = s->n_panel; i < nth; i++)
+            if (s->panel_cap && !(p[i] = aligned_alloc(64, s->panel_cap))) return -1;
+        s->n_panel = nth;
+    }
+    if (need > s->panel_cap) {
+        size_t n = (need + 4095) / 4096 * 4096;
+        for (int i = 0; i < s->n_panel; i++) {
+            free(s->panel[i]);
+            s->panel[i] = aligned_alloc(64, n);
+            if (!s->panel[i]) {
+                s->panel_cap = 0;
+                return -1;
+            }
+        }
+        s->panel_cap = n;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ plan */
+
+struct mm_act {
+    const float *X;
+    int64_t x_stride, n_tok, cols;
+    const int32_t *x_idx;
+    int gemm;                 /* 1: A8 panel, 0: rows of vdt */
+    enum ggml_type vdt;
+    size_t row_bytes;         /* GEMV: bytes of one quantized token row */
+    uint8_t *q;               /* GEMV rows or A8 q */
+    float *ad, *as;           /* A8 only */
+    int64_t tok_begin;        /* prefix over sets, for splitting the quantization work */
+};
+
+struct mm_plan_op {
+    const struct mm_op *op;
+    int act;
+    int gemm;
+    size_t w_stride;
+    int64_t tile_rows, n_tiles, tile_begin;
+    quant_vec_dot_fn dot;
+};
+
+struct mm_job {
+    struct mm_plan_op pops[MM_MAX_OPS];
+    struct mm_act acts[MM_MAX_OPS];
+    int n_ops, n_acts;
+    int64_t total_tok, total_tiles;
+    const struct mm_gemm_impl *g;
+    struct mm_scratch *s;
+    _Atomic int64_t next_tile;
+    _Atomic int barrier;
+};
+
+static void quantize_part(struct mm_job *j, int ith, int nth)
+{
+    int64_t t0 = j->total_tok * ith / nth, t1 = j->total_tok * (ith + 1) / nth;
+    for (int a = 0; a < j->n_acts; a++) {
+        struct mm_act *A = &j->acts[a];
+        int64_t lo = t0 > A->tok_begin ? t0 - A->tok_begin : 0;
+        int64_t hi = t1 - A->tok_begin < A->n_tok ? t1 - A->tok_begin : A->n_tok;
+        for (int64_t t = lo; t < hi; t++) {
+            const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
+            if (A->gemm) {
+                int64_t nb = A->cols / 32;
+                j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb);
+            } else {
+                quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
+            }
+        }
+    }
+}
+
+static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t tile)
+{
+    const struct mm_op *op = p->op;
+    const struct mm_act *A = &j->acts[p->act];
+    int64_t r0 = tile * p->tile_rows, r1 = r0 + p->tile_rows < op->rows ? r0 + p->tile_rows : op->rows;
+    int64_t ys = op->y_stride ? op->y_stride : op->rows;
+    const uint8_t *W = (const uint8_t *)op->W + (size_t)r0 * p->w_stride;
+    if (p->gemm) {
+        uint8_t *panel = j->s->panel[ith];
+        int64_t nb = op->cols / 32;
+        float *pd = (float *)(panel + (size_t)op->cols * MM_TILE_ROWS);
+        float *pm = pd + nb * MM_TILE_ROWS;
+        j->g->pack(op->wtype, W, p->w_stride, r1 - r0, op->cols, panel, pd, pm);
+        j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, op->n_tok, op->Y, ys, op->y_idx,
+                     r0, (int)(r1 - r0));
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++, W += p->w_stride) {
+        for (int64_t t = 0; t < op->n_tok; t++) {
+            float *y = op->Y + (op->y_idx ? op->y_idx[t] : t) * ys;
+            y[r] = p->dot(op->cols, W, A->q + (size_t)t * A->row_bytes);
+        }
+    }
+}
+
+static void barrier_wait(_Atomic int *b, int nth)
+{
+    atomic_fetch_add(b, 1);
+    for (int i = 0; atomic_load(b) < nth; i++) {
+        if ((i & 255) == 255) sched_yield();
+        else cpu_relax();
+    }
+}
+
+static void worker(void *ctx, int ith, int nth)
+{
+    struct mm_job *j = ctx;
+    quantize_part(j, ith, nth);
+    if (nth > 1) barrier_wait(&j->barrier, nth);
+    /* dynamic tiles: op boundaries found by a forward scan (tiles are handed out in order) */
+    int o = 0;
+    for (;;) {
+        int64_t tile = atomic_fetch_add_explicit(&j->next_tile, 1, memory_order_relaxed);
+        if (tile >= j->total_tiles) break;
+        while (tile >= j->pops[o].tile_begin + j->pops[o].n_tiles) o++;
+        run_tile(j, ith, &j->pops[o], tile - j->pops[o].tile_begin);
+    }
+}
+
+static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int gemm, enum ggml_type vdt)
+{
+    return A->X == op->X && A->x_stride == xs && A->x_idx == op->x_idx && A->n_tok == op->n_tok &&
+           A->cols == op->cols && A->gemm == gemm && (gemm || A->vdt == vdt);
+}
+
+int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s, struct err *e)
+{
+    if (n_ops < 0 || n_ops > MM_MAX_OPS) return err_set(e, ERR_INVALID, "matmul: %d ops (max %d)", n_ops, MM_MAX_OPS);
+    if (!s) return err_set(e, ERR_INVALID, "matmul: no scratch");
+    int nth = tp_size(tp);
+    if (nth > MM_MAX_THREADS) return err_set(e, ERR_INVALID, "matmul: %d threads", nth);
+    if (!s->job && !(s->job = malloc(sizeof *s->job))) return err_set(e, ERR_NOMEM, "matmul: out of memory");
+    struct mm_job *j = s->job;
+    j->n_ops = j->n_acts = 0;
+    j->total_tok = j->total_tiles = 0;
+    atomic_store(&j->next_tile, 0);
+    atomic_store(&j->barrier, 0);
+    const struct mm_gemm_impl *g = gemm_impl();
+    j->g = g;
+    j->s = s;
+    size_t act_bytes = 0, panel_need = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const struct mm_op *op = &ops[i];
+        const struct quant_traits *tr = quant_traits(op->wtype);
+        if (!tr || !quant_type_valid((uint32_t)op->wtype)) {
+            return err_set(e, ERR_INVALID, "matmul: unsupported weight type %d", (int)op->wtype);
+        }
+        if (op->rows < 0 || op->cols <= 0 || op->n_tok < 0 || op->cols % tr->blck_size ||
+            op->cols % quant_traits(tr->vec_dot_type)->blck_size) {
+            return err_set(e, ERR_INVALID, "matmul: bad shape %ldx%ld (%s) x %ld tokens", (long)op->rows,
+                           (long)op->cols, tr->name, (long)op->n_tok);
+        }
+        if (op->rows == 0 || op->n_tok == 0) continue;
+        if (!op->W || !op->X || !op->Y) {
+            return err_set(e, ERR_INVALID, "matmul: NULL operand");
+        }
+        size_t row_size = quant_row_size(op->wtype, op->cols);
+        size_t ws = op->w_stride ? op->w_stride : row_size;
+        if (ws < row_size) {
+            return err_set(e, ERR_INVALID, "matmul: row stride %zu < row size %zu", ws, row_size);
+        }
+        int64_t xs = op->x_stride ? op->x_stride : op->cols;
+        int gemm = g && op->n_tok >= g_gemm_min_tok && g->supported(op->wtype) && op->cols % 32 == 0;
+        /* find or add the activation set */
+        int a;
+        for (a = 0; a < j->n_acts; a++)
+            if (same_act(&j->acts[a], op, xs, gemm, tr->vec_dot_type)) break;
+        if (a == j->n_acts) {
+            struct mm_act *A = &j->acts[j->n_acts++];
+            *A = (struct mm_act){.X = op->X, .x_stride = xs, .n_tok = op->n_tok, .cols = op->cols,
+                                 .x_idx = op->x_idx, .gemm = gemm, .vdt = tr->vec_dot_type};
+            A->tok_begin = j->total_tok;
+            j->total_tok += op->n_tok;
+            if (gemm) {
+                A->row_bytes = (size_t)op->cols;
+                act_bytes += (size_t)op->n_tok * ((size_t)op->cols + 2 * 4 * (size_t)(op->cols / 32)) + 3 * 64;
+            } else {
+                A->row_bytes = quant_row_size(tr->vec_dot_type, op->cols);
+                act_bytes += (size_t)op->n_tok * A->row_bytes + 64;
+            }
+        }
+        struct mm_plan_op *p = &j->pops[j->n_ops++];
+        p->op = op;
+        p->act = a;
+        p->gemm = gemm;
+        p->w_stride = ws;
+        p->dot = tr->vec_dot;
+        p->tile_rows = gemm ? MM_TILE_ROWS : MM_GEMV_TILE_ROWS;
+        p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;
+        p->tile_begin = j->total_tiles;
+        j->total_tiles += p->n_tiles;
+        if (gemm) {
+            size_t need = (size_t)op->cols * MM_TILE_ROWS + 2 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);
+            if (need > panel_need) panel_need = need;
+        }
+    }
+    if (j->n_ops == 0) return 0;
+    if (grow(&s->act, &s->act_cap, act_bytes) || (panel_need && ensure_panels(s, nth, panel_need)))
+        return err_set(e, ERR_NOMEM, "matmul: out of memory for scratch");
+    /* carve the activation buffers */
+    size_t off = 0;
+    for (int a = 0; a < j->n_acts; a++) {
+        struct mm_act *A = &j->acts[a];
+        A->q = s->act + off;
+        if (A->gemm) {
+            off += ((size_t)A->n_tok * (size_t)A->cols + 63) / 64 * 64;
+            A->ad = (float *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
+            A->as = (float *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
+        } else {
+            off += ((size_t)A->n_tok * A->row_bytes + 63) / 64 * 64;
+        }
+    }
+    tp_run(tp, worker, j);
+    return 0;
+}
+
+int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t rows, int64_t cols, size_t row_stride,
+           const float *X, int64_t n_tok, float *Y, struct mm_scratch *s, struct err *e)
+{
+    struct mm_op op = {.wtype = wtype, .W = W, .rows = rows, .cols = cols, .w_stride = row_stride, .X = X,
+                       .n_tok = n_tok, .Y = Y};
+    return mm_run_ops(tp, &op, 1, s, e);
+}

@@ -1,0 +1,65 @@
+/* matmul — the engine's GEMV/GEMM driver: Y[t][r] = dot(W[r], X[t]) for quantized W.
+ *
+ * W is used in place (a pointer into the mmapped model file, never copied or repacked at load).
+ * One call (mm_run_ops) runs any number of independent products in a single fork-join: Q/K/V of
+ * a layer, gate+up, or the active experts of an MoE layer. Inside a call:
+ *   1. every distinct activation set X is quantized once (in parallel) to what the kernels eat:
+ *      the weight type's vec_dot_type for the GEMV path, or an int8 panel with per-32 scales for
+ *      the GEMM path;
+ *   2. rows are cut into tiles and handed to threads dynamically. With few tokens (decode), each
+ *      row is dotted against each token (memory bound: the weights stream once). With many
+ *      tokens and a VNNI CPU, each thread unpacks a 16-row tile of W into a transient u8 panel in
+ *      its scratch (per call, not at load) and runs a register-blocked 16 rows x N tokens int8
+ *      micro-kernel (vpdpbusd) over all tokens, so each weight byte is read from memory once per
+ *      call and reused for every token.
+ * Threading: one caller at a time per scratch; the pool may be NULL (single thread). */
+#ifndef LMS_ENGINE_MATMUL_H
+#define LMS_ENGINE_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+
+/* One product. Token t of X is X + (x_idx ? x_idx[t] : t) * x_stride (floats); its result goes
+ * to Y + (y_idx ? y_idx[t] : t) * y_stride, elements [0, rows). x_idx/y_idx let an MoE layer
+ * gather the tokens routed to an expert and scatter the results without copies. */
+struct mm_op {
+    enum ggml_type wtype;
+    const void *W;      /* rows x cols; row r at (const char *)W + r * w_stride */
+    int64_t rows, cols; /* cols: a multiple of the type's block size */
+    size_t w_stride;    /* bytes between rows; 0 = quant_row_size(wtype, cols) */
+    const float *X;
+    int64_t x_stride; /* 0 = cols */
+    const int32_t *x_idx;
+    int64_t n_tok;
+    float *Y;
+    int64_t y_stride; /* 0 = rows */
+    const int32_t *y_idx;
+};
+
+struct mm_scratch; /* per-caller buffers (quantized activations, per-thread panels); grows */
+
+struct mm_scratch *mm_scratch_new(void); /* NULL on out of memory */
+void mm_scratch_free(struct mm_scratch *s);
+
+/* Runs n_ops products. Returns 0, or -1 with e filled (bad type/shape: ERR_INVALID,
+ * allocation: ERR_NOMEM). Distinct ops must not write overlapping parts of Y. */
+int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s,
+               struct err *e);
+
+/* Convenience: one product with contiguous X (n_tok x cols) and Y (n_tok x rows). */
+int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
+           size_t row_stride, const float *X, int64_t n_tok, float *Y, struct mm_scratch *s,
+           struct err *e);
+
+/* Tuning / testing knobs: the GEMM (packed panel) path is used when an op has at least this many
+ * tokens and the CPU and weight type support it. mm_set_gemm_min_tokens(0) restores the default;
+ * a huge value forces the GEMV path everywhere. Not thread-safe; for tests and benchmarks. */
+void mm_set_gemm_min_tokens(int64_t n);
+/* Whether the packed GEMM path exists for this weight type on this CPU. */
+int mm_gemm_supported(enum ggml_type wtype);
+
+#endif

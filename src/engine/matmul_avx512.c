@@ -1,0 +1,257 @@
+/* matmul_avx512 — AVX-512 VNNI GEMM back-end: activation panel quantizer, weight tile packer and
+ * the 16-row x up-to-8-token int8 micro-kernel (layouts in matmul_impl.h).
+ *
+ * The micro-kernel keeps one zmm of 16 rows x 4 u8 weights and broadcasts 4 int8 activations of
+ * a token into vpdpbusd, so one instruction does 64 MACs for 16 rows of one token and the
+ * per-32-block scales are applied once per 16 rows x token x block (cvt, mul, 2 fma). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "engine/fp16.h"
+#include "engine/matmul_impl.h"
+#include "engine/quant_blocks.h"
+
+#define AI __attribute__((always_inline)) static inline
+
+/* ------------------------------------------------------------ activations */
+
+static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as)
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < cols / 32; b++, x += 32, q += 32) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1));
+        float amax = _mm512_reduce_max_ps(m);
+        float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+        _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(i1));
+        int s = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        ad[b] = d;
+        as[b] = d * (float)s;
+    }
+}
+
+/* ------------------------------------------------------------ weight packing */
+
+/* 16 rows x 32 u8 (rows[r] as ymm) -> 8 zmm of (16 rows x 4 bytes), stored at out + 64 g. */
+AI void transpose_store(const __m256i *rows, uint8_t *out)
+{
+    __m512i a[8], t[8], u[8];
+    for (int r = 0; r < 8; r++) a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[r]), rows[r + 8], 1);
+    for (int r = 0; r < 8; r += 2) {
+        t[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
+        t[r + 1] = _mm512_unpackhi_epi32(a[r], a[r + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {
+        u[h + 0] = _mm512_unpacklo_epi64(t[h + 0], t[h + 2]);
+        u[h + 1] = _mm512_unpackhi_epi64(t[h + 0], t[h + 2]);
+        u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+        u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+    }
+    const __m512i ia = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i ib = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int j = 0; j < 4; j++) {
+        _mm512_storeu_si512(out + 64 * j, _mm512_permutex2var_epi64(u[j], ia, u[j + 4]));
+        _mm512_storeu_si512(out + 64 * (j + 4), _mm512_permutex2var_epi64(u[j], ib, u[j + 4]));
+    }
+}
+
+AI __m256i nib_lo_hi(const uint8_t *p) /* 16 bytes -> 32 u8: low nibbles then high nibbles */
+{
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+}
+
+AI __m256i bits_to_16(const uint8_t *p) /* 32 bits -> 32 bytes of 0x10 / 0x00 */
+{
+    uint32_t x;
+    memcpy(&x, p, 4);
+    return _mm256_maskz_set1_epi8((__mmask32)x, 16);
+}
+
+/* One 32-column block b of one row: u8 quants, scale and min. */
+AI __m256i get_block(enum ggml_type t, const uint8_t *row, int64_t b, float *dx, float *mx)
+{
+    switch (t) {
+    case GGML_TYPE_Q8_0: {
+        const struct block_q8_0 *x = (const struct block_q8_0 *)row + b;
+        float d = fp16_to_f32(x->d);
+        *dx = d, *mx = 128 * d;
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_set1_epi8((char)0x80));
+    }
+    case GGML_TYPE_Q4_0: {
+        const struct block_q4_0 *x = (const struct block_q4_0 *)row + b;
+        float d = fp16_to_f32(x->d);
+        *dx = d, *mx = 8 * d;
+        return nib_lo_hi(x->qs);
+    }
+    case GGML_TYPE_Q4_1: {
+        const struct block_q4_1 *x = (const struct block_q4_1 *)row + b;
+        *dx = fp16_to_f32(x->d), *mx = -fp16_to_f32(x->m);
+        return nib_lo_hi(x->qs);
+    }
+    case GGML_TYPE_Q5_0: {
+        const struct block_q5_0 *x = (const struct block_q5_0 *)row + b;
+        float d = fp16_to_f32(x->d);
+        *dx = d, *mx = 16 * d;
+        return _mm256_or_si256(nib_lo_hi(x->qs), bits_to_16(x->qh));
+    }
+    case GGML_TYPE_Q5_1: {
+        const struct block_q5_1 *x = (const struct block_q5_1 *)row + b;
+        *dx = fp16_to_f32(x->d), *mx = -fp16_to_f32(x->m);
+        return _mm256_or_si256(nib_lo_hi(x->qs), bits_to_16(x->qh));
+    }
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: {
+        /* sub-block j = 2c + h: nibble h of qs[32c .. 32c + 31] (+ bit j of qh[l] for Q5_K) */
+        int64_t i = b / 8;
+        int j = (int)(b % 8), c = j / 2, h = j % 2;
+        const uint8_t *qs, *scales;
+        uint16_t d16, m16;
+        __m256i hb = _mm256_setzero_si256();
+        if (t == GGML_TYPE_Q4_K) {
+            const struct block_q4_K *x = (const struct block_q4_K *)row + i;
+            qs = x->qs, scales = x->scales, d16 = x->d, m16 = x->dmin;
+        } else {
+            const struct block_q5_K *x = (const struct block_q5_K *)row + i;
+            qs = x->qs, scales = x->scales, d16 = x->d, m16 = x->dmin;
+            __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
+            hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4), _mm256_set1_epi8(16));
+        }
+        uint8_t sc, m;
+        quant_scale_min_k4(j, scales, &sc, &m);
+        *dx = fp16_to_f32(d16) * sc, *mx = fp16_to_f32(m16) * m;
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        if (h) v = _mm256_srli_epi16(v, 4);
+        return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi8(15)), hb);
+    }
+    default:
+        *dx = *mx = 0;
+        return _mm256_setzero_si256();
+    }
+}
+
+AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t *panel,
+               float *pd, float *pm)
+{
+    const int64_t nb = cols / 32;
+    const uint8_t *rowp[MM_TILE_ROWS];
+    for (int r = 0; r < MM_TILE_ROWS; r++) rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i rows[MM_TILE_ROWS];
+        for (int r = 0; r < MM_TILE_ROWS; r++) {
+            if (r < nrows) {
+                rows[r] = get_block(t, rowp[r], b, &pd[b * 16 + r], &pm[b * 16 + r]);
+            } else {
+                rows[r] = _mm256_setzero_si256();
+                pd[b * 16 + r] = pm[b * 16 + r] = 0;
+            }
+        }
+        transpose_store(rows, panel + b * 512);
+    }
+}
+
+static void pack(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t *panel,
+                 float *pd, float *pm)
+{
+    switch (t) {
+    case GGML_TYPE_Q8_0: pack_t(GGML_TYPE_Q8_0, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q4_0: pack_t(GGML_TYPE_Q4_0, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q4_1: pack_t(GGML_TYPE_Q4_1, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q5_0: pack_t(GGML_TYPE_Q5_0, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q5_1: pack_t(GGML_TYPE_Q5_1, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q4_K: pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q5_K: pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm); break;
+    default: break;
+    }
+}
+
+static int supported(enum ggml_type t)
+{
+    switch (t) {
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0:
+    case GGML_TYPE_Q4_1:
+    case GGML_TYPE_Q5_0:
+    case GGML_TYPE_Q5_1:
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: return 1;
+    default: return 0;
+    }
+}
+
+/* ------------------------------------------------------------ micro-kernel */
+
+AI void kern(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols, const int8_t *aq,
+             const float *ad, const float *as, float *const *yrow, __mmask16 mask)
+{
+    const int64_t nb = cols / 32;
+    __m512 accf[8];
+    __m512i acci[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++) accf[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = panel + b * 512;
+        const int8_t *ab = aq + b * 32;
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) acci[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m512i w = _mm512_loadu_si512(pb + 64 * g);
+#pragma GCC unroll 8
+            for (int t = 0; t < TT; t++) {
+                int32_t a4;
+                memcpy(&a4, ab + t * cols + 4 * g, 4);
+                acci[t] = _mm512_dpbusd_epi32(acci[t], w, _mm512_set1_epi32(a4));
+            }
+        }
+        __m512 dx = _mm512_loadu_ps(pd + b * 16), mx = _mm512_loadu_ps(pm + b * 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) {
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acci[t]), dx);
+            accf[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(ad[t * nb + b]), accf[t]);
+            accf[t] = _mm512_fnmadd_ps(mx, _mm512_set1_ps(as[t * nb + b]), accf[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++) _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
+}
+
+#define MM_TT 8
+
+static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64_t cols, const int8_t *aq,
+                   const float *ad, const float *as, int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx,
+                   int64_t r0, int nrows)
+{
+    const int64_t nb = cols / 32;
+    __mmask16 mask = (__mmask16)((1u << nrows) - 1);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += MM_TT) {
+        int tt = (int)(n_tok - t0 < MM_TT ? n_tok - t0 : MM_TT);
+        float *yrow[MM_TT];
+        for (int t = 0; t < tt; t++) yrow[t] = Y + (y_idx ? y_idx[t0 + t] : t0 + t) * y_stride + r0;
+        const int8_t *a = aq + t0 * cols;
+        const float *d = ad + t0 * nb, *s = as + t0 * nb;
+        switch (tt) {
+        case 8: kern(8, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        case 7: kern(7, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        case 6: kern(6, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        case 5: kern(5, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        case 4: kern(4, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        case 3: kern(3, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        case 2: kern(2, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        default: kern(1, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        }
+    }
+}
+
+static const struct mm_gemm_impl g_impl = {
+    .name = "avx512-vnni",
+    .supported = supported,
+    .act_quant = act_quant,
+    .pack = pack,
+    .kernel = kernel,
+};
+
+const struct mm_gemm_impl *mm_gemm_avx512(void) { return &g_impl; }

@@ -1,0 +1,206 @@
+/* The GEMV/GEMM driver against naive loops, for every weight type, both paths (GEMV with the
+ * traits' vec_dot; packed GEMM where the CPU has it), odd row counts, n_tok 1..17, several
+ * threads, strided/indexed X and Y, several ops per call sharing X. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/matmul.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+
+static uint64_t rs;
+static float frand(void)
+{
+    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rs >> 40) / 16777216.0) * 2 - 1;
+}
+
+struct wmat {
+    enum ggml_type t;
+    int64_t rows, cols;
+    size_t stride;
+    uint8_t *q;
+    float *deq; /* rows x cols, dequantized */
+};
+
+static void wmat_make(struct wmat *m, enum ggml_type t, int64_t rows, int64_t cols, size_t pad)
+{
+    const struct quant_traits *tr = quant_traits(t);
+    m->t = t, m->rows = rows, m->cols = cols;
+    m->stride = quant_row_size(t, cols) + pad;
+    m->q = calloc((size_t)rows, m->stride);
+    m->deq = malloc((size_t)(rows * cols) * 4);
+    float *row = malloc((size_t)cols * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        float sc = 0.1f + (float)(r % 7) * 0.3f;
+        for (int64_t c = 0; c < cols; c++) row[c] = frand() * sc;
+        tr->from_float_ref(row, m->q + r * m->stride, cols);
+        tr->to_float_ref(m->q + r * m->stride, m->deq + r * cols, cols);
+    }
+    free(row);
+}
+
+static void wmat_free(struct wmat *m)
+{
+    free(m->q);
+    free(m->deq);
+}
+
+/* What the GEMM path's activation quantization produces (per 32: d = amax/127, q = rint(x/d)). */
+static void a8_deq(const float *x, int64_t n, double *out)
+{
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+        for (int i = 0; i < 32; i++) out[32 * b + i] = (double)d * nearbyintf(x[32 * b + i] * id);
+    }
+}
+
+/* Checks Y (n_tok x rows, y stride ys) against: the reference vec_dot on reference-quantized X
+ * (GEMV path) or the A8-quantized X (GEMM path), with a tolerance relative to sum |w x|. */
+static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_tok, const float *Y, int64_t ys,
+                  int gemm)
+{
+    const struct quant_traits *tr = quant_traits(m->t), *vt = quant_traits(tr->vec_dot_type);
+    size_t qrow = quant_row_size(tr->vec_dot_type, m->cols);
+    uint8_t *xq = malloc(qrow);
+    float *xd = malloc((size_t)m->cols * 4);
+    double *xa = malloc((size_t)m->cols * 8);
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *x = X + t * xs;
+        vt->from_float_ref(x, xq, m->cols);
+        vt->to_float_ref(xq, xd, m->cols);
+        if (gemm) a8_deq(x, m->cols, xa);
+        for (int64_t r = 0; r < m->rows; r++) {
+            double want = 0, mag = 0;
+            const float *w = m->deq + r * m->cols;
+            for (int64_t c = 0; c < m->cols; c++) {
+                double xv = gemm ? xa[c] : xd[c];
+                want += w[c] * xv;
+                mag += fabs(w[c] * xv);
+            }
+            double got = Y[t * ys + r];
+            cr_assert(fabs(got - want) <= 3e-5 * mag + 1e-6, "%s %s rows=%ld n_tok=%ld: Y[%ld][%ld] = %.7g, want %.7g",
+                      tr->name, gemm ? "gemm" : "gemv", (long)m->rows, (long)n_tok, (long)t, (long)r, got, want);
+        }
+    }
+    free(xq), free(xd), free(xa);
+}
+
+static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch *s)
+{
+    const struct quant_traits *tr = quant_traits(t);
+    int64_t cols = tr->blck_size >= 256 ? 768 : 224;
+    static const int64_t rows_list[] = {1, 17, 37};
+    for (int path = 0; path < 2; path++) {
+        if (path == 1 && !mm_gemm_supported(t)) continue;
+        mm_set_gemm_min_tokens(path == 1 ? 1 : INT64_MAX);
+        for (int ri = 0; ri < 3; ri++) {
+            struct wmat m;
+            wmat_make(&m, t, rows_list[ri], cols, ri == 2 ? 6 : 0);
+            for (int64_t n_tok = 1; n_tok <= 17; n_tok += (ri == 1 ? 1 : 4)) {
+                float *X = malloc((size_t)(n_tok * cols) * 4);
+                for (int64_t i = 0; i < n_tok * cols; i++) X[i] = frand() * 2;
+                float *Y = malloc((size_t)(n_tok * m.rows) * 4);
+                for (int64_t i = 0; i < n_tok * m.rows; i++) Y[i] = NAN;
+                struct err e;
+                int rc = mm_run(tp, t, m.q, m.rows, cols, m.stride, X, n_tok, Y, s, &e);
+                cr_assert_eq(rc, 0, "%s: %s", tr->name, e.msg);
+                check(&m, X, cols, n_tok, Y, m.rows, path == 1);
+                free(X), free(Y);
+            }
+            wmat_free(&m);
+        }
+    }
+    mm_set_gemm_min_tokens(0);
+}
+
+Test(matmul, all_types_both_paths_1_thread)
+{
+    rs = 1;
+    struct mm_scratch *s = mm_scratch_new();
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (quant_type_valid((uint32_t)t) && t != GGML_TYPE_Q8_K) run_type((enum ggml_type)t, NULL, s);
+    mm_scratch_free(s);
+}
+
+Test(matmul, all_types_both_paths_3_threads)
+{
+    rs = 2;
+    struct threadpool *tp = tp_new(3);
+    struct mm_scratch *s = mm_scratch_new();
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (quant_type_valid((uint32_t)t) && t != GGML_TYPE_Q8_K) run_type((enum ggml_type)t, tp, s);
+    mm_scratch_free(s);
+    tp_free(tp);
+}
+
+/* Three ops in one call: two share X (one activation quantization), one gathers its tokens by
+ * index and scatters its outputs into a wider Y. */
+static void multi_ops(int gemm_min)
+{
+    rs = 3;
+    mm_set_gemm_min_tokens(gemm_min);
+    struct threadpool *tp = tp_new(2);
+    struct mm_scratch *s = mm_scratch_new();
+    int64_t cols = 256, n_tok = 9;
+    struct wmat a, b, c;
+    wmat_make(&a, GGML_TYPE_Q8_0, 40, cols, 0);
+    wmat_make(&b, GGML_TYPE_Q4_K, 23, cols, 0);
+    wmat_make(&c, GGML_TYPE_Q6_K, 18, cols, 0);
+    int64_t xs = cols + 5;
+    float *X = malloc((size_t)(n_tok * xs) * 4);
+    for (int64_t i = 0; i < n_tok * xs; i++) X[i] = frand();
+    float *Ya = malloc((size_t)(n_tok * 40) * 4), *Yb = malloc((size_t)(n_tok * 30) * 4);
+    int32_t idx[4] = {7, 2, 5, 0}; /* tokens 7, 2, 5, 0 -> outputs rows 1, 3, 0, 2 of Yc */
+    int32_t yidx[4] = {1, 3, 0, 2};
+    float *Yc = malloc(4 * 20 * 4);
+    for (int64_t i = 0; i < n_tok * 30; i++) Yb[i] = -7;
+    struct mm_op ops[3] = {
+        {.wtype = GGML_TYPE_Q8_0, .W = a.q, .rows = 40, .cols = cols, .X = X, .x_stride = xs, .n_tok = n_tok, .Y = Ya},
+        {.wtype = GGML_TYPE_Q4_K, .W = b.q, .rows = 23, .cols = cols, .X = X, .x_stride = xs, .n_tok = n_tok, .Y = Yb,
+         .y_stride = 30},
+        {.wtype = GGML_TYPE_Q6_K, .W = c.q, .rows = 18, .cols = cols, .X = X, .x_stride = xs, .x_idx = idx, .n_tok = 4,
+         .Y = Yc, .y_stride = 20, .y_idx = yidx},
+    };
+    struct err e;
+    cr_assert_eq(mm_run_ops(tp, ops, 3, s, &e), 0, "%s", e.msg);
+    check(&a, X, xs, n_tok, Ya, 40, mm_gemm_supported(GGML_TYPE_Q8_0) && n_tok >= gemm_min);
+    check(&b, X, xs, n_tok, Yb, 30, mm_gemm_supported(GGML_TYPE_Q4_K) && n_tok >= gemm_min);
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int r = 23; r < 30; r++) cr_assert_eq(Yb[t * 30 + r], -7.0f, "write outside the rows");
+    /* Yc row yidx[k] must hold token idx[k] */
+    float *Xg = malloc(4 * cols * 4), *Yg = malloc(4 * 20 * 4);
+    for (int k = 0; k < 4; k++) {
+        memcpy(Xg + k * cols, X + idx[k] * xs, cols * 4);
+        memcpy(Yg + k * 20, Yc + yidx[k] * 20, 20 * 4);
+    }
+    check(&c, Xg, cols, 4, Yg, 20, mm_gemm_supported(GGML_TYPE_Q6_K) && 4 >= gemm_min);
+    free(X), free(Ya), free(Yb), free(Yc), free(Xg), free(Yg);
+    wmat_free(&a), wmat_free(&b), wmat_free(&c);
+    mm_scratch_free(s);
+    tp_free(tp);
+    mm_set_gemm_min_tokens(0);
+}
+
+Test(matmul, several_ops_indexed_gemv) { multi_ops(1000); }
+Test(matmul, several_ops_indexed_gemm) { multi_ops(1); }
+
+Test(matmul, bad_shapes_are_errors)
+{
+    struct mm_scratch *s = mm_scratch_new();
+    float x[64] = {0}, y[64];
+    uint8_t w[1024] = {0};
+    struct err e;
+    cr_assert_neq(mm_run(NULL, GGML_TYPE_Q8_0, w, 1, 40, 0, x, 1, y, s, &e), 0);
+    cr_assert_eq(e.code, ERR_INVALID);
+    cr_assert_neq(mm_run(NULL, GGML_TYPE_Q4_K, w, 1, 32, 0, x, 1, y, s, &e), 0);
+    cr_assert_neq(mm_run(NULL, (enum ggml_type)5, w, 1, 32, 0, x, 1, y, s, &e), 0);
+    cr_assert_neq(mm_run(NULL, GGML_TYPE_Q8_0, w, 2, 32, 10, x, 1, y, s, &e), 0); /* stride < row */
+    cr_assert_eq(mm_run(NULL, GGML_TYPE_Q8_0, w, 0, 32, 0, x, 1, y, s, &e), 0);   /* empty: no-op */
+    cr_assert_eq(mm_run(NULL, GGML_TYPE_Q8_0, w, 1, 32, 0, x, 0, y, s, &e), 0);
+    mm_scratch_free(s);
+}
