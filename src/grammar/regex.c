@@ -355,9 +355,15 @@ static int parse_escape(struct rparse *P, uint32_t *cp, struct ranges *rs)
     case 'd': case 'w': case 's':
         if (add_perl_class(rs, c)) return perr(P, "out of memory");
         return 1;
-    case 'D': case 'W': case 'S':
-        if (add_perl_class(rs, (char)(c + 32)) || ranges_negate(rs)) return perr(P, "out of memory");
+    case 'D': case 'W': case 'S': {
+        /* negate only this class, then merge into rs (which may hold earlier class items) */
+        struct ranges neg = {0};
+        int bad = add_perl_class(&neg, (char)(c + 32)) || ranges_negate(&neg);
+        for (int32_t i = 0; !bad && i < neg.n; i += 2) bad = ranges_add(rs, neg.r[i], neg.r[i + 1]);
+        free(neg.r);
+        if (bad) return perr(P, "out of memory");
         return 1;
+    }
     case 'b': case 'B': return perr(P, "word boundary \\b / \\B is not supported");
     case 'p': case 'P': return perr(P, "Unicode property classes \\p{..} are not supported");
     case 'A': case 'z': case 'Z': case 'G': return perr(P, "anchor escapes are not supported");

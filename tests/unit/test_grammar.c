@@ -1,0 +1,567 @@
+/* grammar engine tests: regex vs PCRE2 (whole match and viable prefixes), lark errors, masks on
+ * hand vocabularies, special tokens, eos, rollback, cache, threads. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <criterion/criterion.h>
+#include <pcre2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "grammar/regex.h"
+
+/* ---- helpers ---- */
+
+struct hv {
+    int n;
+    const char *tok[512];
+    uint32_t len[512];
+    bool sp[512];
+    struct grammar_vocab gv;
+    struct grammar_vocab_index *vi;
+};
+
+/* Tokens: specials first (n_special of them), eos = token 0. */
+static void hv_init(struct hv *h, const char *const *toks, int n, int n_special)
+{
+    memset(h, 0, sizeof *h);
+    h->n = n;
+    for (int i = 0; i < n; i++) {
+        h->tok[i] = toks[i];
+        h->len[i] = (uint32_t)strlen(toks[i]);
+        h->sp[i] = i < n_special;
+    }
+    h->gv = (struct grammar_vocab){n, h->tok, h->len, h->sp, 0};
+    struct err e = {0};
+    h->vi = grammar_vocab_index_new(&h->gv, &e);
+    cr_assert(h->vi, "%s", e.msg);
+}
+
+static int hv_find(const struct hv *h, const char *s)
+{
+    for (int i = 0; i < h->n; i++)
+        if (!strcmp(h->tok[i], s)) return i;
+    cr_assert_fail("token %s not in vocab", s);
+    return -1;
+}
+
+static struct grammar *compile_ok(const struct hv *h, enum grammar_kind k, const char *src)
+{
+    struct err e = {0};
+    struct grammar *g = grammar_compile(h->vi, k, src, strlen(src), &e);
+    cr_assert(g, "compile failed: %s\n%s", e.msg, src);
+    return g;
+}
+
+static void compile_err(const struct hv *h, const char *src, const char *needle)
+{
+    struct err e = {0};
+    struct grammar *g = grammar_compile(h->vi, GRAMMAR_LARK, src, strlen(src), &e);
+    cr_assert_null(g, "compiled but should fail: %s", src);
+    cr_assert(strstr(e.msg, needle), "error '%s' lacks '%s'", e.msg, needle);
+    cr_assert(e.code != ERR_OK);
+}
+
+/* Mask as a string "tok1|tok2|..." in vocab order. */
+static void mask_str(const struct hv *h, struct matcher *m, char *out, size_t cap)
+{
+    uint32_t mask[(512 + 31) / 32];
+    matcher_mask(m, mask);
+    out[0] = 0;
+    for (int i = 0; i < h->n; i++)
+        if (mask[i >> 5] >> (i & 31) & 1) {
+            strncat(out, h->tok[i], cap - strlen(out) - 2);
+            strncat(out, "|", cap - strlen(out) - 1);
+        }
+}
+
+static void consume_ok(const struct hv *h, struct matcher *m, const char *t)
+{
+    cr_assert_eq(matcher_consume(m, hv_find(h, t)), 0, "token %s rejected", t);
+}
+
+/* ---- regex vs PCRE2 ---- */
+
+static const char *rx_patterns[] = {
+    "abc", "a|b|cd", "(ab)*c", "a+b?", "[a-c]+", "[^a-c]*", "\\d{2,4}", "\\w+\\s\\w+",
+    "a{3}", "a{2,}", "(a|bc){1,3}d", "[\\-a]+", "x.y", "(?:ab|a)(?:bc|c)", "[é-ü]+a",
+    "\\u00e9+", "[^\"\\\\]*", "^ab$", "^(a|b)+$", "a*(^b)?", "[a-z0-9._%+-]+@[a-z0-9.-]+",
+    "(\\([0-9]{3}\\))?[0-9]{3}-[0-9]{4}", "[\\s\\S]", "\\D\\W\\S", "[.]+", "\\.\\*",
+    "a{0,3}b{1,2}", "(a?){3}", "[^\\n]*", "\\x41\\x{e9}", "ab|", "(|a)b", "[]a]+", "[a-]+",
+    "日本+語?", "(ab|cd)*(ef)?", "[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?", "a.{2}b",
+};
+
+static const char *alphabet[] = {"a", "b", "c", "d", "e", "f", "x", "y", "0", "1", "9", " ",
+                                 "\n", "-", ".", "@", "(", ")", "é", "ü", "日", "本", "語",
+                                 "\"", "\\", "A", "_", "%", "\t"};
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)rng_state;
+}
+
+static pcre2_code *pcre_compile_full(const char *pat)
+{
+    /* PCRE2 spells \uXXXX as \x{XXXX} */
+    char conv[400];
+    size_t o = 0;
+    for (size_t i = 0; pat[i] && o + 8 < sizeof conv; i++) {
+        if (pat[i] == '\\' && pat[i + 1] == 'u') {
+            o += (size_t)snprintf(conv + o, sizeof conv - o, "\\x{%.4s}", pat + i + 2);
+            i += 5;
+        } else if (pat[i] == '\\' && pat[i + 1]) {
+            conv[o++] = pat[i++];
+            conv[o++] = pat[i];
+        } else {
+            conv[o++] = pat[i];
+        }
+    }
+    conv[o] = 0;
+    char wrapped[512];
+    snprintf(wrapped, sizeof wrapped, "(?:%s)\\z", conv);
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)wrapped, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY, &ec, &eo,
+                                   NULL);
+    cr_assert(re, "pcre2 rejects %s", pat);
+    return re;
+}
+
+/* 1 full match, 2 viable prefix only, 0 neither */
+static int pcre_status(pcre2_code *re, const char *s, size_t n)
+{
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+    int full = rc >= 0;
+    int prc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, PCRE2_PARTIAL_HARD, md, NULL);
+    pcre2_match_data_free(md);
+    if (full) return 1;
+    return (prc >= 0 || prc == PCRE2_ERROR_PARTIAL) ? 2 : 0;
+}
+
+static size_t random_string(char *buf, size_t cap, const char *pat)
+{
+    size_t n = 0;
+    int len = (int)(rnd() % 8);
+    for (int i = 0; i < len; i++) {
+        const char *piece;
+        char one[8];
+        if (rnd() % 2) { /* a character of the pattern itself */
+            size_t pl = strlen(pat);
+            size_t k = rnd() % pl;
+            while (k > 0 && ((unsigned char)pat[k] & 0xC0) == 0x80) k--;
+            size_t e = k + 1;
+            while (e < pl && ((unsigned char)pat[e] & 0xC0) == 0x80) e++;
+            memcpy(one, pat + k, e - k);
+            one[e - k] = 0;
+            piece = one;
+        } else {
+            piece = alphabet[rnd() % (sizeof alphabet / sizeof alphabet[0])];
+        }
+        size_t l = strlen(piece);
+        if (n + l >= cap) break;
+        memcpy(buf + n, piece, l);
+        n += l;
+    }
+    buf[n] = 0;
+    return n;
+}
+
+Test(grammar_regex, full_match_vs_pcre2)
+{
+    for (size_t p = 0; p < sizeof rx_patterns / sizeof rx_patterns[0]; p++) {
+        const char *pat = rx_patterns[p];
+        pcre2_code *re = pcre_compile_full(pat);
+        for (int k = 0; k < 600; k++) {
+            char s[64];
+            size_t n = random_string(s, sizeof s, pat);
+            struct err e = {0};
+            int mine = rx_match_full(pat, strlen(pat), s, n, &e);
+            cr_assert(mine >= 0, "%s: %s", pat, e.msg);
+            int ref = pcre_status(re, s, n) == 1;
+            cr_assert_eq(mine, ref, "/%s/ on \"%s\": ours %d, pcre2 %d", pat, s, mine, ref);
+        }
+        pcre2_code_free(re);
+    }
+}
+
+Test(grammar_regex, errors_name_the_construct)
+{
+    static const struct { const char *pat, *needle; } bad[] = {
+        {"a(?=b)", "lookahead"}, {"(?<=a)b", "lookbehind"}, {"(a)\\1", "backreference"},
+        {"\\bword", "word boundary"}, {"\\p{L}", "Unicode property"}, {"(ab", "missing )"},
+        {"ab)", "unmatched )"}, {"[ab", "unterminated character class"}, {"*a", "quantifier"},
+        {"a{3,2}", "m < n"}, {"[z-a]", "out of order"}, {"a{20000}", "above 10000"},
+        {"(?i)ab", "inline flags"}, {"a\\", "trailing backslash"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct err e = {0};
+        int rc = rx_match_full(bad[i].pat, strlen(bad[i].pat), "a", 1, &e);
+        cr_assert_eq(rc, -1, "/%s/ accepted", bad[i].pat);
+        cr_assert(strstr(e.msg, bad[i].needle), "/%s/: '%s' lacks '%s'", bad[i].pat, e.msg,
+                  bad[i].needle);
+    }
+}
+
+/* Masks of `start: /R/` equal PCRE2's viable-prefix test for every token, along random paths. */
+Test(grammar_regex, masks_are_viable_prefixes)
+{
+    static const char *toks[] = {"<eos>", "a", "b", "c", "d", "ab", "bc", "abc", "0", "1", "9",
+                                 "12", "-", ".", "@", " ", "\n", "é", "ü", "日", "本語", "(", ")",
+                                 "x", "y", "e", "E", "+", "\"", "\\", "aa", "ba", "0.", ".5",
+                                 "é日"};
+    int n = sizeof toks / sizeof toks[0];
+    struct hv h;
+    hv_init(&h, toks, n, 1);
+    for (size_t p = 0; p < sizeof rx_patterns / sizeof rx_patterns[0]; p++) {
+        const char *pat = rx_patterns[p];
+        pcre2_code *re = pcre_compile_full(pat);
+        struct grammar *g = compile_ok(&h, GRAMMAR_REGEX, pat);
+        for (int walk = 0; walk < 20; walk++) {
+            struct err e = {0};
+            struct matcher *m = matcher_new(g, &e);
+            cr_assert(m);
+            char prefix[256] = "";
+            size_t pl = 0;
+            for (int step = 0; step < 12; step++) {
+                uint32_t mask[2];
+                matcher_mask(m, mask);
+                int allowed[64], na = 0;
+                for (int t = 0; t < n; t++) {
+                    bool in = mask[t >> 5] >> (t & 31) & 1;
+                    bool ref;
+                    if (t == 0) {
+                        ref = pcre_status(re, prefix, pl) == 1;
+                        cr_assert_eq(matcher_accepting(m), ref, "/%s/ accepting after \"%s\"", pat,
+                                     prefix);
+                    } else {
+                        char s[300];
+                        memcpy(s, prefix, pl);
+                        memcpy(s + pl, toks[t], h.len[t]);
+                        ref = pcre_status(re, s, pl + h.len[t]) != 0;
+                    }
+                    cr_assert_eq(in, ref, "/%s/ after \"%s\": token \"%s\" mask %d, pcre2 %d", pat,
+                                 prefix, toks[t], in, ref);
+                    if (in && t) allowed[na++] = t;
+                }
+                if (!na) break;
+                int t = allowed[rnd() % (uint32_t)na];
+                cr_assert_eq(matcher_consume(m, t), 0);
+                memcpy(prefix + pl, toks[t], h.len[t]);
+                pl += h.len[t];
+                prefix[pl] = 0;
+                if (pl > 200) break;
+            }
+            matcher_free(m);
+        }
+        grammar_free(g);
+        pcre2_code_free(re);
+    }
+    grammar_vocab_index_free(h.vi);
+}
+
+/* ---- lark ---- */
+
+static const char *small_toks[] = {"<|im_end|>", "<tool_call>", "</tool_call>", "a", "b", "c",
+                                   "ab", "abc", "{", "}", "\"", "\":", "\",", "\"}", "{\"", ":",
+                                   ",", " ", "\n", "1", "2", "12", "true", "x", "y", "aa", "bb",
+                                   "[", "]", "-", "<|im_end|>x"};
+
+Test(grammar_lark, errors)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    compile_err(&h, "start: foo", "undefined rule foo");
+    compile_err(&h, "start: FOO", "undefined terminal FOO");
+    compile_err(&h, "rule: \"a\"", "no `start` rule");
+    compile_err(&h, "start: /a(?=b)/", "lookahead");
+    compile_err(&h, "start: <|nope|>", "special token <|nope|> is not in the vocabulary");
+    compile_err(&h, "start: <[999999]>", "not a token id");
+    compile_err(&h, "start: a\na: a \"x\"", "matches no string");
+    compile_err(&h, "%declare FOO\nstart: \"a\"", "directive %declare is not supported");
+    compile_err(&h, "%import foo.BAR\nstart: \"a\"", "only %import common");
+    compile_err(&h, "%import common.NOPE\nstart: \"a\"", "common.NOPE is not supported");
+    compile_err(&h, "start: \"a\"\nstart: \"b\"", "defined twice");
+    compile_err(&h, "start: (\"a\"", "expected ')'");
+    compile_err(&h, "start: \"abc", "unterminated string");
+    compile_err(&h, "start: A\nA: a", "cannot refer to the rule");
+    compile_err(&h, "start: A\nA: B\nB: A", "refers to itself");
+    compile_err(&h, "start: /a/i", "regex flag 'i' is not supported");
+    compile_err(&h, "start{x}: \"a\"", "templates are not supported");
+    compile_err(&h, "start: \"a\"{3,1}", "n < m");
+    grammar_vocab_index_free(h.vi);
+}
+
+Test(grammar_lark, features_compile_and_match)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    char buf[2048];
+    /* terminals composed of terminals, %import, ?rule, [optional], ~ repetition, aliases */
+    struct grammar *g = compile_ok(&h, GRAMMAR_LARK,
+                                   "%import common.INT\n"
+                                   "?start: item (\",\" item)* [\"-\"]  -> top\n"
+                                   "item: AB | INT | x~2\n"
+                                   "x: \"x\" | \"y\"\n"
+                                   "AB: A \"b\"\n"
+                                   "A: \"a\"\n");
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "a|ab|1|2|12|x|y|");
+    consume_ok(&h, m, "12");
+    mask_str(&h, m, buf, sizeof buf);
+    /* INT may continue, or the item ends (",", "-", eos) */
+    cr_assert_str_eq(buf, "<|im_end|>|,|1|2|12|-|");
+    consume_ok(&h, m, ",");
+    consume_ok(&h, m, "x");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "x|y|");
+    consume_ok(&h, m, "y");
+    cr_assert(matcher_accepting(m));
+    consume_ok(&h, m, "-");
+    cr_assert(matcher_done(m));
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "<|im_end|>|");
+    matcher_free(m);
+    grammar_free(g);
+    grammar_vocab_index_free(h.vi);
+}
+
+Test(grammar_lark, left_recursion_and_ignore)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    char buf[2048];
+    struct grammar *g = compile_ok(&h, GRAMMAR_LARK,
+                                   "start: list\n"
+                                   "list: list \",\" NUM | NUM\n"
+                                   "NUM: /[0-9]+/\n"
+                                   "%ignore \" \"\n");
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, " |1|2|12|"); /* %ignore applies before the first lexeme too */
+    consume_ok(&h, m, "1");
+    consume_ok(&h, m, " ");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "<|im_end|>|,| |");
+    consume_ok(&h, m, ",");
+    consume_ok(&h, m, " ");
+    consume_ok(&h, m, "2");
+    cr_assert(matcher_accepting(m));
+    cr_assert_not(matcher_done(m)); /* more digits or "," may follow */
+    matcher_free(m);
+    grammar_free(g);
+    grammar_vocab_index_free(h.vi);
+}
+
+Test(grammar_lark, greedy_lexing_across_tokens)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    char buf[2048];
+    /* "abc" = "ab" "c" lexed greedily as AB then C; the token "abc" spans two lexemes */
+    struct grammar *g = compile_ok(&h, GRAMMAR_LARK, "start: AB C\nAB: \"ab\"\nC: \"c\"\n");
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "a|ab|abc|");
+    consume_ok(&h, m, "abc");
+    cr_assert(matcher_done(m));
+    matcher_free(m);
+    grammar_free(g);
+    grammar_vocab_index_free(h.vi);
+}
+
+Test(grammar_lark, special_tokens)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    char buf[2048];
+    struct grammar *g = compile_ok(&h, GRAMMAR_LARK,
+                                   "start: <tool_call> body <[2]> TAIL?\n"
+                                   "body: \"a\"+\n"
+                                   "TAIL: \"<|im_end|>x\"\n");
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "<tool_call>|"); /* the special token only, never its text */
+    consume_ok(&h, m, "<tool_call>");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "a|aa|");
+    cr_assert_neq(matcher_consume(m, hv_find(&h, "</tool_call>")), 0);
+    consume_ok(&h, m, "a");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "</tool_call>|a|aa|");
+    consume_ok(&h, m, "</tool_call>");
+    /* text that looks like a special token is matched as text by a text terminal */
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "<|im_end|>|<|im_end|>x|");
+    consume_ok(&h, m, "<|im_end|>x");
+    cr_assert(matcher_done(m));
+    matcher_free(m);
+    grammar_free(g);
+    grammar_vocab_index_free(h.vi);
+}
+
+Test(grammar_lark, eos_only_when_accepting)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    struct grammar *g = compile_ok(&h, GRAMMAR_LARK, "start: \"a\" \"b\"?\n");
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    cr_assert_not(matcher_accepting(m));
+    cr_assert_neq(matcher_consume(m, 0), 0); /* eos refused */
+    consume_ok(&h, m, "a");
+    cr_assert(matcher_accepting(m));
+    cr_assert_not(matcher_done(m));
+    cr_assert_eq(matcher_consume(m, 0), 0);
+    cr_assert(matcher_done(m));
+    cr_assert_neq(matcher_consume(m, hv_find(&h, "b")), 0); /* nothing after eos */
+    matcher_free(m);
+    grammar_free(g);
+    grammar_vocab_index_free(h.vi);
+}
+
+/* ---- rollback ---- */
+
+Test(grammar_rollback, restores_state_exactly)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    struct grammar *g = compile_ok(&h, GRAMMAR_LARK,
+                                   "start: obj\n"
+                                   "obj: \"{\" (pair (\",\" pair)*)? \"}\"\n"
+                                   "pair: STR \":\" val\n"
+                                   "val: STR | NUM | \"true\" | obj\n"
+                                   "STR: /\"[a-z]*\"/\n"
+                                   "NUM: /-?[0-9]+/\n"
+                                   "%ignore /[ \\n]+/\n");
+    const char *seq[] = {"{\"", "ab", "\":", " ", "12", ",", "\"", "b", "\":", "{", "}", "}",
+                         "<|im_end|>"};
+    int n = sizeof seq / sizeof seq[0];
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    char before[32][2048];
+    bool acc[32];
+    for (int i = 0; i < n; i++) {
+        mask_str(&h, m, before[i], sizeof before[i]);
+        acc[i] = matcher_accepting(m);
+        consume_ok(&h, m, seq[i]);
+    }
+    cr_assert(matcher_done(m));
+    cr_assert_eq(matcher_rollback(m, n + 1), -1);
+    /* roll back one step at a time, then several at once, checking masks each time */
+    for (int i = n - 1; i >= 0; i--) {
+        cr_assert_eq(matcher_rollback(m, 1), 0);
+        char now[2048];
+        mask_str(&h, m, now, sizeof now);
+        cr_assert_str_eq(now, before[i], "after rollback to %d", i);
+        cr_assert_eq(matcher_accepting(m), acc[i]);
+    }
+    for (int i = 0; i < n; i++) consume_ok(&h, m, seq[i]);
+    cr_assert_eq(matcher_rollback(m, 7), 0);
+    char now[2048];
+    mask_str(&h, m, now, sizeof now);
+    cr_assert_str_eq(now, before[n - 7]);
+    for (int i = n - 7; i < n; i++) consume_ok(&h, m, seq[i]);
+    cr_assert(matcher_done(m));
+    matcher_free(m);
+    grammar_free(g);
+    grammar_vocab_index_free(h.vi);
+}
+
+/* ---- cache and threads ---- */
+
+Test(grammar_cache, lru_and_errors)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    struct grammar_cache *c = grammar_cache_new(h.vi, 2);
+    struct err e = {0};
+    const char *a = "start: \"a\"", *b = "start: \"b\"", *cc = "start: \"c\"";
+    struct grammar *g1 = grammar_cache_get(c, GRAMMAR_LARK, a, strlen(a), &e);
+    struct grammar *g2 = grammar_cache_get(c, GRAMMAR_LARK, a, strlen(a), &e);
+    cr_assert(g1 && g1 == g2);
+    struct grammar *g3 = grammar_cache_get(c, GRAMMAR_REGEX, a, strlen(a), &e);
+    cr_assert(g3 && g3 != g1, "kind is part of the key");
+    grammar_free(g3);
+    struct grammar *g4 = grammar_cache_get(c, GRAMMAR_LARK, b, strlen(b), &e);
+    struct grammar *g5 = grammar_cache_get(c, GRAMMAR_LARK, cc, strlen(cc), &e);
+    cr_assert_eq(grammar_cache_size(c), 2);
+    struct grammar *bad = grammar_cache_get(c, GRAMMAR_LARK, "start: nope", 11, &e);
+    cr_assert_null(bad);
+    cr_assert(strstr(e.msg, "undefined rule nope"));
+    cr_assert_eq(grammar_cache_size(c), 2);
+    /* g1 was evicted from the cache but is still usable through our reference */
+    struct matcher *m = matcher_new(g1, &e);
+    consume_ok(&h, m, "a");
+    cr_assert(matcher_done(m));
+    matcher_free(m);
+    grammar_free(g1);
+    grammar_free(g2);
+    grammar_free(g4);
+    grammar_free(g5);
+    grammar_cache_free(c);
+    grammar_vocab_index_free(h.vi);
+}
+
+struct thr {
+    struct grammar_cache *c;
+    struct hv *h;
+    int ok;
+};
+
+static void *thr_main(void *p)
+{
+    struct thr *t = p;
+    const char *src = "start: \"{\" item (\",\" item)* \"}\"\nitem: /[a-c]+/ | /[0-9]+/\n";
+    const char *seq[] = {"{", "ab", "c", ",", "12", ",", "abc", "}"};
+    for (int k = 0; k < 200; k++) {
+        struct err e = {0};
+        struct grammar *g = grammar_cache_get(t->c, GRAMMAR_LARK, src, strlen(src), &e);
+        if (!g) return NULL;
+        struct matcher *m = matcher_new(g, &e);
+        uint32_t mask[1];
+        int good = 1;
+        for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+            int id = -1;
+            for (int j = 0; j < t->h->n; j++)
+                if (!strcmp(t->h->tok[j], seq[i])) id = j;
+            matcher_mask(m, mask);
+            if (!(mask[id >> 5] >> (id & 31) & 1) || matcher_consume(m, id)) good = 0;
+        }
+        if (!matcher_done(m)) good = 0;
+        matcher_free(m);
+        grammar_free(g);
+        t->ok += good;
+    }
+    return NULL;
+}
+
+Test(grammar_cache, shared_across_threads)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    struct grammar_cache *c = grammar_cache_new(h.vi, 4);
+    pthread_t th[4];
+    struct thr t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (struct thr){c, &h, 0};
+        pthread_create(&th[i], NULL, thr_main, &t[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(t[i].ok, 200);
+    }
+    grammar_cache_free(c);
+    grammar_vocab_index_free(h.vi);
+}
