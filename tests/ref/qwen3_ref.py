@@ -114,7 +114,18 @@ class GGUF:
         nbytes = n // bs * ts
         raw = np.frombuffer(self.buf[off:off + nbytes], dtype=np.uint8)
         x = dequant(raw, t, n)
-        return x.reshape(list(reversed(ne)))
+        return W(x.reshape(list(reversed(ne))), t)
+
+
+class W:
+    """A weight: dequantized values + the GGUF type they came from."""
+
+    def __init__(self, a, t):
+        self.a = a
+        self.t = t
+
+    def __getitem__(self, i):  # expert slice of a 3-D tensor
+        return W(self.a[i], self.t)
 
 
 def f16(raw_u8):
@@ -231,14 +242,17 @@ class Qwen3:
                 L[n] = g.get(p + n + ".weight")
             self.layers.append(L)
 
-    def mat(self, x, name_or_w):
-        """x @ W.T for a weight (rows = outputs); with act_q8, x is first rounded the way a
-        Q8_0-activation engine rounds it (blocks of 32: d = max|x|/127, q = round(x/d))."""
-        return self.q8(x) @ name_or_w.T
+    def mat(self, x, w):
+        """x @ W.T for a weight (rows = outputs). With act_q8, x is first rounded the way the
+        engine (like llama.cpp) rounds the input of a Q8_0-weight dot product: Q8_0 blocks of 32,
+        d = max|x|/127 stored as f16, q = round(x/d). Float weights take float inputs."""
+        if self.act_q8 and w.t == T_Q8_0:
+            x = self.q8(x)
+        elif self.act_q8 and w.t not in (T_F32, T_F16, T_BF16):
+            raise SystemExit("reference: --act-q8 models only Q8_0 weights")
+        return x @ w.a.T
 
     def q8(self, x):
-        if not self.act_q8:
-            return x
         sh = x.shape
         b = x.reshape(-1, 32).astype(np.float32)
         d = np.abs(b).max(-1, keepdims=True) / 127.0
@@ -249,7 +263,7 @@ class Qwen3:
 
     def rms(self, x, w):
         # Qwen3RMSNorm: x / sqrt(mean(x^2) + eps) * weight, over the last axis
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w.a
 
     def rope(self, x, pos):
         # rotate_half (NeoX) RoPE: x (T, H, D); inv_freq_i = theta^(-2i/D)
@@ -281,12 +295,13 @@ class Qwen3:
                 out[t] += we * self.mat(g / (1 + np.exp(-g)) * u, L["ffn_down_exps"][e])
         return out
 
-    def forward(self, tokens):
-        """Logits (T, vocab) for every position of tokens (positions 0..T-1)."""
+    def forward(self, tokens, last_only=False):
+        """Logits (T, vocab) for every position of tokens (positions 0..T-1), or (1, vocab) for
+        the last one."""
         T = len(tokens)
         H, KV, D = self.n_head, self.n_head_kv, self.head_dim
         pos = np.arange(T)
-        h = self.embd[np.asarray(tokens)]
+        h = self.embd.a[np.asarray(tokens)]
         mask = np.triu(np.full((T, T), -np.inf), 1)
         for L in self.layers:
             x = self.rms(h, L["attn_norm"])
@@ -307,6 +322,8 @@ class Qwen3:
             o = np.einsum("hts,shd->thd", s, v).reshape(T, H * D)
             h = h + self.mat(o, L["attn_output"])
             h = h + self.mlp(L, self.rms(h, L["ffn_norm"]))
+        if last_only:
+            h = h[-1:]
         return self.mat(self.rms(h, self.out_norm), self.out_w)
 
 
@@ -324,11 +341,11 @@ def main():
     if a.greedy:
         out = []
         for _ in range(a.greedy):
-            t = int(np.argmax(m.forward(toks + out)[-1]))
+            t = int(np.argmax(m.forward(toks + out, last_only=True)[-1]))
             out.append(t)
         print(",".join(str(t) for t in out))
     else:
-        sys.stdout.write("".join("%.9g\n" % v for v in m.forward(toks)[-1]))
+        sys.stdout.write("".join("%.9g\n" % v for v in m.forward(toks, last_only=True)[-1]))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,171 @@
+/* lmserve-bench — prefill and decode throughput, printed like llama.cpp's llama-bench.
+ *
+ *   lmserve-bench MODEL [-t THREADS] [-p 512] [-n 128] [-r 5]
+ * ppN: one forward of N tokens into an empty cache (logits of the last one) -> N / seconds.
+ * tgN: N single-token forwards from an empty cache, each with logits -> N / seconds.
+ * Each test runs once to warm up, then r times; the median and the standard deviation are shown. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "engine/model.h"
+#include "engine/ops.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Runs one test; returns seconds or a negative value on error. */
+static double run_pp(struct model *m, int n, int32_t *tok, int32_t *pos, struct kv_cache **seq,
+                     float *logits, struct err *e)
+{
+    kv_truncate(seq[0], 0);
+    struct batch b = {.token = tok, .pos = pos, .seq = seq, .n = n};
+    double t0 = now();
+    if (model_forward(m, &b, logits, e)) return -1;
+    return now() - t0;
+}
+
+static double run_tg(struct model *m, int n, int32_t *tok, struct kv_cache *kv, float *logits,
+                     struct err *e)
+{
+    kv_truncate(kv, 0);
+    double t0 = now();
+    for (int i = 0; i < n; i++) {
+        int32_t p = i;
+        struct batch b = {.token = tok + i, .pos = &p, .seq = &kv, .n = 1};
+        if (model_forward(m, &b, logits, e)) return -1;
+    }
+    return now() - t0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    long threads = 0, np = 512, ng = 128, reps = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long *dst = NULL, lo = 0, hi = 1 << 20;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5]\n");
+            return 0;
+        }
+        if (!strcmp(a, "-t") || !strcmp(a, "--threads")) dst = &threads, lo = 1, hi = 1024;
+        else if (!strcmp(a, "-p")) dst = &np;
+        else if (!strcmp(a, "-n")) dst = &ng;
+        else if (!strcmp(a, "-r")) dst = &reps, lo = 1, hi = 1000;
+        if (dst) {
+            if (i + 1 >= argc || parse_int(argv[++i], lo, hi, dst)) {
+                fprintf(stderr, "lmserve-bench: bad value for %s\n", a);
+                return 2;
+            }
+        } else if (a[0] != '-' && !path) {
+            path = a;
+        } else {
+            fprintf(stderr, "lmserve-bench: unknown argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "usage: lmserve-bench MODEL [-t THREADS] [-p 512] [-n 128] [-r 5]\n");
+        return 2;
+    }
+    log_set_level(LOG_WARN);
+    struct err e = {0};
+    struct model_opts o = {.n_threads = (int)threads};
+    struct model *m = model_load(path, &o, &e);
+    if (!m) {
+        fprintf(stderr, "lmserve-bench: %s\n", e.msg);
+        return 1;
+    }
+    const struct model_config *c = model_config(m);
+    const struct gguf *g = model_gguf(m);
+    double bytes = 0, params = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        bytes += (double)g->tensors[i].nbytes;
+        params += (double)(g->tensors[i].ne[0] * g->tensors[i].ne[1] * g->tensors[i].ne[2] * g->tensors[i].ne[3]);
+    }
+    const struct gguf_tensor *wq = gguf_find_tensor(g, "blk.0.attn_q.weight");
+    const char *tname = wq ? quant_traits((enum ggml_type)wq->type)->name : "?";
+    long nmax = np > ng ? np : ng;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)nmax), *pos = malloc(sizeof(int32_t) * (size_t)nmax);
+    struct kv_cache **seq = malloc(sizeof *seq * (size_t)nmax);
+    float *logits = malloc(sizeof(float) * (size_t)c->n_vocab);
+    struct kv_cache *kv = kv_new(m, (int)nmax, &e);
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    int rc = 1;
+    if (!tok || !pos || !seq || !logits || !kv || !t) {
+        fprintf(stderr, "lmserve-bench: %s\n", kv ? "out of memory" : e.msg);
+        goto out;
+    }
+    srand(42);
+    for (long i = 0; i < nmax; i++) {
+        tok[i] = rand() % c->n_vocab;
+        pos[i] = (int32_t)i;
+        seq[i] = kv;
+    }
+    printf("| model | size | params | backend | threads | test | t/s |\n");
+    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ------------: | -------------------: |\n");
+    for (int test = 0; test < 2; test++) {
+        long n = test == 0 ? np : ng;
+        if (n <= 0) continue;
+        for (long r = -1; r < reps; r++) {
+            double s = test == 0 ? run_pp(m, (int)n, tok, pos, seq, logits, &e)
+                                 : run_tg(m, (int)n, tok, kv, logits, &e);
+            if (s < 0) {
+                fprintf(stderr, "lmserve-bench: %s\n", e.msg);
+                goto out;
+            }
+            if (r >= 0) t[r] = (double)n / s;
+        }
+        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        double mean = 0, sd = 0;
+        for (long r = 0; r < reps; r++) mean += t[r] / (double)reps;
+        for (long r = 0; r < reps; r++) sd += (t[r] - mean) * (t[r] - mean);
+        sd = reps > 1 ? sqrt(sd / (double)(reps - 1)) : 0;
+        double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        char name[64], test_s[32], backend[32];
+        snprintf(name, sizeof name, "%s %.1fM %s", c->arch, params / 1e6, tname);
+        snprintf(test_s, sizeof test_s, "%s%ld", test == 0 ? "pp" : "tg", n);
+        snprintf(backend, sizeof backend, "CPU %s", quant_isa());
+        printf("| %-30s | %6.2f MiB | %8.2f M | %-10s | %7d | %13s | %12.2f ± %5.2f |\n", name,
+               bytes / (1024.0 * 1024.0), params / 1e6, backend, tp_size(model_pool(m)), test_s, med, sd);
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    kv_free(kv);
+    free(tok);
+    free(pos);
+    free(seq);
+    free(logits);
+    free(t);
+    model_free(m);
+    return rc;
+}
