@@ -137,7 +137,7 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
 {
     json_error_t je;
     struct err e = {0};
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_load_file(path, JSON_ALLOW_NUL, &je);
     struct fvec fm = {0};
     long vt = 0, it = 0, ve = 0, ie = 0, mm = 0;
     double compile_us = 0;
