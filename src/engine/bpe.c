@@ -58,9 +58,11 @@ void vocab_pre_deinit(struct vocab *v)
 
 /* ---- per-call encoder state ---- */
 
-#define CACHE_SLOTS 8192 /* power of two */
+/* Word cache: sized by the input (a chat prompt needs little, a 1 MB document more), reset when
+ * half full so memory stays bounded. */
+#define CACHE_MIN_SLOTS 1024
+#define CACHE_MAX_SLOTS 65536
 #define CACHE_MAX_WORD 64
-#define CACHE_MAX_ENTRIES (CACHE_SLOTS / 2)
 
 struct cache_ent {
     uint64_t h; /* 0 = empty */
@@ -73,14 +75,14 @@ struct enc {
     int32_t **out;
     size_t *n_out, *cap;
     pcre2_match_data *md;
-    struct buf lossy;
+    struct buf lossy, nfc;
     /* BPE scratch */
     int32_t *sym, *prev, *next;
     uint64_t *heap;
     size_t scap;
     /* word cache */
     struct cache_ent *ce;
-    uint32_t n_ce;
+    uint32_t n_ce, ce_mask;
     struct buf keys;
     int32_t *cids;
     size_t n_cids, cap_cids;
@@ -201,9 +203,9 @@ static int bpe_piece(struct enc *c, const unsigned char *w, size_t n)
     uint32_t slot = 0;
     bool cacheable = n <= CACHE_MAX_WORD;
     if (cacheable) {
-        if (!c->ce && !(c->ce = calloc(CACHE_SLOTS, sizeof *c->ce))) return -1;
+        if (!c->ce && !(c->ce = calloc((size_t)c->ce_mask + 1, sizeof *c->ce))) return -1;
         h = vocab_hash_bytes(w, n) | 1;
-        for (slot = (uint32_t)h & (CACHE_SLOTS - 1);; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
+        for (slot = (uint32_t)h & c->ce_mask;; slot = (slot + 1) & c->ce_mask) {
             struct cache_ent *ce = &c->ce[slot];
             if (ce->h == 0) break;
             if (ce->h == h && ce->klen == n && memcmp(c->keys.data + ce->koff, w, n) == 0)
@@ -216,12 +218,12 @@ static int bpe_piece(struct enc *c, const unsigned char *w, size_t n)
         if (push_ids(c, &c->sym[i], 1)) return -1;
     if (!cacheable) return 0;
     size_t nid = *c->n_out - start;
-    if (c->n_ce >= CACHE_MAX_ENTRIES) { /* full: start over (cheap, and keeps memory bounded) */
-        memset(c->ce, 0, CACHE_SLOTS * sizeof *c->ce);
+    if (c->n_ce >= (c->ce_mask + 1) / 2) { /* half full: start over */
+        memset(c->ce, 0, ((size_t)c->ce_mask + 1) * sizeof *c->ce);
         c->n_ce = 0;
         c->keys.len = 0;
         c->n_cids = 0;
-        for (slot = (uint32_t)h & (CACHE_SLOTS - 1); c->ce[slot].h; slot = (slot + 1) & (CACHE_SLOTS - 1)) {}
+        slot = (uint32_t)h & c->ce_mask;
     }
     if (c->n_cids + nid > c->cap_cids) {
         size_t nc = c->cap_cids ? c->cap_cids * 2 : 4096;
@@ -264,12 +266,46 @@ static bool utf8_valid(const unsigned char *p, size_t n)
     return true;
 }
 
-static bool maybe_not_nfc(const unsigned char *p, size_t n)
+/* NFC of s[0..n) into out when it differs from s (*changed), else out untouched.
+ *
+ * Only the stretches that can change are normalized: a chunk runs from an ASCII character to the
+ * next one. NFC of a string is the concatenation of the NFC of such chunks because an ASCII
+ * character is a starter (canonical reordering never crosses it) that has no decomposition and
+ * is never the second element of a composition (nothing before it can absorb it). A chunk whose
+ * bytes are all below 0xCC (code points below U+0300, all NFC-stable) is skipped. */
+static int nfc_segment(const unsigned char *s, size_t n, struct buf *out, bool *changed,
+                       struct err *e)
 {
-    /* Every code point below U+0300 is NFC-stable and never composes with what precedes it. */
-    for (size_t i = 0; i < n; i++)
-        if (p[i] >= 0xcc) return true;
-    return false;
+    size_t i = 0, copied = 0, done = 0;
+    *changed = false;
+    while (i < n) {
+        if (s[i] < 0xcc) {
+            i++;
+            continue;
+        }
+        size_t k = i, j = i;
+        while (k > done && s[k - 1] >= 0x80) k--;
+        if (k > done) k--; /* the ASCII character that starts the chunk */
+        while (j < n && s[j] >= 0x80) j++;
+        utf8proc_uint8_t *norm = NULL;
+        utf8proc_ssize_t r = utf8proc_map(s + k, (utf8proc_ssize_t)(j - k), &norm,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (r < 0) return err_set(e, ERR_INTERNAL, "NFC: %s", utf8proc_errmsg(r));
+        if ((size_t)r != j - k || memcmp(norm, s + k, j - k) != 0) {
+            if (!*changed) out->len = 0;
+            if (buf_append(out, s + copied, k - copied) || buf_append(out, norm, (size_t)r)) {
+                free(norm);
+                return err_set(e, ERR_NOMEM, "out of memory");
+            }
+            copied = j;
+            *changed = true;
+        }
+        free(norm);
+        done = i = j;
+    }
+    if (*changed && buf_append(out, s + copied, n - copied))
+        return err_set(e, ERR_NOMEM, "out of memory");
+    return 0;
 }
 
 /* Plain text (no added tokens): repair, normalize, split, merge. */
@@ -285,13 +321,13 @@ static int encode_plain(struct enc *c, const char *text, size_t len, struct err 
         s = (const unsigned char *)c->lossy.data;
         n = c->lossy.len;
     }
-    utf8proc_uint8_t *norm = NULL;
-    if (v->nfc && maybe_not_nfc(s, n)) {
-        utf8proc_ssize_t r = utf8proc_map(s, (utf8proc_ssize_t)n, &norm,
-                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-        if (r < 0) return err_set(e, ERR_INTERNAL, "NFC: %s", utf8proc_errmsg(r));
-        s = norm;
-        n = (size_t)r;
+    if (v->nfc) {
+        bool changed;
+        if (nfc_segment(s, n, &c->nfc, &changed, e)) return -1;
+        if (changed) {
+            s = (const unsigned char *)c->nfc.data;
+            n = c->nfc.len;
+        }
     }
     int rc = 0;
     size_t pos = 0;
@@ -319,10 +355,8 @@ static int encode_plain(struct enc *c, const char *text, size_t len, struct err 
         if (bpe_piece(c, s + ms, me - ms)) goto nomem;
         pos = me;
     }
-    free(norm);
     return rc;
 nomem:
-    free(norm);
     return err_set(e, ERR_NOMEM, "out of memory tokenizing");
 }
 
@@ -351,6 +385,9 @@ int tok_encode(const struct vocab *v, const char *text, size_t len, const struct
     }
     size_t start_n = *n_out;
     struct enc c = {.v = v, .out = out, .n_out = n_out, .cap = cap};
+    size_t slots = CACHE_MIN_SLOTS;
+    while (slots < CACHE_MAX_SLOTS && slots < len / 8) slots *= 2;
+    c.ce_mask = (uint32_t)slots - 1;
     int rc = -1;
     c.md = pcre2_match_data_create_from_pattern(v->re, NULL);
     if (!c.md) {
@@ -397,6 +434,7 @@ done:
     if (rc) *n_out = start_n;
     pcre2_match_data_free(c.md);
     buf_free(&c.lossy);
+    buf_free(&c.nfc);
     buf_free(&c.keys);
     free(c.sym);
     free(c.prev);
