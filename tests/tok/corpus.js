@@ -6,7 +6,8 @@
 // Rust tokenizer (Oniguruma): each carries the reason; compare.js checks that the unpatched JS
 // port really differs on exactly these strings and that we follow the Rust semantics.
 //
-// benchText(bytes) returns an English prose + code text of the given size for the benchmark.
+// benchText(bytes) returns an English prose + code text of about that size for the benchmark;
+// benchMulti(bytes) a multilingual one (`node corpus.js bench|bench-multi BYTES` prints them).
 "use strict";
 
 function rng(seed) { // mulberry32
@@ -275,11 +276,28 @@ function benchText(n) {
   return b.subarray(0, b.lastIndexOf(10, n) + 1); // whole lines: never cut a UTF-8 sequence
 }
 
-module.exports = { generate, benchText, SPECIALS };
+// ~n bytes of multilingual text (CJK and other scripts, emoji, prose), deterministic.
+function benchMulti(n) {
+  const r = rng(11);
+  const parts = [];
+  let len = 0;
+  while (len < n) {
+    const k = r();
+    const s = (k < 0.5 ? pick(r, SCRIPTS) + pick(r, SCRIPTS) : k < 0.7 ? mixed(r) : k < 0.8 ?
+      pick(r, EMOJI) + " " + sentence(r) : prose(r)) + "\n";
+    parts.push(s);
+    len += Buffer.byteLength(s);
+  }
+  const b = Buffer.from(parts.join(""), "utf8");
+  return b.subarray(0, b.lastIndexOf(10, n) + 1);
+}
+
+module.exports = { generate, benchText, benchMulti, SPECIALS };
 
 if (require.main === module) {
   const [, , what, arg] = process.argv;
   if (what === "bench") process.stdout.write(benchText(parseInt(arg || "1048576", 10)));
+  else if (what === "bench-multi") process.stdout.write(benchMulti(parseInt(arg || "1048576", 10)));
   else {
     const c = generate();
     const cats = {};
