@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 struct opts {
     const char *model, *host, *api_key;
     long port, ctx, threads, queue, conns, max_tokens, max_body, timeout;
+    bool prefix_reuse;
 };
 
 static void usage(FILE *f)
@@ -34,6 +37,9 @@ static void usage(FILE *f)
             "                    (default 1024)\n"
             "  --max-body N      request body limit in bytes; larger gets 413 (default 8388608)\n"
             "  --timeout S       idle timeout while a request is read, seconds (default 30)\n"
+            "  --prefix-reuse    keep the KV rows a request shares with the previous one (faster\n"
+            "                    follow-ups, reported as cached_tokens; greedy replies may then\n"
+            "                    differ in the last bits: default off)\n"
             "  --log-level L     debug, info, warn or error (default info)\n"
             "  --help            this text\n");
 }
@@ -85,6 +91,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             done = true;
         }
         if (done) continue;
+        if (!strcmp(a, "--prefix-reuse")) {
+            o->prefix_reuse = true;
+            continue;
+        }
         if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lmserve: %s needs a value\n", a);
@@ -159,7 +169,7 @@ int main(int argc, char **argv)
     log_info("listening on http://%s:%d (loading %s)", o.host, http_port(srv), o.model);
 
     struct backend_llm_opts bo = {.n_threads = (int)o.threads, .n_ctx = (int)o.ctx,
-                                  .max_tokens = (int)o.max_tokens};
+                                  .max_tokens = (int)o.max_tokens, .prefix_reuse = o.prefix_reuse};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {
         fprintf(stderr, "lmserve: cannot load %s: %s\n", o.model, e.msg);

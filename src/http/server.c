@@ -359,8 +359,12 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
     struct backend *b = atomic_load(&app->backend);
     if (cr->route == R_HEALTH) {
         if (atomic_load(&app->stopping)) return send_json(cr, 503, "{\"status\":\"stopping\"}");
-        return b ? send_json(cr, 200, "{\"status\":\"ok\"}")
-                 : send_json(cr, 503, "{\"status\":\"loading model\"}");
+        struct queue *hq = atomic_load(&app->queue);
+        if (!b || !hq) return send_json(cr, 503, "{\"status\":\"loading model\"}");
+        char h[96];
+        snprintf(h, sizeof h, "{\"status\":\"ok\",\"queued\":%d,\"busy\":%s}", queue_len(hq),
+                 queue_busy(hq) ? "true" : "false");
+        return send_json(cr, 200, h);
     }
     if (!authorized(cr)) {
         err_set(&e, ERR_AUTH, "invalid or missing API key (send Authorization: Bearer KEY or x-api-key: KEY)");
@@ -435,6 +439,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     struct job *j = cr->job;
     if (j) {
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || pipe_state(j->pipe) == PIPE_OPEN) cancel_job(cr);
+        /* A cancelled job stops at its next token; its counts are final once the pipe ended. */
+        pipe_wait_end(j->pipe, 5000);
         int status = cr->status;
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status < 400) status = 499;
         double ttft = j->t_first > 0 ? (j->t_first - cr->t0) * 1e3 : -1;

@@ -7,10 +7,12 @@ void backend_run_job(void *arg, struct job *job)
     struct backend *b = arg;
     struct err e;
     err_clear(&e);
-    if (b->ops->generate(b, job, &e) != 0) {
-        if (pipe_cancelled(job->pipe)) return; /* client gone: nobody to tell */
+    int rc = b->ops->generate(b, job, &e);
+    /* Timing is final before the pipe ends: readers look at it once they saw the end. */
+    if (!job->t_end) job->t_end = mono_seconds();
+    if (rc != 0 && !pipe_cancelled(job->pipe)) {
         log_warn("generate failed: %s", e.msg);
         if (job->sink.error) job->sink.error(job->sink.ctx, &e);
     }
-    job->t_end = mono_seconds();
+    /* a cancelled job's pipe is failed by the worker loop */
 }

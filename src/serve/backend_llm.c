@@ -26,6 +26,7 @@ struct llm {
     char *out;      /* detokenizer output, TOK_STREAM_OUT_MAX(tok_max_len) */
     int32_t *pos;
     struct kv_cache **seq;
+    bool prefix_reuse;
 };
 
 static const char *token_text(void *tctx, int32_t id, size_t *len)
@@ -95,7 +96,8 @@ static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *
 {
     const struct request *req = &job->req;
     size_t n = req->n_tokens, lcp = 0;
-    while (lcp < n && lcp < L->n_shadow && L->shadow[lcp] == req->tokens[lcp]) lcp++;
+    if (L->prefix_reuse)
+        while (lcp < n && lcp < L->n_shadow && L->shadow[lcp] == req->tokens[lcp]) lcp++;
     if (lcp == n) lcp = n - 1; /* the last prompt token must run again for its logits */
     kv_truncate(L->kv, (int)lcp);
     L->n_shadow = lcp;
@@ -277,6 +279,7 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     b->defaults_think.temperature = 0.6f;
     b->defaults_think.top_p = 0.95f;
     b->max_tokens_cap = o->max_tokens > 0 ? o->max_tokens : 1024;
+    L->prefix_reuse = o->prefix_reuse;
 
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : L->cfg->n_ctx_train;
     if (n_ctx <= 0) n_ctx = 4096;

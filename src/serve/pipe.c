@@ -181,6 +181,18 @@ enum pipe_state pipe_state(struct pipe *p)
     return s;
 }
 
+enum pipe_state pipe_wait_end(struct pipe *p, int timeout_ms)
+{
+    struct timespec ts;
+    deadline(&ts, timeout_ms);
+    pthread_mutex_lock(&p->mu);
+    while (p->state == PIPE_OPEN)
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT) break;
+    enum pipe_state s = p->state;
+    pthread_mutex_unlock(&p->mu);
+    return s;
+}
+
 size_t pipe_buffered(struct pipe *p)
 {
     pthread_mutex_lock(&p->mu);

@@ -42,6 +42,8 @@ int pipe_wait_head(struct pipe *p, int timeout_ms, int *status, const char **con
  * Returns bytes (> 0), 0 on timeout, -1 at the end of a DONE pipe, -2 at the end of a FAILED one. */
 long pipe_read(struct pipe *p, void *out, size_t cap, int timeout_ms);
 enum pipe_state pipe_state(struct pipe *p);
+/* Waits up to timeout_ms for the producer to end the pipe (DONE or FAILED); returns the state. */
+enum pipe_state pipe_wait_end(struct pipe *p, int timeout_ms);
 size_t pipe_buffered(struct pipe *p); /* bytes written but not read yet */
 
 #endif

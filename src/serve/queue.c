@@ -73,6 +73,7 @@ static void *worker_main(void *arg)
         if (stop) pipe_cancel(j->pipe);
         j->t_start = mono_seconds();
         if (!pipe_cancelled(j->pipe)) q->run(q->arg, j);
+        if (!j->t_end) j->t_end = mono_seconds();
         if (pipe_state(j->pipe) == PIPE_OPEN) {
             if (pipe_cancelled(j->pipe)) {
                 pipe_fail(j->pipe, 499, NULL);
@@ -83,7 +84,6 @@ static void *worker_main(void *arg)
                           "\"type\":\"server_error\",\"param\":null,\"code\":null}}");
             }
         }
-        if (!j->t_end) j->t_end = mono_seconds();
 
         pthread_mutex_lock(&q->mu);
         q->running = NULL;

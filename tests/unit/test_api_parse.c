@@ -183,7 +183,7 @@ Test(api_parse, responses_items_and_messages_blocks)
                  0, "%s", e.msg);
     cr_assert_eq(r.n_msgs, 4);
     cr_assert_str_eq(r.msgs[0].content, "sys", "billing nonce block removed");
-    cr_assert_str_eq(r.msgs[2].tool_calls[0].arguments, "{\"a\":1}");
+    cr_assert_str_eq(r.msgs[2].tool_calls[0].arguments, "{\"a\": 1}", "tojson form, as the template renders an object");
     cr_assert_eq(r.msgs[3].role, CHAT_TOOL);
     cr_assert(r.reasoning);
     cr_assert_eq(r.max_tokens, 5);
