@@ -518,7 +518,7 @@ static int parse_braces(struct rparse *P, int32_t *min, int32_t *max)
     bool comma = false;
     while (j < P->len && P->p[j] >= '0' && P->p[j] <= '9') {
         a = (a < 0 ? 0 : a) * 10 + (P->p[j] - '0');
-        if (a > 100000) a = 100000;
+        if (a > 10000000) a = 10000000;
         j++;
     }
     if (j < P->len && P->p[j] == ',') {
@@ -526,7 +526,7 @@ static int parse_braces(struct rparse *P, int32_t *min, int32_t *max)
         j++;
         while (j < P->len && P->p[j] >= '0' && P->p[j] <= '9') {
             b = (b < 0 ? 0 : b) * 10 + (P->p[j] - '0');
-            if (b > 100000) b = 100000;
+            if (b > 10000000) b = 10000000;
             j++;
         }
     }
@@ -537,8 +537,8 @@ static int parse_braces(struct rparse *P, int32_t *min, int32_t *max)
         perr(P, "repetition {n,m} with m < n");
         return -1;
     }
-    if (a > 10000 || b > 10000) {
-        perr(P, "repetition count above 10000");
+    if (a > 1000000 || b > 1000000) {
+        perr(P, "repetition count above 1000000");
         return -1;
     }
     *min = (int32_t)a;
@@ -607,6 +607,7 @@ int32_t rx_parse(struct rx_ast *a, const char *pattern, size_t len, struct err *
 void rx_nfa_deinit(struct rx_nfa *n)
 {
     free(n->s);
+    free(n->loops);
     memset(n, 0, sizeof *n);
 }
 
@@ -635,7 +636,8 @@ static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, in
         n->s = ns;
         n->cap = nc;
     }
-    n->s[n->n] = (struct rx_nstate){.kind = kind, .lo = lo, .hi = hi, .out = out, .out2 = out2};
+    n->s[n->n] = (struct rx_nstate){.kind = kind, .lo = lo, .hi = hi, .out = out, .out2 = out2,
+                                    .loop = -1};
     return n->n++;
 }
 
@@ -694,6 +696,64 @@ static int32_t emit_cp_range(struct nbuild *B, uint32_t lo, uint32_t hi, int32_t
     return s < 0 ? -1 : alt2(B, acc, s);
 }
 
+static bool ast_nullable(const struct rx_ast *a, int32_t x)
+{
+    const struct rx_node *nd = &a->nodes[x];
+    switch (nd->kind) {
+    case RX_EMPTY: case RX_BOL: case RX_EOL: return true;
+    case RX_CLASS: case RX_BYTES: return false;
+    case RX_CAT: return ast_nullable(a, nd->a) && ast_nullable(a, nd->b);
+    case RX_ALT: return ast_nullable(a, nd->a) || ast_nullable(a, nd->b);
+    case RX_REPEAT: return nd->min == 0 || ast_nullable(a, nd->a);
+    }
+    return false;
+}
+
+static bool big_repeat(const struct rx_node *nd)
+{
+    return nd->kind == RX_REPEAT && (nd->min > RX_NATIVE_COUNT || nd->max > RX_NATIVE_COUNT);
+}
+
+static bool has_big_repeat(const struct rx_ast *a, int32_t x)
+{
+    const struct rx_node *nd = &a->nodes[x];
+    if (big_repeat(nd)) return true;
+    if (nd->kind == RX_CAT || nd->kind == RX_ALT)
+        return has_big_repeat(a, nd->a) || has_big_repeat(a, nd->b);
+    if (nd->kind == RX_REPEAT) return has_big_repeat(a, nd->a);
+    return false;
+}
+
+static int32_t emit(struct nbuild *B, int32_t x, int32_t next);
+
+/* x{m,n} with a counter: CNT_ENTER -> body -> CNT_END -> (body | continuation). */
+static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t next)
+{
+    struct rx_nfa *n = B->n;
+    if (n->n_loops == n->cap_loops) {
+        int32_t nc = n->cap_loops ? n->cap_loops * 2 : 8;
+        struct rx_loop *nl = realloc(n->loops, (size_t)nc * sizeof *nl);
+        if (!nl) {
+            err_set(B->e, ERR_NOMEM, "out of memory building regex automaton");
+            return -1;
+        }
+        n->loops = nl;
+        n->cap_loops = nc;
+    }
+    int32_t id = n->n_loops++;
+    int32_t min = nd->min, max = nd->max, child = nd->a;
+    int32_t end = ns_new(B, NS_CNT_END, 0, 0, -1, -1);
+    if (end < 0) return -1;
+    n->s[end].loop = id;
+    int32_t body = emit(B, child, end);
+    if (body < 0) return -1;
+    int32_t enter = ns_new(B, NS_CNT_ENTER, 0, 0, body, next);
+    if (enter < 0) return -1;
+    n->s[enter].loop = id;
+    n->loops[id] = (struct rx_loop){.min = min, .max = max, .body = body, .cont = next};
+    return enter;
+}
+
 /* Emits node `x` so that it continues to state `next`; returns its entry state. Built
  * continuation-first, so no patch lists are needed. */
 static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
@@ -743,6 +803,8 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
     case RX_REPEAT: {
         int32_t s = next;
         int32_t min = nd->min, max = nd->max;
+        if (big_repeat(nd) && !ast_nullable(B->a, nd->a) && !has_big_repeat(B->a, nd->a))
+            return emit_counted(B, nd, next);
         if (max < 0) {
             /* loop: L = split(child -> L, next) */
             int32_t loop = ns_new(B, NS_SPLIT, 0, 0, -1, s);
@@ -796,6 +858,10 @@ bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start)
         switch (st->kind) {
         case NS_ACCEPT: found = true; break;
         case NS_BYTE: break;
+        case NS_CNT_END: break; /* bodies of counted loops are never nullable */
+        case NS_CNT_ENTER:
+            if (n->loops[st->loop].min == 0) outs[0] = st->out2;
+            break;
         case NS_SPLIT: outs[0] = st->out; outs[1] = st->out2; break;
         default: outs[0] = st->out; break;
         }
@@ -823,7 +889,8 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
     d->mark_end = calloc(nn, sizeof *d->mark_end);
     d->stack_cap = (int32_t)(2 * nn + 4);
     d->stack = malloc((size_t)d->stack_cap * sizeof *d->stack);
-    d->kbuf = malloc(nn * sizeof *d->kbuf);
+    d->kbuf_cap = (int32_t)(nn + 4);
+    d->kbuf = malloc((size_t)d->kbuf_cap * sizeof *d->kbuf);
     d->abuf = malloc(nn * sizeof *d->abuf);
     d->hcap = 1024;
     d->htab = calloc(d->hcap, sizeof *d->htab);
@@ -855,16 +922,18 @@ void rx_dfa_deinit(struct rx_dfa *d)
     free(d->htab);
     free(d->mark);
     free(d->mark_end);
+    free(d->vis_key);
+    free(d->vis_gen);
     free(d->stack);
     free(d->kbuf);
     free(d->abuf);
     memset(d, 0, sizeof *d);
 }
 
-static uint64_t hash_sets(const int32_t *k, int32_t nk, const int32_t *a, int32_t na)
+static uint64_t hash_sets(const uint64_t *k, int32_t nk, const int32_t *a, int32_t na)
 {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)nk;
-    for (int32_t i = 0; i < nk; i++) h = (h ^ (uint32_t)k[i]) * 1099511628211ull;
+    for (int32_t i = 0; i < nk; i++) h = (h ^ k[i]) * 1099511628211ull;
     h = (h ^ 0x9e3779b9u) * 1099511628211ull;
     for (int32_t i = 0; i < na; i++) h = (h ^ (uint32_t)a[i]) * 1099511628211ull;
     return h ^ (h >> 29);
@@ -873,6 +942,12 @@ static uint64_t hash_sets(const int32_t *k, int32_t nk, const int32_t *a, int32_
 static int cmp_i32(const void *x, const void *y)
 {
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return a < b ? -1 : a > b;
 }
 
@@ -903,7 +978,7 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
     while (d->htab[j]) {
         const struct rx_dstate *s = &d->st[d->htab[j] - 1];
         if (s->n_kernel == nk && s->n_accept == na &&
-            !memcmp(s->kernel, d->kbuf, (size_t)nk * sizeof(int32_t)) &&
+            !memcmp(s->kernel, d->kbuf, (size_t)nk * sizeof(uint64_t)) &&
             !memcmp(s->accept, d->abuf, (size_t)na * sizeof(int32_t)))
             return d->htab[j] - 1;
         j = (j + 1) & (d->hcap - 1);
@@ -918,7 +993,7 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
     }
     struct rx_dstate *s = &d->st[d->n];
     memset(s, 0, sizeof *s);
-    s->kernel = malloc((size_t)(nk + 1) * sizeof(int32_t));
+    s->kernel = malloc((size_t)(nk + 1) * sizeof(uint64_t));
     s->accept = malloc((size_t)(na + 1) * sizeof(int32_t));
     s->next = malloc(256 * sizeof(uint32_t));
     if (!s->kernel || !s->accept || !s->next) {
@@ -927,7 +1002,7 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
         free(s->next);
         goto fail;
     }
-    memcpy(s->kernel, d->kbuf, (size_t)nk * sizeof(int32_t));
+    memcpy(s->kernel, d->kbuf, (size_t)nk * sizeof(uint64_t));
     memcpy(s->accept, d->abuf, (size_t)na * sizeof(int32_t));
     s->n_kernel = nk;
     s->n_accept = na;
@@ -944,50 +1019,162 @@ fail:
     return RX_DEAD;
 }
 
-/* Epsilon closure of the states on d->stack[0..sp) (pushed with the end flag in bit 31), adding
- * byte states to kbuf and accepted terminals to abuf. `at_start`: BOL assertions pass. */
+/* A thread: NFA state, end flag (reached through $: only epsilon moves to accept remain) and
+ * loop counter + 1 (0 = outside counted loops). */
+#define TH(s, end, c1) ((uint64_t)(uint32_t)(s) | ((uint64_t)(end) << 31) | ((uint64_t)(c1) << 32))
+#define TH_S(v) ((int32_t)((v)&0x7fffffffu))
+#define TH_END(v) ((int)(((v) >> 31) & 1))
+#define TH_C1(v) ((uint32_t)((v) >> 32))
+
+static uint32_t mix64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return (uint32_t)k;
+}
+
+static int vis_grow(struct rx_dfa *d)
+{
+    uint32_t nc = d->vis_cap ? d->vis_cap * 2 : 1024;
+    uint64_t *nk = malloc(nc * sizeof *nk);
+    uint32_t *ng = calloc(nc, sizeof *ng);
+    if (!nk || !ng) {
+        free(nk);
+        free(ng);
+        return -1;
+    }
+    for (uint32_t i = 0; i < d->vis_cap; i++) {
+        if (d->vis_gen[i] != d->gen) continue;
+        uint32_t j = mix64(d->vis_key[i]) & (nc - 1);
+        while (ng[j] == d->gen) j = (j + 1) & (nc - 1);
+        nk[j] = d->vis_key[i];
+        ng[j] = d->gen;
+    }
+    free(d->vis_key);
+    free(d->vis_gen);
+    d->vis_key = nk;
+    d->vis_gen = ng;
+    d->vis_cap = nc;
+    return 0;
+}
+
+/* Marks thread v visited; returns true if it was new. */
+static bool visit(struct rx_dfa *d, uint64_t v)
+{
+    if (TH_C1(v) == 0) {
+        uint32_t *m = TH_END(v) ? d->mark_end : d->mark;
+        int32_t s = TH_S(v);
+        if (m[s] == d->gen) return false;
+        m[s] = d->gen;
+        return true;
+    }
+    if ((d->vis_n + 1) * 2 > d->vis_cap && vis_grow(d)) {
+        d->failed = true;
+        return false;
+    }
+    uint32_t j = mix64(v) & (d->vis_cap - 1);
+    while (d->vis_gen[j] == d->gen) {
+        if (d->vis_key[j] == v) return false;
+        j = (j + 1) & (d->vis_cap - 1);
+    }
+    d->vis_gen[j] = d->gen;
+    d->vis_key[j] = v;
+    d->vis_n++;
+    return true;
+}
+
+static int push(struct rx_dfa *d, int32_t *sp, uint64_t v)
+{
+    if (!visit(d, v)) return 0;
+    if (*sp == d->stack_cap) {
+        int32_t nc = d->stack_cap * 2;
+        uint64_t *ns = realloc(d->stack, (size_t)nc * sizeof *ns);
+        if (!ns) {
+            d->failed = true;
+            return -1;
+        }
+        d->stack = ns;
+        d->stack_cap = nc;
+    }
+    d->stack[(*sp)++] = v;
+    return 0;
+}
+
+/* Epsilon closure of the threads on d->stack[0..sp), adding byte-state threads to kbuf and
+ * accepted terminals to abuf. `at_start`: BOL assertions pass. */
 static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, int32_t *na)
 {
     const struct rx_nstate *S = d->nfa->s;
-    while (sp > 0) {
-        int32_t v = d->stack[--sp];
-        bool end = v < 0;
-        int32_t s = v & 0x7fffffff;
+    while (sp > 0 && !d->failed) {
+        uint64_t v = d->stack[--sp];
+        int32_t s = TH_S(v);
+        int end = TH_END(v);
+        uint32_t c1 = TH_C1(v);
         const struct rx_nstate *st = &S[s];
-        int32_t outs[2] = {-1, -1};
-        bool oend = end;
         switch (st->kind) {
         case NS_BYTE:
-            if (!end) d->kbuf[(*nk)++] = s;
-            continue;
+            if (end) break;
+            if (*nk == d->kbuf_cap) {
+                int32_t nc = d->kbuf_cap * 2;
+                uint64_t *nb = realloc(d->kbuf, (size_t)nc * sizeof *nb);
+                if (!nb) {
+                    d->failed = true;
+                    return;
+                }
+                d->kbuf = nb;
+                d->kbuf_cap = nc;
+            }
+            d->kbuf[(*nk)++] = TH(s, 0, c1);
+            break;
         case NS_ACCEPT: {
             int32_t t = st->out;
             bool dup = false;
-            for (int32_t i = 0; i < *na; i++) if (d->abuf[i] == t) { dup = true; break; }
+            for (int32_t i = 0; i < *na; i++)
+                if (d->abuf[i] == t) {
+                    dup = true;
+                    break;
+                }
             if (!dup) d->abuf[(*na)++] = t;
-            continue;
+            break;
         }
-        case NS_SPLIT: outs[0] = st->out; outs[1] = st->out2; break;
-        case NS_EPS: outs[0] = st->out; break;
-        case NS_BOL: if (at_start) outs[0] = st->out; break;
-        case NS_EOL: outs[0] = st->out; oend = true; break;
+        case NS_SPLIT:
+            push(d, &sp, TH(st->out, end, c1));
+            push(d, &sp, TH(st->out2, end, c1));
+            break;
+        case NS_EPS: push(d, &sp, TH(st->out, end, c1)); break;
+        case NS_BOL:
+            if (at_start) push(d, &sp, TH(st->out, end, c1));
+            break;
+        case NS_EOL: push(d, &sp, TH(st->out, 1, c1)); break;
+        case NS_CNT_ENTER: {
+            const struct rx_loop *L = &d->nfa->loops[st->loop];
+            if (L->max != 0) push(d, &sp, TH(L->body, end, 1));
+            if (L->min == 0) push(d, &sp, TH(L->cont, end, 0));
+            break;
         }
-        for (int k = 0; k < 2; k++) {
-            int32_t o = outs[k];
-            if (o < 0) continue;
-            uint32_t *m = oend ? d->mark_end : d->mark;
-            if (m[o] == d->gen) continue;
-            m[o] = d->gen;
-            d->stack[sp++] = oend ? (int32_t)((uint32_t)o | 0x80000000u) : o;
+        case NS_CNT_END: {
+            const struct rx_loop *L = &d->nfa->loops[st->loop];
+            int64_t done = (int64_t)c1; /* iterations completed, including this one */
+            if (done >= L->min) push(d, &sp, TH(L->cont, end, 0));
+            if (L->max < 0 || done < L->max) {
+                int64_t next = done;
+                if (L->max < 0 && next > L->min) next = L->min; /* all counts >= min alike */
+                push(d, &sp, TH(L->body, end, (uint32_t)next + 1));
+            }
+            break;
+        }
         }
     }
 }
 
 static void next_gen(struct rx_dfa *d)
 {
+    d->vis_n = 0;
     if (++d->gen == 0) {
         memset(d->mark, 0, (size_t)d->nfa->n * sizeof *d->mark);
         memset(d->mark_end, 0, (size_t)d->nfa->n * sizeof *d->mark_end);
+        if (d->vis_gen) memset(d->vis_gen, 0, d->vis_cap * sizeof *d->vis_gen);
         d->gen = 1;
     }
 }
@@ -997,14 +1184,11 @@ uint32_t rx_dfa_start(struct rx_dfa *d, const int32_t *starts, int32_t n)
     if (n == 0 || d->failed) return RX_DEAD;
     next_gen(d);
     int32_t sp = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (d->mark[starts[i]] == d->gen) continue;
-        d->mark[starts[i]] = d->gen;
-        d->stack[sp++] = starts[i];
-    }
+    for (int32_t i = 0; i < n; i++) push(d, &sp, TH(starts[i], 0, 0));
     int32_t nk = 0, na = 0;
     closure(d, sp, true, &nk, &na);
-    qsort(d->kbuf, (size_t)nk, sizeof(int32_t), cmp_i32);
+    if (d->failed) return RX_DEAD;
+    qsort(d->kbuf, (size_t)nk, sizeof *d->kbuf, cmp_u64);
     /* lexemes are non-empty: a start state never accepts */
     return dfa_intern(d, nk, 0);
 }
@@ -1017,15 +1201,14 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     const struct rx_nstate *S = d->nfa->s;
     int32_t sp = 0;
     for (int32_t i = 0; i < st->n_kernel; i++) {
-        const struct rx_nstate *ns = &S[st->kernel[i]];
-        if (b >= ns->lo && b <= ns->hi && d->mark[ns->out] != d->gen) {
-            d->mark[ns->out] = d->gen;
-            d->stack[sp++] = ns->out;
-        }
+        uint64_t v = st->kernel[i];
+        const struct rx_nstate *ns = &S[TH_S(v)];
+        if (b >= ns->lo && b <= ns->hi) push(d, &sp, TH(ns->out, 0, TH_C1(v)));
     }
     int32_t nk = 0, na = 0;
     closure(d, sp, false, &nk, &na);
-    qsort(d->kbuf, (size_t)nk, sizeof(int32_t), cmp_i32);
+    if (d->failed) return RX_DEAD;
+    qsort(d->kbuf, (size_t)nk, sizeof *d->kbuf, cmp_u64);
     qsort(d->abuf, (size_t)na, sizeof(int32_t), cmp_i32);
     uint32_t t = dfa_intern(d, nk, na);
     d->st[s].next[b] = t; /* d->st may have moved: index again */

@@ -58,14 +58,25 @@ int32_t rx_repeat(struct rx_ast *a, int32_t x, int32_t min, int32_t max);
 int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root);
 
 /* ---- NFA ---- */
-enum rx_nkind { NS_BYTE, NS_SPLIT, NS_EPS, NS_BOL, NS_EOL, NS_ACCEPT };
+/* Large bounded repetitions x{m,n} (m or n above RX_NATIVE_COUNT, x not nullable, no large
+ * repetition inside x) are not expanded: x is emitted once between CNT_ENTER and CNT_END, and an
+ * NFA thread inside x carries an iteration counter (DFA states are sets of (state, counter)). */
+#define RX_NATIVE_COUNT 32
+enum rx_nkind { NS_BYTE, NS_SPLIT, NS_EPS, NS_BOL, NS_EOL, NS_ACCEPT, NS_CNT_ENTER, NS_CNT_END };
 struct rx_nstate {
     uint8_t kind, lo, hi;
-    int32_t out, out2; /* out2 only for SPLIT; ACCEPT: out = terminal id */
+    int32_t out, out2; /* out2: SPLIT, CNT_ENTER (continuation); ACCEPT: out = terminal id */
+    int32_t loop;      /* CNT_ENTER / CNT_END: index into rx_nfa.loops */
+};
+struct rx_loop {
+    int32_t min, max; /* max -1: unbounded */
+    int32_t body, cont;
 };
 struct rx_nfa {
     struct rx_nstate *s;
     int32_t n, cap;
+    struct rx_loop *loops;
+    int32_t n_loops, cap_loops;
 };
 void rx_nfa_deinit(struct rx_nfa *n);
 /* Adds the automaton of AST subtree root, accepting with terminal id term. Returns its start
@@ -75,7 +86,7 @@ int32_t rx_nfa_add(struct rx_nfa *n, const struct rx_ast *a, int32_t root, int32
 
 /* ---- DFA ---- */
 struct rx_dstate {
-    int32_t *kernel;   /* NFA byte states, sorted */
+    uint64_t *kernel;  /* NFA byte states (state | (counter + 1) << 32), sorted */
     int32_t n_kernel;
     int32_t *accept;   /* accepted terminal ids, sorted */
     int32_t n_accept;
@@ -88,11 +99,15 @@ struct rx_dfa {
     uint32_t *htab; /* hash -> state id + 1 */
     uint32_t hcap;
     /* scratch */
-    uint32_t *mark;   /* per NFA state: generation (normal) */
+    uint32_t *mark;   /* per NFA state: generation (counter-less threads) */
     uint32_t *mark_end;
     uint32_t gen;
-    int32_t *stack, *kbuf, *abuf;
-    int32_t stack_cap;
+    uint64_t *vis_key; /* visited (state, counter, end) for counted threads */
+    uint32_t *vis_gen;
+    uint32_t vis_cap, vis_n;
+    uint64_t *stack, *kbuf;
+    int32_t *abuf;
+    int32_t stack_cap, kbuf_cap;
     bool failed; /* allocation failure or state limit: transitions then return RX_DEAD */
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);

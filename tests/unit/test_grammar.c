@@ -90,6 +90,8 @@ static const char *rx_patterns[] = {
     "(\\([0-9]{3}\\))?[0-9]{3}-[0-9]{4}", "[\\s\\S]", "\\D\\W\\S", "[.]+", "\\.\\*",
     "a{0,3}b{1,2}", "(a?){3}", "[^\\n]*", "\\x41\\x{e9}", "ab|", "(|a)b", "[]a]+", "[a-]+",
     "日本+語?", "(ab|cd)*(ef)?", "[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?", "a.{2}b",
+    /* counted loops (above RX_NATIVE_COUNT) */
+    "a{0,40}", "(ab|a){0,35}b?", "[^a]{1,33}", "(a|bc){0,50}(a{0,40}|x)",
 };
 
 static const char *alphabet[] = {"a", "b", "c", "d", "e", "f", "x", "y", "0", "1", "9", " ",
@@ -191,13 +193,45 @@ Test(grammar_regex, full_match_vs_pcre2)
     }
 }
 
+/* Counted loops at and around their bounds, against PCRE2. */
+Test(grammar_regex, counted_loops_vs_pcre2)
+{
+    static const char *pats[] = {"[ab]{40,45}c?", "(ab|a){33,}c", "(x[0-9]){0,34}", "é{35}",
+                                 "(a{2,40}b){1,3}", "[^\"]{2,100}\"", "a{100}|a{50,60}"};
+    for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
+        pcre2_code *re = pcre_compile_full(pats[p]);
+        for (int k = 0; k < 400; k++) {
+            char s[512];
+            size_t n = 0;
+            int len = 30 + (int)(rnd() % 80);
+            const char *pieces[] = {"a", "b", "c", "x", "1", "é", "\"", "ab"};
+            for (int i = 0; i < len && n + 4 < sizeof s; i++) {
+                const char *pc = pieces[rnd() % (k % 2 ? 2 : 8)];
+                memcpy(s + n, pc, strlen(pc));
+                n += strlen(pc);
+            }
+            if (k % 3 == 0 && n > 0) n -= rnd() % (n < 20 ? n : 20);
+            s[n] = 0;
+            struct err e = {0};
+            int mine = rx_match_full(pats[p], strlen(pats[p]), s, n, &e);
+            cr_assert(mine >= 0, "%s: %s", pats[p], e.msg);
+            int ref = pcre_status(re, s, n) == 1;
+            cr_assert_eq(mine, ref, "/%s/ on \"%s\": ours %d, pcre2 %d", pats[p], s, mine, ref);
+        }
+        pcre2_code_free(re);
+    }
+    /* a large bound compiles to a small automaton */
+    struct err e = {0};
+    cr_assert_eq(rx_match_full("[a-z]{0,65535}", 14, "abc", 3, &e), 1);
+}
+
 Test(grammar_regex, errors_name_the_construct)
 {
     static const struct { const char *pat, *needle; } bad[] = {
         {"a(?=b)", "lookahead"}, {"(?<=a)b", "lookbehind"}, {"(a)\\1", "backreference"},
         {"\\bword", "word boundary"}, {"\\p{L}", "Unicode property"}, {"(ab", "missing )"},
         {"ab)", "unmatched )"}, {"[ab", "unterminated character class"}, {"*a", "quantifier"},
-        {"a{3,2}", "m < n"}, {"[z-a]", "out of order"}, {"a{20000}", "above 10000"},
+        {"a{3,2}", "m < n"}, {"[z-a]", "out of order"}, {"a{2000000}", "above 1000000"},
         {"(?i)ab", "inline flags"}, {"a\\", "trailing backslash"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
