@@ -3,7 +3,13 @@
  *
  *   lmserve-jsonschema SCHEMA.json            lark text on stdout (error on stderr, exit 1)
  *   lmserve-jsonschema --stats FILE.json...   FILE may be a plain schema or a MaskBench file
- *                                             ({"schema": ..., "tests": [...]}) */
+ *                                             ({"schema": ..., "tests": [...]})
+ *   lmserve-jsonschema --check FILE.json...   MaskBench files: test-only checker. The lark output
+ *       is translated to one PCRE2 pattern (each rule a named group called by (?&name)), and each
+ *       test instance, serialized compact and 2-space indented, is matched in full. This checks
+ *       the LANGUAGE of the emitted grammar (not the lexer/parser of src/grammar); prints one line
+ *       per file with validation errors (valid instance rejected) and invalidation errors
+ *       (invalid instance accepted), then a summary. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +20,10 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "grammar/jsonschema.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <math.h>
+#include <pcre2.h>
 
 static double now_us(void)
 {
@@ -44,8 +54,237 @@ static char *schema_text(const char *path, struct err *e)
     return t;
 }
 
+/* ---- checker: lark (as emitted by jsonschema.c) -> PCRE2 */
+
+static int lark_to_pcre(const char *lark, struct buf *o)
+{
+    buf_puts(o, "(?(DEFINE)");
+    const char *p = lark;
+    while (*p) {
+        const char *colon = strstr(p, ": ");
+        if (!colon) return -1;
+        buf_printf(o, "(?<%.*s>", (int)(colon - p), p);
+        p = colon + 2;
+        while (*p && *p != '\n') {
+            char c = *p;
+            if (c == ' ') p++;
+            else if (c == '"') {
+                p++;
+                buf_puts(o, "(?:");
+                while (*p && *p != '"') {
+                    if (*p == '\\') p++;
+                    unsigned char ch = (unsigned char)*p;
+                    if (ch < 0x80 && !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+                                       (ch >= 'A' && ch <= 'Z')))
+                        buf_printf(o, "\\x{%x}", ch);
+                    else buf_append(o, p, 1);
+                    p++;
+                }
+                buf_puts(o, ")");
+                p++;
+            } else if (c == '/') {
+                p++;
+                buf_puts(o, "(?:");
+                while (*p && *p != '/') {
+                    if (*p == '\\') {
+                        buf_append(o, p, 2);
+                        p += 2;
+                    } else {
+                        if (*p == '[') { /* copy a class verbatim ('/' may appear escaped only) */
+                        }
+                        buf_append(o, p++, 1);
+                    }
+                }
+                buf_puts(o, ")");
+                p++;
+            } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                       (c >= '0' && c <= '9')) {
+                const char *q = p;
+                while ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || *q == '_' ||
+                       (*q >= '0' && *q <= '9'))
+                    q++;
+                if (c >= '0' && c <= '9') buf_append(o, p, (size_t)(q - p)); /* inside {m,n} */
+                else buf_printf(o, "(?&%.*s)", (int)(q - p), p);
+                p = q;
+            } else {
+                buf_append(o, p++, 1);
+            }
+        }
+        buf_puts(o, ")");
+        if (*p) p++;
+    }
+    buf_puts(o, ")(?&start)");
+    return 0;
+}
+
+static void ser_str(struct buf *b, const char *s, size_t n)
+{
+    buf_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"') buf_puts(b, "\\\"");
+        else if (ch == '\\') buf_puts(b, "\\\\");
+        else if (ch == '\n') buf_puts(b, "\\n");
+        else if (ch == '\r') buf_puts(b, "\\r");
+        else if (ch == '\t') buf_puts(b, "\\t");
+        else if (ch == '\b') buf_puts(b, "\\b");
+        else if (ch == '\f') buf_puts(b, "\\f");
+        else if (ch < 0x20) buf_printf(b, "\\u%04x", ch);
+        else buf_append(b, &s[i], 1);
+    }
+    buf_puts(b, "\"");
+}
+
+/* Python json.dumps style: compact (",", ":") or indent=2 (", " and ": " with newlines) */
+static void ser(struct buf *b, json_t *v, int indent, int depth)
+{
+    switch (json_typeof(v)) {
+    case JSON_NULL: buf_puts(b, "null"); break;
+    case JSON_TRUE: buf_puts(b, "true"); break;
+    case JSON_FALSE: buf_puts(b, "false"); break;
+    case JSON_INTEGER: buf_printf(b, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_REAL: {
+        double x = json_real_value(v);
+        char t[64];
+        int p = 1;
+        for (; p <= 17; p++) { /* shortest round-trip digits, then Python's repr layout */
+            snprintf(t, sizeof t, "%.*e", p - 1, x);
+            if (strtod(t, NULL) == x) break;
+        }
+        int ex = atoi(strchr(t, 'e') + 1);
+        if (ex >= -4 && ex < 16) {
+            int dec = p - 1 - ex;
+            snprintf(t, sizeof t, "%.*f", dec > 0 ? dec : 0, x);
+            if (!strchr(t, '.')) strcat(t, ".0");
+        } else {
+            char m[40];
+            snprintf(m, sizeof m, "%.*e", p - 1, x);
+            *strchr(m, 'e') = 0;
+            snprintf(t, sizeof t, "%se%c%02d", m, ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+        }
+        buf_puts(b, t);
+        break;
+    }
+    case JSON_STRING: ser_str(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_ARRAY: {
+        if (!json_array_size(v)) {
+            buf_puts(b, "[]");
+            break;
+        }
+        buf_puts(b, "[");
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            if (i) buf_puts(b, ",");
+            if (indent) buf_printf(b, "\n%*s", (depth + 1) * indent, "");
+            ser(b, x, indent, depth + 1);
+        }
+        if (indent) buf_printf(b, "\n%*s", depth * indent, "");
+        buf_puts(b, "]");
+        break;
+    }
+    case JSON_OBJECT: {
+        if (!json_object_size(v)) {
+            buf_puts(b, "{}");
+            break;
+        }
+        buf_puts(b, "{");
+        int i = 0;
+        void *it = json_object_iter(v);
+        while (it) {
+            if (i++) buf_puts(b, ",");
+            if (indent) buf_printf(b, "\n%*s", (depth + 1) * indent, "");
+            ser_str(b, json_object_iter_key(it), json_object_iter_key_len(it));
+            buf_puts(b, indent ? ": " : ":");
+            ser(b, json_object_iter_value(it), indent, depth + 1);
+            it = json_object_iter_next(v, it);
+        }
+        if (indent) buf_printf(b, "\n%*s", depth * indent, "");
+        buf_puts(b, "}");
+        break;
+    }
+    }
+}
+
+static int check_main(int argc, char **argv, int first)
+{
+    int files = 0, compiled = 0, vt = 0, it = 0, ve = 0, ie = 0, pcre_fail = 0;
+    for (int i = first; i < argc; i++) {
+        json_error_t je;
+        json_t *j = json_load_file(argv[i], JSON_DECODE_ANY, &je);
+        if (!j) continue;
+        files++;
+        char *t = json_dumps(json_object_get(j, "schema"), JSON_ENCODE_ANY | JSON_COMPACT);
+        struct buf lark = {0}, rx = {0};
+        struct err e = {0};
+        int r = t ? jsonschema_to_lark(t, strlen(t), "", &lark, &e) : -1;
+        free(t);
+        if (r) {
+            json_decref(j);
+            buf_free(&lark);
+            continue;
+        }
+        compiled++;
+        lark_to_pcre(lark.data, &rx);
+        int ec;
+        PCRE2_SIZE eo;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)rx.data, rx.len,
+                                       PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &ec, &eo, NULL);
+        if (!re) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(ec, msg, sizeof msg);
+            printf("{\"file\":\"%s\",\"pcre_error\":\"%s at %zu\"}\n", argv[i], msg, (size_t)eo);
+            pcre_fail++;
+            json_decref(j);
+            buf_free(&lark);
+            buf_free(&rx);
+            continue;
+        }
+        pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+        size_t k;
+        json_t *tc;
+        int fve = 0, fie = 0;
+        json_array_foreach(json_object_get(j, "tests"), k, tc)
+        {
+            bool valid = json_is_true(json_object_get(tc, "valid"));
+            for (int ind = 0; ind <= 2; ind += 2) {
+                struct buf inst = {0};
+                ser(&inst, json_object_get(tc, "data"), ind, 0);
+                int m = pcre2_match(re, (PCRE2_SPTR)inst.data, inst.len, 0, 0, md, NULL);
+                if (valid) vt++;
+                else it++;
+                if (m < 0 && m != PCRE2_ERROR_NOMATCH) {
+                    printf("{\"file\":\"%s\",\"test\":%zu,\"pcre_match_error\":%d}\n", argv[i], k, m);
+                } else if (valid && m < 0) {
+                    fve++;
+                    printf("{\"file\":\"%s\",\"test\":%zu,\"validation_error\":true,\"indent\":%d,\"instance\":\"%.200s\"}\n",
+                           argv[i], k, ind, inst.data);
+                } else if (!valid && m >= 0) {
+                    fie++;
+                    printf("{\"file\":\"%s\",\"test\":%zu,\"invalidation_error\":true,\"indent\":%d,\"instance\":\"%.200s\"}\n",
+                           argv[i], k, ind, inst.data);
+                }
+                buf_free(&inst);
+            }
+        }
+        ve += fve;
+        ie += fie;
+        pcre2_match_data_free(md);
+        pcre2_code_free(re);
+        json_decref(j);
+        buf_free(&lark);
+        buf_free(&rx);
+    }
+    printf("{\"summary\":true,\"files\":%d,\"compiled\":%d,\"pcre_fail\":%d,\"valid_tested\":%d,"
+           "\"invalid_tested\":%d,\"validation_errors\":%d,\"invalidation_errors\":%d}\n",
+           files, compiled, pcre_fail, vt, it, ve, ie);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--check")) return check_main(argc, argv, 2);
     bool stats = argc > 1 && !strcmp(argv[1], "--stats");
     int first = stats ? 2 : 1;
     if (argc <= first) {

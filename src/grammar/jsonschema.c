@@ -809,7 +809,7 @@ static struct sn *lower(struct js *c, json_t *s)
         }
     }
     res = sn_new(c, JT_ALL);
-    bool own_done = false;
+    bool own_done = false, has_props = json_object_get(s, "properties") != NULL;
     json_object_foreach(s, k, v)
     {
         struct sn *part = NULL;
@@ -872,7 +872,10 @@ static struct sn *lower(struct js *c, json_t *s)
                             goto out;
                         }
             }
-        } else if (is_own_keyword(k) && !own_done) {
+        } else if (is_own_keyword(k) && !own_done &&
+                   (!has_props || !strcmp(k, "properties"))) {
+            /* sibling keywords take the place of "properties" (or of the first of them), so the
+             * property order follows the order of applicators in the schema, as llguidance does */
             own_done = true;
             part = lower_own(c, s);
         } else continue;

@@ -223,9 +223,10 @@ static void emit_set(struct buf *o, const struct cpset *s, bool canonical)
     bool all_ctl = true;
     for (uint32_t c = 0; c < 0x20; c++)
         if (!cp_has(s, c)) all_ctl = false;
-    if (all_ctl && !canonical) {
-        buf_puts(&alt, nalt++ ? "|\\\\[bfnrt]|\\\\u00[01][0-9a-fA-F]" : "\\\\[bfnrt]|\\\\u00[01][0-9a-fA-F]");
-        nalt++;
+    if (all_ctl) {
+        if (nalt++) buf_puts(&alt, "|");
+        buf_puts(&alt, canonical ? "\\\\[bfnrt]|\\\\u00(?:0[0-7bBeEfF]|1[0-9a-fA-F])"
+                                 : "\\\\[bfnrt]|\\\\u00[01][0-9a-fA-F]");
     } else {
         for (uint32_t c = 0; c < 0x20; c++) {
             if (!cp_has(s, c)) continue;
@@ -854,6 +855,48 @@ static void key_not_in_rec(struct kname *names, int n, struct buf *out, int dept
     buf_free(&alts);
 }
 
+#define RAWCH "[^\"\\\\\\x00-\\x1F]"
+#define ESCCH "\\\\[\"\\\\bfnrt]|\\\\u00(?:0[0-7bBeEfF]|1[0-9a-fA-F])"
+
+/* content of unescaped characters only, not in names (names have no escaped characters) */
+static void raw_not_in_rec(struct kname *names, int n, struct buf *out)
+{
+    bool has_empty = false;
+    for (int i = 0; i < n; i++)
+        if (names[i].n == 0) has_empty = true;
+    qsort(names, (size_t)n, sizeof *names, cmp_cp_first);
+    struct buf alts = {0}, excl = {0};
+    int nalt = 0;
+    int i = 0;
+    while (i < n && names[i].n == 0) i++;
+    while (i < n) {
+        size_t k = 0;
+        uint32_t c = dec_cp(names[i].s, names[i].n, &k);
+        int j = i;
+        struct kname sub[n];
+        int ns = 0;
+        while (j < n) {
+            size_t kk = 0;
+            uint32_t cj = dec_cp(names[j].s, names[j].n, &kk);
+            if (cj != c) break;
+            sub[ns].s = names[j].s + kk;
+            sub[ns].n = names[j].n - kk;
+            ns++;
+            j++;
+        }
+        if (nalt++) buf_puts(&alts, "|");
+        jsrx_literal(names[i].s, k, &alts);
+        raw_not_in_rec(sub, ns, &alts);
+        put_class_cp(&excl, c);
+        i = j;
+    }
+    if (nalt++) buf_puts(&alts, "|");
+    buf_printf(&alts, "[^%s\"\\\\\\x00-\\x1F]" RAWCH "*", excl.data ? excl.data : "");
+    buf_printf(out, "(?:%s)%s", alts.data, has_empty ? "" : "?");
+    buf_free(&alts);
+    buf_free(&excl);
+}
+
 int jsrx_key_not_in(const char *const *names, const size_t *lens, int n, struct buf *out,
                     struct err *e)
 {
@@ -864,9 +907,19 @@ int jsrx_key_not_in(const char *const *names, const size_t *lens, int n, struct 
         k[i].s = names[i];
         k[i].n = lens[i];
     }
+    bool plain = true; /* no name needs escapes: then any escaped key is "other" */
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < lens[i]; j++) {
+            unsigned char ch = (unsigned char)names[i][j];
+            if (ch < 0x20 || ch == '"' || ch == '\\') plain = false;
+        }
     buf_puts(out, "\"");
     if (n == 0) buf_puts(out, JSRX_CHAR "*");
-    else key_not_in_rec(k, n, out, 0);
+    else if (plain) {
+        buf_puts(out, "(?:" RAWCH "*(?:" ESCCH ")" JSRX_CHAR "*|");
+        raw_not_in_rec(k, n, out);
+        buf_puts(out, ")");
+    } else key_not_in_rec(k, n, out, 0);
     buf_puts(out, "\"");
     free(k);
     return 0;
