@@ -62,7 +62,8 @@ struct chat_caps {
 /* Returns 0 and fills caps when `arch` has a renderer; else -1 (ERR_UNSUPPORTED naming arch). */
 int chat_family_caps(const char *arch, struct chat_caps *caps, struct err *e);
 
-/* Renders msgs with the template of family `arch` (e.g. "qwen3", "qwen3moe"). `out` must be
+/* Renders msgs with the template of family `arch` (e.g. "qwen3", "qwen3moe"); opts NULL = the
+ * generation prompt on, thinking on, no tools. `out` must be
  * zeroed (or previously freed); on success the caller owns it (chat_prompt_free). On failure out
  * is left empty. Errors: ERR_UNSUPPORTED for an unknown family, ERR_INVALID for a conversation
  * the template rejects (no messages, a tool call without name/arguments, tools not an array). */

@@ -300,3 +300,80 @@ Test(chat, spans_keep_user_text_from_forging_specials)
     chat_prompt_free(&p);
     vocab_free(v);
 }
+
+/* Random, often malformed, message arrays: mapping + rendering either succeed or fail with a
+ * message (run under ASan/UBSan by `make test`); never crash or leak. */
+static uint32_t rnd(uint32_t *x)
+{
+    *x ^= *x << 13, *x ^= *x >> 17, *x ^= *x << 5;
+    return *x;
+}
+
+static json_t *rnd_scalar(uint32_t *x)
+{
+    static const char *strs[] = {"", "hi", "<tool_response>x</tool_response>", "<think>a</think>b", "</think>",
+                                 "\n\n", "{\"a\": 1}", "é中😀", "<|im_start|>"};
+    switch (rnd(x) % 6) {
+    case 0: return json_null();
+    case 1: return json_integer((json_int_t)(rnd(x) % 100));
+    case 2: return json_true();
+    default: return json_string(strs[rnd(x) % (sizeof strs / sizeof strs[0])]);
+    }
+}
+
+static json_t *rnd_content(uint32_t *x)
+{
+    if (rnd(x) % 4) return rnd_scalar(x);
+    json_t *a = json_array();
+    for (uint32_t i = rnd(x) % 3; i > 0; i--)
+        json_array_append_new(a, rnd(x) % 5 ? json_pack("{s:s,s:o}", "type", rnd(x) % 4 ? "text" : "image_url", "text", rnd_scalar(x))
+                                            : rnd_scalar(x));
+    return a;
+}
+
+Test(chat, random_malformed_conversations_fail_cleanly)
+{
+    static const char *roles[] = {"system", "user", "assistant", "tool", "developer", "bogus"};
+    uint32_t x = 12345;
+    int ok = 0, failed = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        json_t *msgs = json_array();
+        for (uint32_t i = rnd(&x) % 6; i > 0; i--) {
+            json_t *m = json_object();
+            if (rnd(&x) % 16) json_object_set_new(m, "role", json_string(roles[rnd(&x) % 6]));
+            if (rnd(&x) % 8) json_object_set_new(m, "content", rnd_content(&x));
+            if (rnd(&x) % 3 == 0) json_object_set_new(m, "reasoning_content", rnd_scalar(&x));
+            if (rnd(&x) % 3 == 0) {
+                json_t *tcs = json_array();
+                for (uint32_t k = rnd(&x) % 3; k > 0; k--) {
+                    json_t *fn = json_object();
+                    if (rnd(&x) % 8) json_object_set_new(fn, "name", rnd(&x) % 4 ? json_string("f") : rnd_scalar(&x));
+                    if (rnd(&x) % 8)
+                        json_object_set_new(fn, "arguments", rnd(&x) % 3 ? rnd_scalar(&x) : json_pack("{s:[i,f]}", "k", 1, 0.5));
+                    json_array_append_new(tcs, rnd(&x) % 10 ? json_pack("{s:s,s:o}", "type", "function", "function", fn) : fn);
+                }
+                json_object_set_new(m, "tool_calls", tcs);
+            }
+            json_array_append_new(msgs, rnd(&x) % 20 ? m : (json_decref(m), rnd_scalar(&x)));
+        }
+        struct chat_msg *cm = NULL;
+        int n = 0;
+        struct err e = {0};
+        struct chat_prompt p = {0};
+        json_t *tools = rnd(&x) % 3 ? NULL : json_pack("[{s:s,s:{s:s}}]", "type", "function", "function", "name", "t");
+        struct chat_prompt_opts o = {.add_generation_prompt = rnd(&x) % 2, .enable_thinking = rnd(&x) % 2, .tools = tools};
+        if (chat_msgs_from_openai_json(msgs, &cm, &n, &e) == 0 && chat_render("qwen3", cm, n, &o, &p, &e) == 0) {
+            cr_assert_eq(strlen(p.text.data), p.text.len);
+            ok++;
+        } else {
+            cr_assert_neq(e.msg[0], 0, "failure without a message");
+            failed++;
+        }
+        chat_prompt_free(&p);
+        chat_msgs_free(cm, n);
+        json_decref(tools);
+        json_decref(msgs);
+    }
+    cr_assert_gt(ok, 100, "too few valid conversations (%d)", ok);
+    cr_assert_gt(failed, 100, "too few invalid conversations (%d)", failed);
+}
