@@ -516,3 +516,50 @@ Test(vocab, stream_feed_by_token_id)
     cr_assert_eq(memcmp(out, "\xe2\x82\xac", 3), 0);
     vocab_free(v);
 }
+
+/* Random bytes (biased to UTF-8 lead/continuation bytes, '<' and specials' text): encoding never
+ * fails, decoding gives valid UTF-8, and re-encoding the decoded text gives the same ids (decode
+ * yields NFC(lossy(input)), which is a fixed point of the pipeline). Under ASan this doubles as a
+ * memory-safety fuzz of the encoder. */
+Test(vocab, qwen3_random_bytes_reencode_to_same_ids)
+{
+    struct vocab *v = qwen(NULL);
+    unsigned x = 7;
+    const char *frag[] = {"<|im_start|>", "<think>", "<|", "e\xcc\x81", "\xe2\x82\xac", " ",
+                          "\n", "'s", "12", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\xc3"};
+    for (int iter = 0; iter < 400; iter++) {
+        char s[256];
+        size_t n = 0;
+        x = x * 1103515245u + 12345u;
+        size_t want = (x >> 16) % 200;
+        while (n < want) {
+            x = x * 1103515245u + 12345u;
+            unsigned r = x >> 16;
+            if (r % 3 == 0) {
+                const char *f = frag[(r / 3) % 12];
+                size_t fl = strlen(f);
+                if (n + fl > sizeof s) break;
+                memcpy(s + n, f, fl);
+                n += fl;
+            } else {
+                s[n++] = (char)(r % 3 == 1 ? (r >> 4) & 0xff : 'a' + (r >> 4) % 26);
+            }
+        }
+        int32_t *a, *b;
+        size_t na = enc(v, s, n, NULL, 0, false, &a);
+        struct buf d = {0};
+        struct err e = {0};
+        cr_assert_eq(tok_decode(v, a, na, &d, &e), 0);
+        struct buf fixed = {0};
+        tok_utf8_lossy(d.data ? d.data : "", d.len, &fixed);
+        cr_assert(fixed.len == d.len && memcmp(fixed.data ? fixed.data : "", d.data ? d.data : "", d.len) == 0,
+                  "iteration %d: decode is not valid UTF-8", iter);
+        size_t nb = enc(v, d.data ? d.data : "", d.len, NULL, 0, false, &b);
+        cr_assert(na == nb && memcmp(a, b, na * sizeof *a) == 0, "iteration %d: re-encode differs", iter);
+        free(a);
+        free(b);
+        buf_free(&d);
+        buf_free(&fixed);
+    }
+    vocab_free(v);
+}
