@@ -52,6 +52,14 @@ int mm_gemm_supported(enum ggml_type wtype)
     return g && g->supported(wtype);
 }
 
+int mm_act_is_a8(enum ggml_type wtype, int64_t n_tok)
+{
+    const struct mm_gemm_impl *g = gemm_impl();
+    if (!g) return 0;
+    if (n_tok >= g_gemm_min_tok && g->supported(wtype)) return 1;
+    return g->gemv_supported && g->gemv_supported(wtype);
+}
+
 /* ------------------------------------------------------------ scratch */
 
 struct mm_job;
@@ -123,18 +131,21 @@ struct mm_act {
     const float *X;
     int64_t x_stride, n_tok, cols;
     const int32_t *x_idx;
-    int gemm;                 /* 1: A8 panel, 0: rows of vdt */
+    int a8;                   /* 1: A8 panel, 0: rows of vdt */
     enum ggml_type vdt;
     size_t row_bytes;         /* GEMV: bytes of one quantized token row */
     uint8_t *q;               /* GEMV rows or A8 q */
     float *ad, *as;           /* A8 only */
+    int32_t *ai;
     int64_t tok_begin;        /* prefix over sets, for splitting the quantization work */
 };
+
+enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM };
 
 struct mm_plan_op {
     const struct mm_op *op;
     int act;
-    int gemm;
+    enum mm_path path;
     size_t w_stride;
     int64_t tile_rows, n_tiles, tile_begin;
     quant_vec_dot_fn dot;
@@ -160,9 +171,10 @@ static void quantize_part(struct mm_job *j, int ith, int nth)
         int64_t hi = t1 - A->tok_begin < A->n_tok ? t1 - A->tok_begin : A->n_tok;
         for (int64_t t = lo; t < hi; t++) {
             const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
-            if (A->gemm) {
+            if (A->a8) {
                 int64_t nb = A->cols / 32;
-                j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb);
+                j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb,
+                                A->ai + t * nb);
             } else {
                 quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
             }
@@ -177,7 +189,12 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
     int64_t r0 = tile * p->tile_rows, r1 = r0 + p->tile_rows < op->rows ? r0 + p->tile_rows : op->rows;
     int64_t ys = op->y_stride ? op->y_stride : op->rows;
     const uint8_t *W = (const uint8_t *)op->W + (size_t)r0 * p->w_stride;
-    if (p->gemm) {
+    if (p->path == PATH_GEMV_A8) {
+        j->g->gemv(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai, op->n_tok, op->Y,
+                   ys, op->y_idx, r0);
+        return;
+    }
+    if (p->path == PATH_GEMM) {
         uint8_t *panel = j->s->panel[ith];
         int64_t nb = op->cols / 32;
         float *pd = (float *)(panel + (size_t)op->cols * MM_TILE_ROWS);
@@ -219,10 +236,10 @@ static void worker(void *ctx, int ith, int nth)
     }
 }
 
-static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int gemm, enum ggml_type vdt)
+static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int a8, enum ggml_type vdt)
 {
     return A->X == op->X && A->x_stride == xs && A->x_idx == op->x_idx && A->n_tok == op->n_tok &&
-           A->cols == op->cols && A->gemm == gemm && (gemm || A->vdt == vdt);
+           A->cols == op->cols && A->a8 == a8 && (a8 || A->vdt == vdt);
 }
 
 int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s, struct err *e)
@@ -262,20 +279,25 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
             return err_set(e, ERR_INVALID, "matmul: row stride %zu < row size %zu", ws, row_size);
         }
         int64_t xs = op->x_stride ? op->x_stride : op->cols;
-        int gemm = g && op->n_tok >= g_gemm_min_tok && g->supported(op->wtype) && op->cols % 32 == 0;
+        enum mm_path path = PATH_DOT;
+        if (g && op->cols % 32 == 0) {
+            if (op->n_tok >= g_gemm_min_tok && g->supported(op->wtype)) path = PATH_GEMM;
+            else if (g->gemv_supported && g->gemv_supported(op->wtype)) path = PATH_GEMV_A8;
+        }
+        int a8 = path != PATH_DOT, gemm = path == PATH_GEMM;
         /* find or add the activation set */
         int a;
         for (a = 0; a < j->n_acts; a++)
-            if (same_act(&j->acts[a], op, xs, gemm, tr->vec_dot_type)) break;
+            if (same_act(&j->acts[a], op, xs, a8, tr->vec_dot_type)) break;
         if (a == j->n_acts) {
             struct mm_act *A = &j->acts[j->n_acts++];
             *A = (struct mm_act){.X = op->X, .x_stride = xs, .n_tok = op->n_tok, .cols = op->cols,
-                                 .x_idx = op->x_idx, .gemm = gemm, .vdt = tr->vec_dot_type};
+                                 .x_idx = op->x_idx, .a8 = a8, .vdt = tr->vec_dot_type};
             A->tok_begin = j->total_tok;
             j->total_tok += op->n_tok;
-            if (gemm) {
+            if (a8) {
                 A->row_bytes = (size_t)op->cols;
-                act_bytes += (size_t)op->n_tok * ((size_t)op->cols + 2 * 4 * (size_t)(op->cols / 32)) + 3 * 64;
+                act_bytes += (size_t)op->n_tok * ((size_t)op->cols + 3 * 4 * (size_t)(op->cols / 32)) + 4 * 64;
             } else {
                 A->row_bytes = quant_row_size(tr->vec_dot_type, op->cols);
                 act_bytes += (size_t)op->n_tok * A->row_bytes + 64;
@@ -284,7 +306,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         struct mm_plan_op *p = &j->pops[j->n_ops++];
         p->op = op;
         p->act = a;
-        p->gemm = gemm;
+        p->path = path;
         p->w_stride = ws;
         p->dot = tr->vec_dot;
         p->tile_rows = gemm ? MM_TILE_ROWS : MM_GEMV_TILE_ROWS;
@@ -304,11 +326,13 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     for (int a = 0; a < j->n_acts; a++) {
         struct mm_act *A = &j->acts[a];
         A->q = s->act + off;
-        if (A->gemm) {
+        if (A->a8) {
             off += ((size_t)A->n_tok * (size_t)A->cols + 63) / 64 * 64;
             A->ad = (float *)(s->act + off);
             off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
             A->as = (float *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
+            A->ai = (int32_t *)(s->act + off);
             off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
         } else {
             off += ((size_t)A->n_tok * A->row_bytes + 63) / 64 * 64;

@@ -61,5 +61,9 @@ int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t r
 void mm_set_gemm_min_tokens(int64_t n);
 /* Whether the packed GEMM path exists for this weight type on this CPU. */
 int mm_gemm_supported(enum ggml_type wtype);
+/* Whether an op of this type and token count quantizes its activations to the int8 panel with
+ * per-32 f32 scales (GEMM and the VNNI GEMV kernels) rather than to the type's vec_dot_type;
+ * cols a multiple of 32. Lets tests compute the exact expected value. */
+int mm_act_is_a8(enum ggml_type wtype, int64_t n_tok);
 
 #endif

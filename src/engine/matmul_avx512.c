@@ -5,6 +5,7 @@
  * a token into vpdpbusd, so one instruction does 64 MACs for 16 rows of one token and the
  * per-32-block scales are applied once per 16 rows x token x block (cvt, mul, 2 fma). */
 #include <immintrin.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "engine/fp16.h"
@@ -15,7 +16,7 @@
 
 /* ------------------------------------------------------------ activations */
 
-static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as)
+static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai)
 {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t b = 0; b < cols / 32; b++, x += 32, q += 32) {
@@ -30,6 +31,7 @@ static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float 
         int s = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
         ad[b] = d;
         as[b] = d * (float)s;
+        ai[b] = s;
     }
 }
 
@@ -246,12 +248,84 @@ static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64
     }
 }
 
+/* ------------------------------------------------------------ GEMV (decode) */
+
+#define GEMV_PF 4096 /* bytes of weights prefetched ahead: keeps the stream from stalling on DRAM */
+
+static float g_f16[65536]; /* fp16 -> f32 table: a block scale costs two loads, no ALU */
+
+static void init_tables(void)
+{
+    for (uint32_t h = 0; h < 65536; h++) g_f16[h] = fp16_to_f32_sw((uint16_t)h);
+}
+
+AI float hsum8(__m256 v)
+{
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* Q8_0 row . A8 token: the weight bytes are made unsigned by ^0x80 (w + 128), so vpdpbusd
+ * computes sum (w + 128) y; the accumulator starts at -128 * sum y (lane 0), which leaves
+ * sum w y. Four independent chains; the scales are one mul + one fma per block. */
+AI __m256 q8_0_a8_block(const struct block_q8_0 *x, const int8_t *y, const float *ad, const int32_t *ai, __m256 acc)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), flip);
+    __m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-128 * *ai));
+    __m256i s = _mm256_dpbusd_epi32(init, w, _mm256_loadu_si256((const __m256i *)y));
+    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(*ad));
+    return _mm256_fmadd_ps(f, _mm256_set1_ps(g_f16[x->d]), acc);
+}
+
+AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, const float *ad, const int32_t *ai)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        _mm_prefetch((const char *)(x + b) + GEMV_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + b) + GEMV_PF + 64, _MM_HINT_T0);
+        a0 = q8_0_a8_block(x + b, y + 32 * b, ad + b, ai + b, a0);
+        a1 = q8_0_a8_block(x + b + 1, y + 32 * b + 32, ad + b + 1, ai + b + 1, a1);
+        a2 = q8_0_a8_block(x + b + 2, y + 32 * b + 64, ad + b + 2, ai + b + 2, a2);
+        a3 = q8_0_a8_block(x + b + 3, y + 32 * b + 96, ad + b + 3, ai + b + 3, a3);
+    }
+    for (; b < nb; b++) a0 = q8_0_a8_block(x + b, y + 32 * b, ad + b, ai + b, a0);
+    return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+static int gemv_supported(enum ggml_type t) { return t == GGML_TYPE_Q8_0; }
+
+static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
+                 const float *ad, const int32_t *ai, int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx,
+                 int64_t r0)
+{
+    (void)t;
+    const int64_t nb = cols / 32;
+    for (int64_t r = 0; r < nrows; r++) {
+        const struct block_q8_0 *x = (const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws);
+        for (int64_t k = 0; k < n_tok; k++) {
+            float *yrow = Y + (y_idx ? y_idx[k] : k) * y_stride;
+            yrow[r0 + r] = dot_q8_0_a8(x, nb, aq + k * cols, ad + k * nb, ai + k * nb);
+        }
+    }
+}
+
 static const struct mm_gemm_impl g_impl = {
     .name = "avx512-vnni",
     .supported = supported,
     .act_quant = act_quant,
     .pack = pack,
     .kernel = kernel,
+    .gemv_supported = gemv_supported,
+    .gemv = gemv,
 };
 
-const struct mm_gemm_impl *mm_gemm_avx512(void) { return &g_impl; }
+const struct mm_gemm_impl *mm_gemm_avx512(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_tables);
+    return &g_impl;
+}

@@ -3,7 +3,7 @@
  * GEMM data layouts (transient, in the caller's scratch):
  *   activation panel A8 for one activation set: q[t * cols + k] int8 (per-32-block symmetric
  *     quantization, d = amax/127), ad[t * nb + b] = d, as[t * nb + b] = d * sum(q of block b),
- *     nb = cols / 32.
+ *     ai[t * nb + b] = sum(q of block b) (int), nb = cols / 32.
  *   weight panel for a tile of MM_TILE_ROWS rows: for 32-column block b and 4-column group g,
  *     panel[(b * 8 + g) * 64 + r * 4 + i] = u8 quant of row r, column 32b + 4g + i;
  *     pd[b * 16 + r], pm[b * 16 + r] such that W[r][32b + k] = pd * u8 - pm (exact for every
@@ -22,8 +22,8 @@
 struct mm_gemm_impl {
     const char *name;
     int (*supported)(enum ggml_type wtype);
-    /* one token: x[cols] -> q[cols], ad[cols/32], as[cols/32] */
-    void (*act_quant)(const float *x, int64_t cols, int8_t *q, float *ad, float *as);
+    /* one token: x[cols] -> q[cols], ad[cols/32], as[cols/32], ai[cols/32] (int sum of q) */
+    void (*act_quant)(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai);
     /* rows [0, nrows) (nrows <= 16) of W -> panel (cols*16 bytes), pd/pm (cols/32*16 floats) */
     void (*pack)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                  uint8_t *panel, float *pd, float *pm);
@@ -32,6 +32,13 @@ struct mm_gemm_impl {
     void (*kernel)(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
                    const int8_t *aq, const float *ad, const float *as, int64_t n_tok, float *Y,
                    int64_t y_stride, const int32_t *y_idx, int64_t r0, int nrows);
+    /* GEMV on the same activation panel: rows [0, nrows) of W (row r at W + r * w_stride) for
+     * tokens [0, n_tok); token t's output row is Y + (y_idx ? y_idx[t] : t) * y_stride, and row r
+     * goes to index r0 + r. NULL gemv_supported: no GEMV kernels here. */
+    int (*gemv_supported)(enum ggml_type wtype);
+    void (*gemv)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
+                 const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
+                 int64_t y_stride, const int32_t *y_idx, int64_t r0);
 };
 
 #if defined(__x86_64__)

@@ -5,6 +5,10 @@
 #include "engine/fp16.h"
 #include "engine/quant_blocks.h"
 
+#ifndef PF_DIST
+#define PF_DIST 1024 /* bytes ahead of the weight stream to prefetch */
+#endif
+
 static inline __m256i dpbusd_i8(__m256i acc, __m256i x, __m256i y)
 {
     return _mm256_dpbusd_epi32(acc, _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
@@ -24,6 +28,7 @@ static float q8_0_dot(int64_t n, const void *vx, const void *vy)
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t nb = n / QK8_0, i = 0;
     for (; i + 2 <= nb; i += 2) {
+        _mm_prefetch((const char *)(x + i) + PF_DIST, _MM_HINT_T0);
         __m256i p0 = dpbusd_i8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[i].qs),
                                _mm256_loadu_si256((const __m256i *)y[i].qs));
         __m256i p1 = dpbusd_i8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[i + 1].qs),

@@ -1,0 +1,192 @@
+/* lmserve-kbench — kernel microbenchmark: the matmuls of a Qwen3 forward pass, without the rest.
+ *
+ *   lmserve-kbench [-t THREADS] [--type q8_0|q4_k|q6_k|f16|...] [--layers N] [--pp N] [--reps N]
+ *
+ * Builds random weights with the Qwen3-0.6B geometry (per layer: q 2048x1024, k/v 1024x1024,
+ * o 1024x2048, gate/up 3072x1024, down 1024x3072; output 151936x1024) and times
+ *   decode: one token through every layer (qkv, o, gate+up, down as the engine batches them) and
+ *           the output head -> weight bytes streamed per second and tokens/s (matmuls only);
+ *   prefill: N tokens through every layer (no output head: prefill needs logits of one token)
+ *           -> int8 GOPS (2 ops per MAC) and tokens/s (matmuls only).
+ * Median of the repeats. Figures only; nothing is asserted. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/fp16.h"
+#include "engine/matmul.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Fills a matrix with plausible quantized content fast: quantize a few random rows with the
+ * reference quantizer and tile them (the kernels' speed does not depend on the values). */
+static void *make_w(enum ggml_type t, int64_t rows, int64_t cols, uint64_t *seed)
+{
+    size_t rs = quant_row_size(t, cols);
+    uint8_t *w = aligned_alloc(64, (rs * (size_t)rows + 63) / 64 * 64);
+    if (!w) return NULL;
+    enum { NPROTO = 8 };
+    float *x = malloc((size_t)cols * 4);
+    for (int p = 0; p < NPROTO && p < rows; p++) {
+        for (int64_t c = 0; c < cols; c++) {
+            *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            x[c] = (float)((double)(*seed >> 40) / 16777216.0 - 0.5) * 0.1f;
+        }
+        quant_traits(t)->from_float(x, w + (size_t)p * rs, cols);
+    }
+    for (int64_t r = NPROTO; r < rows; r++) memcpy(w + (size_t)r * rs, w + (size_t)(r % NPROTO) * rs, rs);
+    free(x);
+    return w;
+}
+
+struct layer {
+    void *q, *k, *v, *o, *gate, *up, *down;
+};
+
+int main(int argc, char **argv)
+{
+    int nth = tp_default_threads(), n_layer = 28, pp = 512, reps = 5;
+    enum ggml_type t = GGML_TYPE_Q8_0;
+    int64_t n_embd = 1024, n_q = 2048, n_kv = 1024, n_ff = 3072, n_vocab = 151936;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-t") && v) nth = atoi(v), i++;
+        else if (!strcmp(a, "--layers") && v) n_layer = atoi(v), i++;
+        else if (!strcmp(a, "--pp") && v) pp = atoi(v), i++;
+        else if (!strcmp(a, "--reps") && v) reps = atoi(v), i++;
+        else if (!strcmp(a, "--type") && v) {
+            int found = 0;
+            for (int k = 0; k < GGML_TYPE_COUNT; k++) {
+                const struct quant_traits *tr = quant_traits((enum ggml_type)k);
+                if (tr && !strcasecmp(tr->name, v)) t = (enum ggml_type)k, found = 1;
+            }
+            if (!found) {
+                fprintf(stderr, "unknown type %s\n", v);
+                return 2;
+            }
+            i++;
+        } else {
+            fprintf(stderr, "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (nth < 1 || n_layer < 1 || pp < 1 || reps < 1) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    quant_init();
+    struct threadpool *tp = tp_new(nth);
+    struct mm_scratch *s = mm_scratch_new();
+    if (!tp || !s) return 1;
+    uint64_t seed = 42;
+    struct layer *L = calloc((size_t)n_layer, sizeof *L);
+    for (int l = 0; l < n_layer; l++) {
+        L[l].q = make_w(t, n_q, n_embd, &seed);
+        L[l].k = make_w(t, n_kv, n_embd, &seed);
+        L[l].v = make_w(t, n_kv, n_embd, &seed);
+        L[l].o = make_w(t, n_embd, n_q, &seed);
+        L[l].gate = make_w(t, n_ff, n_embd, &seed);
+        L[l].up = make_w(t, n_ff, n_embd, &seed);
+        L[l].down = make_w(t, n_embd, n_ff, &seed);
+        if (!L[l].q || !L[l].k || !L[l].v || !L[l].o || !L[l].gate || !L[l].up || !L[l].down) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
+    }
+    void *out = make_w(t, n_vocab, n_embd, &seed);
+    if (!out) return 1;
+    size_t layer_bytes = quant_row_size(t, n_embd) * (size_t)(n_q + 2 * n_kv + 2 * n_ff) +
+                         quant_row_size(t, n_q) * (size_t)n_embd + quant_row_size(t, n_ff) * (size_t)n_embd;
+    size_t out_bytes = quant_row_size(t, n_embd) * (size_t)n_vocab;
+    double macs_layer = (double)n_embd * (n_q + 2 * n_kv + 2 * n_ff) + (double)n_q * n_embd + (double)n_ff * n_embd;
+
+    int64_t maxtok = pp;
+    float *x = malloc((size_t)(maxtok * n_ff) * 4), *y1 = malloc((size_t)(maxtok * (n_q + 2 * n_kv)) * 4);
+    float *y2 = malloc((size_t)(maxtok * 2 * n_ff) * 4), *logits = malloc((size_t)n_vocab * 4);
+    for (int64_t i = 0; i < maxtok * n_ff; i++) x[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
+    struct err e;
+
+    printf("lmserve-kbench: type %s, %d threads, isa %s, gemm %s, %d layers (Qwen3-0.6B geometry)\n",
+           quant_traits(t)->name, nth, quant_isa(), mm_gemm_supported(t) ? "packed-vnni" : "vec_dot", n_layer);
+    printf("weights: %.1f MiB per token (layers %.1f + output %.1f)\n", (layer_bytes * n_layer + out_bytes) / 1048576.0,
+           layer_bytes * n_layer / 1048576.0, out_bytes / 1048576.0);
+
+    for (int phase = 0; phase < 2; phase++) {
+        int64_t nt = phase == 0 ? 1 : pp;
+        double *times = malloc(sizeof(double) * (size_t)(reps + 1));
+        double *cpu = malloc(sizeof(double) * (size_t)(reps + 1));
+        for (int r = 0; r <= reps; r++) { /* r == 0 is a warm-up */
+            double t0 = now(), c0 = cpu_now();
+            for (int l = 0; l < n_layer; l++) {
+                struct mm_op qkv[3] = {
+                    {.wtype = t, .W = L[l].q, .rows = n_q, .cols = n_embd, .X = x, .n_tok = nt, .Y = y1,
+                     .y_stride = n_q + 2 * n_kv},
+                    {.wtype = t, .W = L[l].k, .rows = n_kv, .cols = n_embd, .X = x, .n_tok = nt, .Y = y1 + n_q,
+                     .y_stride = n_q + 2 * n_kv},
+                    {.wtype = t, .W = L[l].v, .rows = n_kv, .cols = n_embd, .X = x, .n_tok = nt, .Y = y1 + n_q + n_kv,
+                     .y_stride = n_q + 2 * n_kv},
+                };
+                if (mm_run_ops(tp, qkv, 3, s, &e)) goto fail;
+                struct mm_op o = {.wtype = t, .W = L[l].o, .rows = n_embd, .cols = n_q, .X = y1,
+                                  .x_stride = n_q + 2 * n_kv, .n_tok = nt, .Y = x};
+                if (mm_run_ops(tp, &o, 1, s, &e)) goto fail;
+                struct mm_op gu[2] = {
+                    {.wtype = t, .W = L[l].gate, .rows = n_ff, .cols = n_embd, .X = x, .n_tok = nt, .Y = y2,
+                     .y_stride = 2 * n_ff},
+                    {.wtype = t, .W = L[l].up, .rows = n_ff, .cols = n_embd, .X = x, .n_tok = nt, .Y = y2 + n_ff,
+                     .y_stride = 2 * n_ff},
+                };
+                if (mm_run_ops(tp, gu, 2, s, &e)) goto fail;
+                struct mm_op down = {.wtype = t, .W = L[l].down, .rows = n_embd, .cols = n_ff, .X = y2,
+                                     .x_stride = 2 * n_ff, .n_tok = nt, .Y = x};
+                if (mm_run_ops(tp, &down, 1, s, &e)) goto fail;
+                /* keep activations bounded */
+                for (int64_t i = 0; i < nt * n_embd; i++) x[i] = x[i] * 1e-3f;
+            }
+            if (phase == 0 && mm_run(tp, t, out, n_vocab, n_embd, 0, x, 1, logits, s, &e)) goto fail;
+            times[r] = now() - t0;
+            cpu[r] = (cpu_now() - c0) / nth;
+        }
+        qsort(times + 1, (size_t)reps, sizeof(double), cmp_d);
+        qsort(cpu + 1, (size_t)reps, sizeof(double), cmp_d);
+        double med = times[1 + reps / 2], cmed = cpu[1 + reps / 2];
+        if (phase == 0) {
+            double bytes = (double)layer_bytes * n_layer + (double)out_bytes;
+            printf("decode  (n_tok=1):   %8.2f ms/token  %7.2f tok/s  %6.2f GB/s weights   [cpu-time: %7.2f tok/s %6.2f GB/s]\n",
+                   med * 1e3, 1 / med, bytes / med / 1e9, 1 / cmed, bytes / cmed / 1e9);
+        } else {
+            double ops = 2 * macs_layer * n_layer * pp;
+            printf("prefill (n_tok=%d): %8.2f ms        %7.2f tok/s  %6.1f GOPS   [cpu-time: %7.2f tok/s %6.1f GOPS]\n",
+                   pp, med * 1e3, pp / med, ops / med / 1e9, pp / cmed, ops / cmed / 1e9);
+        }
+        free(times);
+        free(cpu);
+    }
+    return 0;
+fail:
+    fprintf(stderr, "matmul failed: %s\n", e.msg);
+    return 1;
+}
