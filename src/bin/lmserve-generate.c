@@ -23,6 +23,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/chat.h"
+#include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/vocab.h"
@@ -218,6 +219,14 @@ int main(int argc, char **argv)
         toks[n_tok++] = bos;
     }
     if (chat) {
+        struct err te = {0};
+        char *tmpl = gguf_get_str(model_gguf(m), "tokenizer.chat_template", &te);
+        if (!chat_template_known(cfg->arch, tmpl))
+            fprintf(stderr, "lmserve-generate: warning: %s; rendering with the built-in %s template\n",
+                    tmpl ? "the model's chat template is not one the renderer was proven against"
+                         : "the model has no chat template",
+                    cfg->arch);
+        free(tmpl);
         struct chat_msg msgs[2] = {0};
         int n = 0;
         if (system) msgs[n++] = (struct chat_msg){.role = CHAT_SYSTEM, .content = (char *)system};

@@ -3,6 +3,7 @@
 #include "engine/chat.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,13 +15,17 @@
 typedef int (*chat_render_fn)(const struct chat_msg *, int, const struct chat_prompt_opts *,
                               struct chat_prompt *, struct err *);
 
+/* FNV-1a 64 fingerprints of the chat_template texts each renderer reproduces byte for byte. */
+#define QWEN3_TEMPLATES {0x2bfdb7aa9754484eull /* Qwen3 release tokenizer_config.json, 4116 bytes */}
+
 static const struct chat_family {
     const char *arch;
     chat_render_fn render;
     struct chat_caps caps;
+    uint64_t templates[4]; /* known fingerprints, 0-terminated */
 } chat_families[] = {
-    {"qwen3", chat_render_qwen3, {.tools = true, .thinking = true, .system = true}},
-    {"qwen3moe", chat_render_qwen3, {.tools = true, .thinking = true, .system = true}},
+    {"qwen3", chat_render_qwen3, {.tools = true, .thinking = true, .system = true}, QWEN3_TEMPLATES},
+    {"qwen3moe", chat_render_qwen3, {.tools = true, .thinking = true, .system = true}, QWEN3_TEMPLATES},
 };
 
 static const struct chat_family *chat_family_find(const char *arch)
@@ -37,6 +42,17 @@ int chat_family_caps(const char *arch, struct chat_caps *caps, struct err *e)
     if (!f) return err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'", arch ? arch : "(null)");
     *caps = f->caps;
     return 0;
+}
+
+bool chat_template_known(const char *arch, const char *tmpl)
+{
+    const struct chat_family *f = chat_family_find(arch);
+    if (!f || !tmpl) return false;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)tmpl; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    for (int i = 0; i < 4 && f->templates[i]; i++)
+        if (f->templates[i] == h) return true;
+    return false;
 }
 
 int chat_render(const char *arch, const struct chat_msg *msgs, int n_msgs,

@@ -62,6 +62,12 @@ struct chat_caps {
 /* Returns 0 and fills caps when `arch` has a renderer; else -1 (ERR_UNSUPPORTED naming arch). */
 int chat_family_caps(const char *arch, struct chat_caps *caps, struct err *e);
 
+/* Whether tmpl (a model's tokenizer.chat_template) is one the family renderer is known to
+ * reproduce byte for byte (fingerprints of the templates it was proven against). False for NULL,
+ * an unknown family, or a custom / fine-tuned template: the family renderer is still what
+ * chat_render uses, so callers should warn that prompts may differ from the model's template. */
+bool chat_template_known(const char *arch, const char *tmpl);
+
 /* Renders msgs with the template of family `arch` (e.g. "qwen3", "qwen3moe"); opts NULL = the
  * generation prompt on, thinking on, no tools. `out` must be
  * zeroed (or previously freed); on success the caller owns it (chat_prompt_free). On failure out

@@ -89,3 +89,9 @@ for bad in "--temp -1" "--top-p 0" "--top-k x" "--bogus"; do
   grep -q . "$out/err" || { echo "FAIL: no message for $bad"; exit 1; }
 done
 echo "generate: bad flags rejected"
+
+"$BUILD/lmserve-generate" "$M" --chat -p hi -n 1 --ids > /dev/null 2> "$out/err"
+if grep -q warning "$out/err"; then
+  cat "$out/err"; echo "FAIL: the generated model's Qwen3 chat template is not recognized"; exit 1
+fi
+echo "generate: the model's chat template is the one the renderer reproduces"

