@@ -1,6 +1,6 @@
 /* lmserve-maskbench — MaskBench conformance runner and mask-time benchmark.
  *
- *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall]
+ *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall] [--trace]
  *
  * MODEL (a .gguf file, or a directory with tokenizer.json) supplies the vocabulary. Each FILE is
  * a MaskBench case {"schema": ..., "tests": [{"valid": bool, "data": ...}, ...]}: the schema is
@@ -29,6 +29,7 @@
 /* Mask and compile times are this thread's CPU time by default (the figure that matters for one
  * decoding thread, and stable on a shared machine); --wall uses the monotonic clock. */
 static clockid_t g_clock = CLOCK_THREAD_CPUTIME_ID;
+static bool g_trace; /* --trace: where each rejection happened (stderr) */
 
 static double now_us(void)
 {
@@ -116,6 +117,16 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
         int rc = matcher_consume(m, t);
         if (allowed != (rc == 0)) (*mismatch)++;
         if (!allowed || rc) {
+            if (g_trace) {
+                size_t off = 0, l;
+                for (size_t k = 0; k < i; k++) {
+                    tok_bytes(c->v, c->ids[k], &l);
+                    off += l;
+                }
+                const char *tb = tok_bytes(c->v, t, &l);
+                fprintf(stderr, "  rejected token %d \"%.*s\" after: ...%.*s\n", t, (int)l, tb,
+                        (int)(off > 200 ? 200 : off), text + (off > 200 ? off - 200 : 0));
+            }
             res = 0;
             break;
         }
@@ -248,7 +259,7 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: lmserve-maskbench MODEL FILE.json... [--max-tests N] "
-                        "[--lark FILE] [--quiet] [--wall]\n");
+                        "[--lark FILE] [--quiet] [--wall] [--trace]\n");
         return 2;
     }
     const char *model = argv[1];
@@ -260,6 +271,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--lark") && i + 1 < argc) lark_path = argv[++i];
         else if (!strcmp(argv[i], "--quiet")) quiet = true;
         else if (!strcmp(argv[i], "--wall")) g_clock = CLOCK_MONOTONIC;
+        else if (!strcmp(argv[i], "--trace")) g_trace = true;
     }
     char *lark = NULL;
     if (lark_path && !(lark = read_file(lark_path))) {
@@ -312,7 +324,8 @@ int main(int argc, char **argv)
             i++;
             continue;
         }
-        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--wall")) continue;
+        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--wall") || !strcmp(argv[i], "--trace"))
+            continue;
         run_file(&c, argv[i], lark, quiet);
     }
     double mavg = mean(&c.all_masks);

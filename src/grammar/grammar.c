@@ -21,6 +21,22 @@ struct tnode {
     uint8_t dup;    /* more tokens with the same bytes (tok_next chain) */
 };
 
+/* The result of walking the whole trie from a lexer state without crossing a lexeme end: the
+ * tokens that stay inside the lexeme (dense bitset or sparse list) and the trie nodes where a
+ * byte ends the lexeme. Depends only on the state's canonical form and the vocabulary. */
+struct shared_inner {
+    uint64_t hash;
+    uint8_t *key;
+    size_t key_len;
+    uint32_t *bits;
+    int32_t *list;
+    int32_t n_list;
+    uint32_t *nodes;
+    uint32_t n_nodes;
+};
+
+#define SHARED_CACHE_MAX_BYTES ((size_t)256 << 20)
+
 struct grammar_vocab_index {
     int32_t n_tokens, eos;
     bool *is_special;
@@ -35,6 +51,13 @@ struct grammar_vocab_index {
     int32_t *tok_next; /* next token with identical bytes, -1 */
     struct tnode *tn;  /* the same trie packed for the hot loop (walk_inner) */
     uint32_t max_depth;
+    int32_t *rep;      /* per node: a token whose bytes start with the node's path */
+    /* inner-walk results shared by all grammars on this vocabulary, keyed by the canonical form
+     * of a lexer state (see inner_key); append-only, guarded by mu */
+    pthread_mutex_t mu;
+    struct shared_inner **sh;
+    uint32_t sh_cap, sh_n;
+    size_t sh_bytes;
     int32_t *specials; /* ids of special tokens */
     int32_t n_specials;
 };
@@ -63,6 +86,18 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
     free(vi->tend);
     free(vi->tok_next);
     free(vi->tn);
+    free(vi->rep);
+    for (uint32_t i = 0; i < vi->sh_cap; i++) {
+        struct shared_inner *x = vi->sh ? vi->sh[i] : NULL;
+        if (!x) continue;
+        free(x->key);
+        free(x->bits);
+        free(x->list);
+        free(x->nodes);
+        free(x);
+    }
+    free(vi->sh);
+    if (vi->sh_cap) pthread_mutex_destroy(&vi->mu);
     free(vi->specials);
     free(vi);
 }
@@ -173,6 +208,21 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
             stack[++sp] = i;
         }
     }
+    /* representative tokens: the first token in each node's subtree (every leaf has one) */
+    vi->rep = malloc((size_t)vi->n_nodes * sizeof *vi->rep);
+    if (!vi->rep) goto nomem;
+    vi->rep[0] = -1;
+    for (int32_t i = vi->n_nodes - 1; i >= 1; i--) {
+        if (vi->ttok[i] >= 0) vi->rep[i] = vi->ttok[i];
+        else vi->rep[i] = vi->rep[i + 1]; /* first child (an internal node has one) */
+    }
+    vi->sh_cap = 1024;
+    vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
+    if (!vi->sh) {
+        vi->sh_cap = 0;
+        goto nomem;
+    }
+    pthread_mutex_init(&vi->mu, NULL);
     free(order);
     free(stack);
     return vi;
@@ -333,14 +383,15 @@ struct lexstart_entry {
  * nodes where a byte ends the lexeme (node, accepting state before that byte): only there is the
  * parser consulted. Computed once per state, shared by all matchers of the grammar. */
 struct inner_entry {
-    uint32_t *bits;   /* dense form (NULL if sparse) */
-    int32_t *list;    /* sparse form */
+    const uint32_t *bits; /* dense form (NULL if sparse) */
+    const int32_t *list;  /* sparse form */
     int32_t n_list;
-    uint32_t *bound;  /* pairs (node, state) */
+    uint32_t *bound;      /* pairs (node, accepting state before the node's byte) */
     uint32_t n_bound;
+    struct shared_inner *own; /* payload owned here when it could not be shared */
 };
 
-#define INNER_CACHE_MAX_BYTES ((size_t)256 << 20)
+#define INNER_CACHE_MAX_BYTES ((size_t)64 << 20)
 
 static void grammar_destroy(struct grammar *g)
 {
@@ -360,12 +411,18 @@ static void grammar_destroy(struct grammar *g)
     for (int32_t i = 0; i < g->inner_cap; i++) {
         struct inner_entry *x = g->inner[i];
         if (!x) continue;
-        free(x->bits);
-        free(x->list);
+        if (x->own) {
+            free(x->own->key);
+            free(x->own->bits);
+            free(x->own->list);
+            free(x->own->nodes);
+            free(x->own);
+        }
         free(x->bound);
         free(x);
     }
     free(g->inner);
+    free(g->nfa_term);
     for (uint32_t i = 0; i < g->ls_cap; i++) free(g->ls_tab[i].terms);
     free(g->ls_tab);
     pthread_mutex_destroy(&g->mu);
@@ -454,6 +511,14 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
     pthread_mutex_init(&g->mu, NULL);
     if (lark_build(g, text, tlen, e)) goto fail;
     if (rx_dfa_init(&g->dfa, &g->nfa, e)) goto fail;
+    g->nfa_term = malloc(((size_t)g->nfa.n + 1) * sizeof *g->nfa_term);
+    if (!g->nfa_term) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int32_t t = 0; t < g->n_terms; t++)
+        if (g->terms[t].nfa_start >= 0)
+            for (int32_t k = g->terms[t].nfa_lo; k < g->terms[t].nfa_hi; k++) g->nfa_term[k] = t;
     g->ls_cap = 64;
     g->ls_tab = calloc(g->ls_cap, sizeof *g->ls_tab);
     if (!g->ls_tab) {
@@ -591,6 +656,12 @@ static uint64_t hash_terms(const int32_t *t, int32_t n)
 static int cmp_i32(const void *x, const void *y)
 {
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int cmp_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
     return a < b ? -1 : a > b;
 }
 
@@ -974,6 +1045,271 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
     free(N);
 }
 
+/* Canonical form of lexer state s: its NFA threads as (terminal regex hash, offset in the
+ * terminal's automaton, loop counter class), sorted, plus whether s accepts. Two states with the
+ * same form (in any grammars on this vocabulary) have the same inner walk. Counters that are
+ * more than a token's length away from both loop bounds are interchangeable. */
+struct kent {
+    uint64_t h0, h1;
+    uint32_t off, cc;
+};
+
+static int cmp_kent(const void *x, const void *y)
+{
+    const struct kent *a = x, *b = y;
+    if (a->h0 != b->h0) return a->h0 < b->h0 ? -1 : 1;
+    if (a->h1 != b->h1) return a->h1 < b->h1 ? -1 : 1;
+    if (a->off != b->off) return a->off < b->off ? -1 : 1;
+    return a->cc < b->cc ? -1 : a->cc > b->cc;
+}
+
+static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *hash)
+{
+    const struct grammar *g = m->g;
+    const struct rx_dstate *ds = &g->dfa.st[s];
+    size_t n = (size_t)ds->n_kernel;
+    uint8_t *key = malloc(n * sizeof(struct kent) + 1);
+    if (!key) return NULL;
+    struct kent *k = (struct kent *)key;
+    int64_t D = (int64_t)g->vi->max_depth + 2;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = ds->kernel[i];
+        int32_t st = rx_thread_state(v);
+        const struct gterm *t = &g->terms[g->nfa_term[st]];
+        uint32_t c1 = rx_thread_c1(v);
+        uint32_t cc = c1;
+        if (c1) {
+            int32_t li = rx_nfa_loop_of(&g->nfa, st);
+            if (li >= 0) {
+                const struct rx_loop *L = &g->nfa.loops[li];
+                int64_t c = c1;
+                if (c + D < L->min) cc = 0xfffffff0u;
+                else if (c >= L->min && (L->max < 0 || c + D < L->max)) cc = 0xfffffff1u;
+            }
+        }
+        k[i] = (struct kent){t->hash[0], t->hash[1], (uint32_t)(st - t->nfa_lo), cc};
+    }
+    qsort(k, n, sizeof *k, cmp_kent);
+    key[n * sizeof(struct kent)] = rx_dfa_accepting(&g->dfa, s) ? 1 : 0;
+    *len = n * sizeof(struct kent) + 1;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < *len; i++) h = (h ^ key[i]) * 1099511628211ull;
+    *hash = h | 1;
+    return key;
+}
+
+static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const uint8_t *key,
+                                        size_t len, uint64_t h)
+{
+    struct shared_inner *r = NULL;
+    pthread_mutex_lock(&vi->mu);
+    for (uint32_t j = (uint32_t)h & (vi->sh_cap - 1); vi->sh[j]; j = (j + 1) & (vi->sh_cap - 1)) {
+        struct shared_inner *x = vi->sh[j];
+        if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
+            r = x;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&vi->mu);
+    return r;
+}
+
+/* Publishes x (takes ownership) unless over budget; returns false if not published. */
+static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
+{
+    bool ok = false;
+    pthread_mutex_lock(&vi->mu);
+    if (vi->sh_bytes + bytes > SHARED_CACHE_MAX_BYTES) goto out;
+    if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
+        uint32_t nc = vi->sh_cap * 2;
+        struct shared_inner **n = calloc(nc, sizeof *n);
+        if (!n) goto out;
+        for (uint32_t i = 0; i < vi->sh_cap; i++) {
+            if (!vi->sh[i]) continue;
+            uint32_t j = (uint32_t)vi->sh[i]->hash & (nc - 1);
+            while (n[j]) j = (j + 1) & (nc - 1);
+            n[j] = vi->sh[i];
+        }
+        free(vi->sh);
+        vi->sh = n;
+        vi->sh_cap = nc;
+    }
+    uint32_t j = (uint32_t)x->hash & (vi->sh_cap - 1);
+    while (vi->sh[j]) j = (j + 1) & (vi->sh_cap - 1);
+    vi->sh[j] = x;
+    vi->sh_n++;
+    vi->sh_bytes += bytes;
+    ok = true;
+out:
+    pthread_mutex_unlock(&vi->mu);
+    return ok;
+}
+
+/* Local boundaries of a shared payload: the accepting state before each lexeme-end node,
+ * recomputed from s along the node's path. */
+static int localize(struct matcher *m, const struct shared_inner *x, uint32_t s,
+                    struct inner_entry *e)
+{
+    const struct grammar_vocab_index *vi = m->g->vi;
+    struct rx_dfa *d = &m->g->dfa;
+    e->bound = malloc(((size_t)x->n_nodes * 2 + 1) * sizeof *e->bound);
+    if (!e->bound) return -1;
+    for (uint32_t i = 0; i < x->n_nodes; i++) {
+        uint32_t c = x->nodes[i];
+        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
+        uint32_t q = s;
+        for (uint32_t k = 0; k + 1 < vi->tn[c].depth && q != RX_DEAD; k++)
+            q = rx_dfa_next(d, q, path[k]);
+        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue; /* cannot happen for equal forms */
+        e->bound[2 * e->n_bound] = c;
+        e->bound[2 * e->n_bound + 1] = q;
+        e->n_bound++;
+    }
+    return 0;
+}
+
+static struct inner_entry *inner_get(struct matcher *m, uint32_t s);
+
+/* A state whose threads belong to several terminals (e.g. a free string key next to literal
+ * keys): the tokens staying alive are the union over its per-terminal parts, whose walks are
+ * cached and shared; lexeme ends are among the parts' lexeme ends (plus the root's children when
+ * s itself accepts), kept where s's own automaton really ends there. Returns the new payload
+ * (published or owned by e) or NULL when s has a single part (or on failure: the caller walks). */
+static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *key, size_t klen,
+                                        uint64_t h, struct inner_entry *e)
+{
+    struct grammar *g = m->g;
+    struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
+    struct rx_dfa *d = &g->dfa;
+    int32_t nk = d->st[s].n_kernel;
+    if (nk < 2) return NULL;
+    uint64_t *k = malloc((size_t)nk * sizeof *k);
+    if (!k) return NULL;
+    memcpy(k, d->st[s].kernel, (size_t)nk * sizeof *k);
+    /* group threads by terminal (kernel is sorted by counter then state: sort by terminal) */
+    int32_t nparts = 0;
+    uint32_t parts[64];
+    for (int32_t i = 0; i < nk;) {
+        int32_t t = g->nfa_term[rx_thread_state(k[i])];
+        int32_t j = i;
+        /* collect all threads of terminal t (they may not be adjacent) */
+        uint64_t *sub = malloc((size_t)nk * sizeof *sub);
+        if (!sub) goto fail;
+        int32_t ns = 0;
+        for (int32_t q = i; q < nk; q++)
+            if (g->nfa_term[rx_thread_state(k[q])] == t) sub[ns++] = k[q];
+        /* move the others to the front of the remaining range */
+        int32_t w = i;
+        for (int32_t q = i; q < nk; q++)
+            if (g->nfa_term[rx_thread_state(k[q])] != t) k[w++] = k[q];
+        nk = w;
+        (void)j;
+        if (ns == d->st[s].n_kernel || nparts == 64) { /* single part, or too many parts */
+            free(sub);
+            goto fail;
+        }
+        uint32_t ps = rx_dfa_from_kernel(d, sub, ns);
+        free(sub);
+        if (ps == RX_DEAD) goto fail;
+        parts[nparts++] = ps;
+    }
+    free(k);
+    k = NULL;
+    size_t words = ((size_t)vi->n_tokens + 31) / 32;
+    struct shared_inner *x = calloc(1, sizeof *x);
+    uint32_t *bits = calloc(words, sizeof *bits);
+    uint32_t *cand = NULL;
+    size_t n_cand = 0, cap_cand = 0;
+    if (!x || !bits) goto fail2;
+    for (int32_t p = 0; p < nparts; p++) {
+        struct inner_entry *pe = inner_get(m, parts[p]);
+        if (!pe) goto fail2;
+        if (pe->bits)
+            for (size_t w = 0; w < words; w++) bits[w] |= pe->bits[w];
+        else
+            for (int32_t i = 0; i < pe->n_list; i++)
+                bits[pe->list[i] >> 5] |= 1u << (pe->list[i] & 31);
+        if (n_cand + pe->n_bound + 1 > cap_cand) {
+            cap_cand = (n_cand + pe->n_bound + 1) * 2;
+            uint32_t *nc = realloc(cand, cap_cand * sizeof *nc);
+            if (!nc) goto fail2;
+            cand = nc;
+        }
+        for (uint32_t i = 0; i < pe->n_bound; i++) cand[n_cand++] = pe->bound[2 * i];
+    }
+    if (rx_dfa_accepting(d, s)) { /* lexeme ends right at the root */
+        for (uint32_t c = 1; c < vi->tn[0].end; c = vi->tn[c].end) {
+            if (n_cand + 1 > cap_cand) {
+                cap_cand = (n_cand + 1) * 2;
+                uint32_t *nc = realloc(cand, cap_cand * sizeof *nc);
+                if (!nc) goto fail2;
+                cand = nc;
+            }
+            cand[n_cand++] = c;
+        }
+    }
+    /* keep candidates where s's automaton accepts before the node's byte and dies on it */
+    qsort(cand, n_cand, sizeof *cand, cmp_u32);
+    e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
+    x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
+    if (!e->bound || !x->nodes) goto fail2;
+    for (size_t i = 0; i < n_cand; i++) {
+        uint32_t c = cand[i];
+        if (i > 0 && cand[i - 1] == c) continue;
+        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
+        uint32_t q = s;
+        for (uint32_t j = 0; j + 1 < vi->tn[c].depth && q != RX_DEAD; j++)
+            q = rx_dfa_next(d, q, path[j]);
+        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
+        if (rx_dfa_next(d, q, vi->tn[c].byte) != RX_DEAD) continue;
+        e->bound[2 * e->n_bound] = c;
+        e->bound[2 * e->n_bound + 1] = q;
+        e->n_bound++;
+        x->nodes[x->n_nodes++] = c;
+    }
+    free(cand);
+    int32_t count = 0;
+    for (size_t w = 0; w < words; w++) count += __builtin_popcount(bits[w]);
+    size_t bytes = sizeof *x + klen + x->n_nodes * 4;
+    if ((size_t)count < words) {
+        x->list = malloc(((size_t)count + 1) * sizeof *x->list);
+        if (!x->list) goto fail3;
+        for (size_t w = 0; w < words; w++)
+            for (uint32_t v = bits[w]; v; v &= v - 1)
+                x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
+        free(bits);
+        bytes += (size_t)x->n_list * 4;
+    } else {
+        x->bits = bits;
+        bytes += words * 4;
+    }
+    x->hash = h;
+    x->key = key;
+    x->key_len = klen;
+    if (!shared_add(vi, x, bytes)) e->own = x;
+    return x;
+fail3:
+    free(bits);
+    free(e->bound);
+    e->bound = NULL;
+    e->n_bound = 0;
+    free(x->nodes);
+    free(x);
+    return NULL;
+fail2:
+    free(cand);
+    free(bits);
+    free(e->bound);
+    e->bound = NULL;
+    e->n_bound = 0;
+    if (x) free(x->nodes);
+    free(x);
+    return NULL;
+fail:
+    free(k);
+    return NULL;
+}
+
 /* The cached inner entry of state s, computing it if needed; NULL when over budget / no memory.
  * Caller holds g->mu. */
 static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
@@ -990,37 +1326,82 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         g->inner = n;
         g->inner_cap = nc;
     }
-    const struct grammar_vocab_index *vi = g->vi;
+    struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
     size_t words = ((size_t)vi->n_tokens + 31) / 32;
-    struct inner_build ib = {0};
-    ib.bits = calloc(words + 1, sizeof *ib.bits);
-    struct inner_entry *x = calloc(1, sizeof *x);
-    if (!ib.bits || !x) goto fail;
-    walk_inner(m, &ib, s);
-    if (ib.oom) goto fail;
-    for (size_t w = 0; w < words; w++) ib.count += __builtin_popcount(ib.bits[w]);
-    if ((size_t)ib.count < words) {
-        x->list = malloc(((size_t)ib.count + 1) * sizeof *x->list);
-        if (!x->list) goto fail;
-        for (size_t w = 0; w < words; w++)
-            for (uint32_t v = ib.bits[w]; v; v &= v - 1)
-                x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
-        free(ib.bits);
-        g->inner_bytes += (size_t)x->n_list * 4;
-    } else {
-        x->bits = ib.bits;
-        g->inner_bytes += words * 4;
+    size_t klen;
+    uint64_t h;
+    uint8_t *key = inner_key(m, s, &klen, &h);
+    if (!key) return NULL;
+    struct inner_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        free(key);
+        return NULL;
     }
-    x->bound = ib.bound;
-    x->n_bound = ib.n_bound / 2;
-    g->inner_bytes += ib.n_bound * 4 + sizeof *x;
-    g->inner[s] = x;
-    return x;
-fail:
-    free(ib.bits);
-    free(ib.bound);
-    free(x);
-    return NULL;
+    struct shared_inner *x = shared_find(vi, key, klen, h);
+    if (!x && (x = union_inner(m, s, key, klen, h, e)) != NULL) {
+        key = NULL; /* owned by x */
+        goto done;
+    }
+    if (x) {
+        free(key);
+        if (localize(m, x, s, e)) {
+            free(e);
+            return NULL;
+        }
+    } else {
+        struct inner_build ib = {0};
+        x = calloc(1, sizeof *x);
+        ib.bits = calloc(words + 1, sizeof *ib.bits);
+        if (!x || !ib.bits) goto fail;
+        walk_inner(m, &ib, s);
+        if (ib.oom) goto fail;
+        for (size_t w = 0; w < words; w++) ib.count += __builtin_popcount(ib.bits[w]);
+        size_t bytes = sizeof *x + klen + ib.n_bound / 2 * 4;
+        if ((size_t)ib.count < words) {
+            x->list = malloc(((size_t)ib.count + 1) * sizeof *x->list);
+            if (!x->list) goto fail;
+            for (size_t w = 0; w < words; w++)
+                for (uint32_t v = ib.bits[w]; v; v &= v - 1)
+                    x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
+            free(ib.bits);
+            ib.bits = NULL;
+            bytes += (size_t)x->n_list * 4;
+        } else {
+            x->bits = ib.bits;
+            ib.bits = NULL;
+            bytes += words * 4;
+        }
+        x->n_nodes = ib.n_bound / 2;
+        x->nodes = malloc(((size_t)x->n_nodes + 1) * sizeof *x->nodes);
+        if (!x->nodes) goto fail;
+        for (uint32_t i = 0; i < x->n_nodes; i++) x->nodes[i] = ib.bound[2 * i];
+        x->hash = h;
+        x->key = key;
+        x->key_len = klen;
+        key = NULL;
+        e->bound = ib.bound; /* (node, state) pairs are this grammar's own */
+        e->n_bound = ib.n_bound / 2;
+        if (!shared_add(vi, x, bytes)) e->own = x;
+        goto done;
+    fail:
+        free(ib.bits);
+        free(ib.bound);
+        if (x) {
+            free(x->list);
+            free(x->nodes);
+            free(x);
+        }
+        free(key);
+        free(e);
+        return NULL;
+    }
+done:
+    e->bits = x->bits;
+    e->list = x->list;
+    e->n_list = x->n_list;
+    g->inner_bytes += sizeof *e + (size_t)e->n_bound * 8 + (e->own ? words * 4 : 0);
+    g->inner[s] = e;
+    return e;
 }
 
 static void mask_from(struct matcher *m, uint32_t r, uint32_t s, bool empty)

@@ -23,6 +23,8 @@
 struct gterm {
     char *name;        /* for messages: the terminal's name or its literal / regex text */
     int32_t nfa_start; /* -1 for special-token terminals */
+    int32_t nfa_lo, nfa_hi; /* its NFA states */
+    uint64_t hash[2];  /* structural hash of its regex (shares mask caches across grammars) */
     int32_t special;   /* token id for special-token terminals, else -1 */
     bool ignore;       /* from %ignore: skipped between lexemes, never scanned */
 };
@@ -61,6 +63,7 @@ struct grammar {
     uint32_t ls_cap, ls_n;
 
     /* cache: DFA state -> tokens that stay inside the lexeme, + lexeme-end points (grammar.c) */
+    int32_t *nfa_term; /* NFA state -> terminal */
     struct inner_entry **inner;
     int32_t inner_cap;
     size_t inner_bytes;

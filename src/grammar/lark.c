@@ -683,9 +683,15 @@ static int32_t new_terminal(struct lark *L, const char *name, size_t nlen, int32
         err_set(L->e, ERR_INVALID, "grammar too large (more than %d terminals)", GRAMMAR_MAX_TERMS);
         return -1;
     }
+    int32_t lo = g->nfa.n;
     int32_t st = rx_nfa_add(&g->nfa, &L->ast, ast_root, t, L->e);
     if (st < 0) return -1;
     g->terms[t].nfa_start = st;
+    g->terms[t].nfa_lo = lo;
+    g->terms[t].nfa_hi = g->nfa.n;
+    g->terms[t].hash[0] = 1469598103934665603ull;
+    g->terms[t].hash[1] = 0x243f6a8885a308d3ull;
+    rx_ast_hash(&L->ast, ast_root, g->terms[t].hash);
     return t;
 }
 

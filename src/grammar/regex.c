@@ -750,8 +750,53 @@ static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t 
     int32_t enter = ns_new(B, NS_CNT_ENTER, 0, 0, body, next);
     if (enter < 0) return -1;
     n->s[enter].loop = id;
-    n->loops[id] = (struct rx_loop){.min = min, .max = max, .body = body, .cont = next};
+    n->loops[id] = (struct rx_loop){.min = min, .max = max, .body = body, .cont = next,
+                                    .lo = end + 1, .hi = enter};
     return enter;
+}
+
+int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s)
+{
+    int32_t lo = 0, hi = n->n_loops;
+    while (lo < hi) { /* loops are in increasing, disjoint state ranges */
+        int32_t mid = (lo + hi) / 2;
+        if (s < n->loops[mid].lo) hi = mid;
+        else if (s >= n->loops[mid].hi) lo = mid + 1;
+        else return mid;
+    }
+    return -1;
+}
+
+static void hmix(uint64_t h[2], uint64_t v)
+{
+    h[0] = (h[0] ^ v) * 1099511628211ull;
+    h[1] = (h[1] ^ (v + 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+    h[1] ^= h[1] >> 29;
+}
+
+void rx_ast_hash(const struct rx_ast *a, int32_t root, uint64_t h[2])
+{
+    const struct rx_node *nd = &a->nodes[root];
+    hmix(h, (uint64_t)nd->kind + 0x100);
+    switch (nd->kind) {
+    case RX_CLASS:
+        hmix(h, (uint64_t)nd->n_ranges);
+        for (int32_t i = 0; i < 2 * nd->n_ranges; i++) hmix(h, nd->ranges[i]);
+        break;
+    case RX_BYTES: hmix(h, (uint64_t)nd->min << 8 | (uint64_t)nd->max); break;
+    case RX_REPEAT:
+        hmix(h, (uint64_t)(uint32_t)nd->min << 32 | (uint32_t)nd->max);
+        rx_ast_hash(a, nd->a, h);
+        break;
+    case RX_CAT:
+    case RX_ALT:
+        rx_ast_hash(a, nd->a, h);
+        hmix(h, 0x55);
+        rx_ast_hash(a, nd->b, h);
+        break;
+    default: break;
+    }
+    hmix(h, 0xAA);
 }
 
 /* Emits node `x` so that it continues to state `next`; returns its entry state. Built
@@ -1191,6 +1236,20 @@ uint32_t rx_dfa_start(struct rx_dfa *d, const int32_t *starts, int32_t n)
     qsort(d->kbuf, (size_t)nk, sizeof *d->kbuf, cmp_u64);
     /* lexemes are non-empty: a start state never accepts */
     return dfa_intern(d, nk, 0);
+}
+
+uint32_t rx_dfa_from_kernel(struct rx_dfa *d, const uint64_t *k, int32_t n)
+{
+    if (d->failed || n <= 0) return RX_DEAD;
+    if (n > d->kbuf_cap) {
+        uint64_t *nb = realloc(d->kbuf, (size_t)n * sizeof *nb);
+        if (!nb) return RX_DEAD;
+        d->kbuf = nb;
+        d->kbuf_cap = n;
+    }
+    memcpy(d->kbuf, k, (size_t)n * sizeof *k);
+    qsort(d->kbuf, (size_t)n, sizeof *d->kbuf, cmp_u64);
+    return dfa_intern(d, n, 0);
 }
 
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)

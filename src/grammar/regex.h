@@ -71,6 +71,7 @@ struct rx_nstate {
 struct rx_loop {
     int32_t min, max; /* max -1: unbounded */
     int32_t body, cont;
+    int32_t lo, hi;   /* NFA states [lo, hi) are the body's (loops never nest) */
 };
 struct rx_nfa {
     struct rx_nstate *s;
@@ -116,7 +117,17 @@ void rx_dfa_deinit(struct rx_dfa *d);
  * accept (lexemes are non-empty). Returns RX_DEAD if n == 0 or on failure. */
 uint32_t rx_dfa_start(struct rx_dfa *d, const int32_t *starts, int32_t n);
 static inline uint32_t rx_dfa_next(struct rx_dfa *d, uint32_t s, uint8_t b);
+/* The (non-accepting) state whose kernel is k[0..n) (sorted kernel entries of existing states). */
+uint32_t rx_dfa_from_kernel(struct rx_dfa *d, const uint64_t *k, int32_t n);
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b);
+/* Index of the counted loop whose body holds NFA state s, or -1. */
+int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s);
+/* 128-bit structural hash of AST subtree root (equal for equal regexes, whatever the arena). */
+void rx_ast_hash(const struct rx_ast *a, int32_t root, uint64_t h[2]);
+/* A DFA kernel entry: NFA state and loop counter + 1 (0 outside counted loops). */
+static inline int32_t rx_thread_state(uint64_t v) { return (int32_t)(v & 0x7fffffffu); }
+static inline uint32_t rx_thread_c1(uint64_t v) { return (uint32_t)(v >> 32); }
+
 /* Whether the NFA start state `start` can match the empty string. */
 bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start);
 
