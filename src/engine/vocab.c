@@ -521,6 +521,7 @@ int tok_utf8_seq(const unsigned char *p, size_t n)
 
 int tok_utf8_lossy(const char *s, size_t n, struct buf *out)
 {
+    if (n == 0) return 0;
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, start = 0;
     while (i < n) {

@@ -555,7 +555,7 @@ Test(vocab, qwen3_random_bytes_reencode_to_same_ids)
         cr_assert(fixed.len == d.len && memcmp(fixed.data ? fixed.data : "", d.data ? d.data : "", d.len) == 0,
                   "iteration %d: decode is not valid UTF-8", iter);
         size_t nb = enc(v, d.data ? d.data : "", d.len, NULL, 0, false, &b);
-        cr_assert(na == nb && memcmp(a, b, na * sizeof *a) == 0, "iteration %d: re-encode differs", iter);
+        cr_assert(na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0), "iteration %d: re-encode differs", iter);
         free(a);
         free(b);
         buf_free(&d);
