@@ -1,6 +1,7 @@
 /* response_format / text.format / regex / lark -> the request's constraint source (R-GRAM-1).
  * The seam for the grammar engine: until a backend reports caps.grammar, any real constraint is a
  * 501 naming the param. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@ static int set_constraint(const struct api_ctx *ctx, struct request *req, enum c
     if (!src) return err_set(e, ERR_NOMEM, "out of memory");
     req->constraint = k;
     req->constraint_src = src;
+    snprintf(req->constraint_param, sizeof req->constraint_param, "%s", param);
     req->reasoning = false; /* R-THINK-1: a constraint governs the reply from token 0 */
     return 0;
 }

@@ -282,5 +282,6 @@ int parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req,
         return -1;
     if (read_constraint(ctx, json_object_get(root, "output_format"), "output_format", req, e) < 0)
         return -1;
+    if (read_grammar_ext(ctx, root, req, e) < 0) return -1; /* regex / lark, as on the OpenAI dialects */
     return api_finalize(ctx, req, &s, mt, e);
 }

@@ -9,6 +9,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/vocab.h"
+#include "grammar/grammar.h"
 #include "serve/emitter.h"
 
 #define PREFILL_CHUNK 512
@@ -27,6 +28,14 @@ struct llm {
     int32_t *pos;
     struct kv_cache **seq;
     bool prefix_reuse;
+    /* constraints (R-GRAM-1): vocabulary index + LRU of compiled grammars (thread-safe) */
+    const char **g_bytes;
+    uint32_t *g_lens;
+    bool *g_special;
+    struct grammar_vocab_index *gvi;
+    struct grammar_cache *gcache;
+    uint32_t *mask; /* worker: allowed-token bitset over n_vocab logits */
+    size_t mask_words;
 };
 
 static const char *token_text(void *tctx, int32_t id, size_t *len)
@@ -68,6 +77,18 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
                            "the prompt is %zu tokens, but the context holds %d (prompt + at least "
                            "one reply token)", req->n_tokens, b->n_ctx);
         goto out;
+    }
+    if (req->constraint != CONSTRAINT_NONE && !req->grammar) {
+        static const enum grammar_kind kinds[CONSTRAINT_KIND_COUNT] = {
+            [CONSTRAINT_JSON_OBJECT] = GRAMMAR_JSON_OBJECT, [CONSTRAINT_JSON_SCHEMA] = GRAMMAR_JSON_SCHEMA,
+            [CONSTRAINT_REGEX] = GRAMMAR_REGEX, [CONSTRAINT_LARK] = GRAMMAR_LARK};
+        const char *src = req->constraint_src ? req->constraint_src : "";
+        req->grammar = grammar_cache_get(L->gcache, kinds[req->constraint], src, strlen(src), e);
+        if (!req->grammar) {
+            snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
+            rc = -1;
+            goto out;
+        }
     }
     free(req->prompt_text);
     req->prompt_text = buf_steal(&cp.text);
@@ -126,6 +147,7 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
     struct usage u = {.prompt_tokens = (int64_t)req->n_tokens};
     int rc = -1;
     struct sampler *smp = NULL;
+    struct matcher *mt = NULL;
     struct emitter em;
     bool em_live = false;
     int budget = req->max_tokens;
@@ -135,6 +157,7 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
         struct sampler_params sp = req->sp;
         sp.seed = req->sp.seed + (uint64_t)c;
         if (!(smp = sampler_new(&sp, L->cfg->n_vocab, e))) goto out;
+        if (req->grammar && !(mt = matcher_new(req->grammar, e))) goto out;
         int64_t cached = 0;
         if (prefill(L, job, &cached, e) < 0) goto out;
         if (c == 0) u.cached_tokens = cached;
@@ -150,8 +173,17 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                 goto out;
             }
             struct sampler_choice ch;
-            if (sampler_sample(smp, L->logits, NULL, &ch) < 0) {
+            if (mt) matcher_mask(mt, L->mask);
+            if (sampler_sample(smp, L->logits, mt ? L->mask : NULL, &ch) < 0) {
+                if (mt) { /* the grammar allows nothing here: end the reply where it is */
+                    why = FINISH_STOP;
+                    break;
+                }
                 err_set(e, ERR_INTERNAL, "no token can be sampled (all logits -inf or NaN)");
+                goto out;
+            }
+            if (mt && matcher_consume(mt, ch.token) < 0) {
+                err_set(e, ERR_INTERNAL, "the sampled token %d was not allowed by the grammar", ch.token);
                 goto out;
             }
             if (!job->t_first) job->t_first = mono_seconds();
@@ -178,6 +210,10 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                 stopped = true;
                 break;
             }
+            if (mt && matcher_done(mt)) { /* only end-of-turn can follow: end here */
+                why = FINISH_STOP;
+                break;
+            }
             if (k + 1 == budget) break; /* no forward needed for a token we will not sample */
             if (forward(L, &ch.token, 1, (int32_t)L->n_shadow, e) < 0) goto out;
         }
@@ -193,6 +229,8 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
         em_live = false;
         sampler_free(smp);
         smp = NULL;
+        matcher_free(mt);
+        mt = NULL;
     }
     job->usage = u;
     job->t_end = mono_seconds();
@@ -206,6 +244,7 @@ out:
     job->usage = u;
     if (em_live) emitter_deinit(&em);
     sampler_free(smp);
+    matcher_free(mt);
     return rc;
 }
 
@@ -213,6 +252,12 @@ static void llm_free(struct backend *b)
 {
     struct llm *L = (struct llm *)b;
     if (!L) return;
+    grammar_cache_free(L->gcache);
+    grammar_vocab_index_free(L->gvi);
+    free(L->g_bytes);
+    free(L->g_lens);
+    free(L->g_special);
+    free(L->mask);
     kv_free(L->kv);
     free(L->shadow);
     free(L->logits);
@@ -315,6 +360,33 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }
+    /* constraints: the vocabulary as the grammar engine sees it (kept alive for the index) */
+    int32_t nv = vocab_size(L->v);
+    L->g_bytes = malloc((size_t)nv * sizeof *L->g_bytes);
+    L->g_lens = malloc((size_t)nv * sizeof *L->g_lens);
+    L->g_special = malloc((size_t)nv * sizeof *L->g_special);
+    L->mask_words = ((size_t)L->cfg->n_vocab + 31) / 32;
+    L->mask = calloc(L->mask_words, sizeof *L->mask); /* words past the vocabulary stay 0 */
+    if (!L->g_bytes || !L->g_lens || !L->g_special || !L->mask) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < nv; i++) {
+        size_t l = 0;
+        L->g_bytes[i] = tok_bytes(L->v, i, &l);
+        L->g_lens[i] = (uint32_t)l;
+        L->g_special[i] = tok_is_special(L->v, i);
+    }
+    struct grammar_vocab gv = {nv, L->g_bytes, L->g_lens, L->g_special,
+                               tok_eot(L->v) >= 0 ? tok_eot(L->v) : tok_eos(L->v)};
+    double t0 = mono_seconds();
+    if (!(L->gvi = grammar_vocab_index_new(&gv, e))) goto fail;
+    if (!(L->gcache = grammar_cache_new(L->gvi, 64))) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    b->caps.grammar = true;
+    log_info("grammar vocabulary index: %d tokens in %.0f ms", nv, (mono_seconds() - t0) * 1e3);
     log_info("model %s: arch %s, %d layers, vocab %d, context %d (KV %.1f MiB)", b->model_id,
              L->cfg->arch, L->cfg->n_layer, L->cfg->n_vocab, n_ctx,
              (double)row * n_ctx / 1048576.0);

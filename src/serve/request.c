@@ -1,5 +1,7 @@
 #include "serve/request.h"
 
+#include "grammar/grammar.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +40,7 @@ void request_free(struct request *r)
     if (r->tools) json_decref(r->tools);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->constraint_src);
+    if (r->grammar) grammar_free(r->grammar);
     free(r->tokens);
     free(r->prompt_text);
     free(r->model);

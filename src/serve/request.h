@@ -25,6 +25,8 @@ enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COUNT 
 enum constraint_kind { CONSTRAINT_NONE, CONSTRAINT_JSON_OBJECT, CONSTRAINT_JSON_SCHEMA,
                        CONSTRAINT_REGEX, CONSTRAINT_LARK, CONSTRAINT_KIND_COUNT };
 
+struct grammar;
+
 struct request {
     enum dialect dialect;
     bool stream;
@@ -47,6 +49,8 @@ struct request {
 
     enum constraint_kind constraint;
     char *constraint_src;    /* grammar source (schema JSON, regex, lark); NULL for NONE */
+    char constraint_param[32]; /* the request field it came from, for error messages */
+    struct grammar *grammar; /* compiled by the backend's validate (one reference) or NULL */
 
     /* filled by the backend's validate on the connection thread */
     int32_t *tokens;
