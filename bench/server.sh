@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Server overhead (issue 4): TTFT and decode tok/s through the HTTP API (streamed chat
+# completions, bench/server.mjs) vs the engine benchmark (lmserve-bench) on the same model and
+# threads; then 4 concurrent clients. If LLAMA_SERVER names a llama.cpp llama-server binary
+# (built elsewhere), the same client runs against it on the same file.
+# A benchmark: it prints figures, it never fails on them.
+#   env: BENCH_MODEL (default qwen3_0.6b-q8_0), THREADS (2), REPS (3), GEN (128), CLIENTS (4)
+set -eu
+THREADS=${THREADS:-2}
+REPS=${REPS:-3}
+GEN=${GEN:-128}
+CLIENTS=${CLIENTS:-4}
+M=${BENCH_MODEL:-qwen3_0.6b-q8_0}
+f="$MODELDIR/$M.gguf"
+$MAKE --no-print-directory BUILD="$BUILD" "$f" >/dev/null
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cpus, threads $THREADS, model $f"
+
+port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+"$BUILD/lmserve" "$f" --port "$port" --threads "$THREADS" --log-level warn &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+# the prompt sizes the API client sends, so the engine bench prefills the same number of tokens
+api=$(node bench/server.mjs "http://127.0.0.1:$port" --reps "$REPS" --gen "$GEN" --clients "$CLIENTS")
+kill $pid; wait $pid 2>/dev/null || true
+trap - EXIT
+plong=$(echo "$api" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s).prompt_long))")
+eng=$("$BUILD/lmserve-bench" "$f" -t "$THREADS" -p "$plong" -n "$GEN" -r "$REPS")
+echo "engine (lmserve-bench):"; echo "$eng" | grep '|'
+echo "api (bench/server.mjs): $api"
+pp=$(echo "$eng" | awk -F'|' -v t="pp$plong" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
+tg=$(echo "$eng" | awk -F'|' -v t="tg$GEN" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
+echo "$api" | node -e "
+let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{
+  const a=JSON.parse(s), pp=$pp, tg=$tg;
+  // engine time to a first token for the same prompt: prefill + one decode step
+  const eng_ttft = a.prompt_long/pp*1000 + 1000/tg;
+  console.log('decode: api %s tok/s vs engine %s tok/s -> overhead %s%%', a.decode_tok_s.toFixed(2), tg.toFixed(2), ((1-a.decode_tok_s/tg)*100).toFixed(2));
+  console.log('TTFT (%d-token prompt): api %s ms vs engine prefill+1 step %s ms -> added %s ms', a.prompt_long, a.ttft_long_ms.toFixed(1), eng_ttft.toFixed(1), (a.ttft_long_ms-eng_ttft).toFixed(1));
+  console.log('TTFT (%d-token prompt): api %s ms', a.prompt_short, a.ttft_short_ms.toFixed(1));
+  console.log('%d concurrent clients x %d tokens: aggregate %s tok/s, TTFTs %s ms', a.clients, a.decode_tokens, a.concurrent_aggregate_tok_s.toFixed(2), a.concurrent_ttft_ms.join(' '));
+});"
+
+if [ -n "${LLAMA_SERVER:-}" ]; then
+  lport=$((port + 1))
+  "$LLAMA_SERVER" -m "$f" --port "$lport" -t "$THREADS" -c 4096 >/dev/null 2>&1 &
+  lpid=$!
+  trap 'kill $lpid 2>/dev/null || true' EXIT
+  for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$lport/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  echo "llama-server ($LLAMA_SERVER): $(node bench/server.mjs "http://127.0.0.1:$lport" --reps "$REPS" --gen "$GEN" --clients "$CLIENTS")"
+  kill $lpid; wait $lpid 2>/dev/null || true
+fi
