@@ -563,3 +563,63 @@ Test(vocab, qwen3_random_bytes_reencode_to_same_ids)
     }
     vocab_free(v);
 }
+
+/* Hostile tokenizer metadata in a GGUF: every defect is a clean error naming the problem. */
+enum defect { D_NONE, D_TYPES_LEN, D_TYPE_VALUE, D_EOS_RANGE, D_BAD_UTF8, D_PRE, D_MERGE_FMT,
+              D_NO_BYTE, D_TOKENS_NOT_STR, D_DEFECT_COUNT };
+
+static struct vocab *load_defective(enum defect d, struct err *e)
+{
+    char *toks[257];
+    int32_t types[257];
+    int n = 256;
+    for (int b = 0; b < 256; b++) toks[b] = byte_token(b), types[b] = TOK_NORMAL;
+    if (d == D_BAD_UTF8) toks[65][0] = (char)0xff;
+    if (d == D_NO_BYTE) toks[66][0] = 'A'; /* byte 'B' has no token now (and 'A' twice) */
+    if (d == D_TYPE_VALUE) types[3] = 42;
+    const char *merges[] = {d == D_MERGE_FMT ? "ab" : "a b"};
+    char ab[] = "ab";
+    toks[n] = ab;
+    types[n++] = TOK_NORMAL;
+    struct gguf_writer *w = gguf_writer_new(32);
+    gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_w_str(w, "tokenizer.ggml.pre", d == D_PRE ? "falcon" : "qwen2");
+    if (d == D_TOKENS_NOT_STR) gguf_w_arr_num(w, "tokenizer.ggml.tokens", GGUF_I32, types, (uint64_t)n);
+    else gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)n);
+    gguf_w_arr_num(w, "tokenizer.ggml.token_type", GGUF_I32, types, (uint64_t)(d == D_TYPES_LEN ? n - 1 : n));
+    gguf_w_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", d == D_EOS_RANGE ? 100000u : 5u);
+    char path[] = "/tmp/lms-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(gguf_writer_save(w, path, e), 0, "%s", e->msg);
+    gguf_writer_free(w);
+    for (int b = 0; b < 256; b++) free(toks[b]);
+    struct gguf g;
+    cr_assert_eq(gguf_open(&g, path, e), 0, "%s", e->msg);
+    struct vocab *v = vocab_load(&g, e);
+    gguf_close(&g);
+    unlink(path);
+    return v;
+}
+
+Test(vocab, gguf_tokenizer_defects_are_errors)
+{
+    struct err e = {0};
+    struct vocab *v = load_defective(D_NONE, &e);
+    cr_assert_not_null(v, "%s", e.msg);
+    ASSERT_PIECES(v, "abc", "ab|c");
+    cr_assert_eq(tok_eos(v), 5);
+    cr_assert_eq(tok_eot(v), 5); /* no eot key, no <|im_end|>: eos */
+    vocab_free(v);
+    const char *want[D_DEFECT_COUNT] = {
+        [D_TYPES_LEN] = "token_type", [D_TYPE_VALUE] = "type 42", [D_EOS_RANGE] = "eos_token_id",
+        [D_BAD_UTF8] = "UTF-8", [D_PRE] = "falcon", [D_MERGE_FMT] = "merge 0",
+        [D_NO_BYTE] = "byte 0x42", [D_TOKENS_NOT_STR] = "tokenizer.ggml.tokens"};
+    for (int d = D_TYPES_LEN; d < D_DEFECT_COUNT; d++) {
+        memset(&e, 0, sizeof e);
+        cr_assert_null(load_defective((enum defect)d, &e), "defect %d accepted", d);
+        cr_assert(strstr(e.msg, want[d]), "defect %d: message \"%s\" lacks \"%s\"", d, e.msg, want[d]);
+    }
+}
