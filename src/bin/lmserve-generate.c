@@ -125,15 +125,24 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--chat")) chat = 1;
-        else if (!strcmp(a, "--think")) think = 1;
-        else if (!strcmp(a, "--special")) special = 1;
-        else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
-        else if (!strcmp(a, "--ids")) ids_only = 1;
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if (has && (!strcmp(a, "-p") || !strcmp(a, "--prompt"))) prompt = argv[++i];
-        else if (has && !strcmp(a, "-f")) prompt_file = argv[++i];
-        else if (has && !strcmp(a, "--system")) system = argv[++i];
+        } else if (!strcmp(a, "--chat"))
+            chat = 1;
+        else if (!strcmp(a, "--think"))
+            think = 1;
+        else if (!strcmp(a, "--special"))
+            special = 1;
+        else if (!strcmp(a, "--ignore-eos"))
+            ignore_eos = 1;
+        else if (!strcmp(a, "--ids"))
+            ids_only = 1;
+        else if (!strcmp(a, "--stats"))
+            stats = 1;
+        else if (has && (!strcmp(a, "-p") || !strcmp(a, "--prompt")))
+            prompt = argv[++i];
+        else if (has && !strcmp(a, "-f"))
+            prompt_file = argv[++i];
+        else if (has && !strcmp(a, "--system"))
+            system = argv[++i];
         else if (has && (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))) {
             if (parse_long(argv[++i], 0, 1 << 24, &n_predict)) goto bad;
         } else if (has && !strcmp(a, "--temp")) {
@@ -207,7 +216,8 @@ int main(int argc, char **argv)
     if (!(v = vocab_load(model_gguf(m), &e))) goto fail;
     t_load = now() - t_load;
     if (vocab_size(v) > cfg->n_vocab) {
-        err_set(&e, ERR_FORMAT, "vocabulary has %d tokens but the model only %d logits", vocab_size(v), cfg->n_vocab);
+        err_set(&e, ERR_FORMAT, "vocabulary has %d tokens but the model only %d logits",
+                vocab_size(v), cfg->n_vocab);
         goto fail;
     }
 
@@ -222,7 +232,8 @@ int main(int argc, char **argv)
         struct err te = {0};
         char *tmpl = gguf_get_str(model_gguf(m), "tokenizer.chat_template", &te);
         if (!chat_template_known(cfg->arch, tmpl))
-            fprintf(stderr, "lmserve-generate: warning: %s; rendering with the built-in %s template\n",
+            fprintf(stderr,
+                    "lmserve-generate: warning: %s; rendering with the built-in %s template\n",
                     tmpl ? "the model's chat template is not one the renderer was proven against"
                          : "the model has no chat template",
                     cfg->arch);
@@ -233,9 +244,11 @@ int main(int argc, char **argv)
         msgs[n++] = (struct chat_msg){.role = CHAT_USER, .content = (char *)prompt};
         struct chat_prompt_opts co = {.add_generation_prompt = true, .enable_thinking = think};
         if (chat_render(cfg->arch, msgs, n, &co, &cp, &e)) goto fail;
-        if (tok_encode(v, cp.text.data, cp.text.len, cp.spans, cp.n_spans, false, &toks, &n_tok, &cap_tok, &e))
+        if (tok_encode(v, cp.text.data, cp.text.len, cp.spans, cp.n_spans, false, &toks, &n_tok,
+                       &cap_tok, &e))
             goto fail;
-    } else if (tok_encode(v, prompt, strlen(prompt), NULL, 0, special, &toks, &n_tok, &cap_tok, &e)) {
+    } else if (tok_encode(v, prompt, strlen(prompt), NULL, 0, special, &toks, &n_tok, &cap_tok,
+                          &e)) {
         goto fail;
     }
     if (n_tok == 0) {
@@ -244,7 +257,8 @@ int main(int argc, char **argv)
     }
     int n_ctx = ctx ? (int)ctx : (int)(n_tok + (size_t)n_predict);
     if ((long)n_tok + n_predict > n_ctx) {
-        err_set(&e, ERR_CONTEXT, "prompt (%zu tokens) + %ld to generate exceed the context (%d)", n_tok, n_predict, n_ctx);
+        err_set(&e, ERR_CONTEXT, "prompt (%zu tokens) + %ld to generate exceed the context (%d)",
+                n_tok, n_predict, n_ctx);
         goto fail;
     }
 
@@ -260,7 +274,8 @@ int main(int argc, char **argv)
         seq[i] = kv;
     }
     /* Penalties see the prompt too (llama.cpp feeds the prompt to the sampler as well). */
-    for (size_t i = 0; i < n_tok; i++) sampler_accept(smp, toks[i]);
+    for (size_t i = 0; i < n_tok; i++)
+        sampler_accept(smp, toks[i]);
 
     double t0 = now();
     struct batch b = {.token = toks, .pos = pos, .seq = seq, .n = (int64_t)n_tok};
@@ -306,9 +321,11 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (stats)
         fprintf(stderr,
-                "\n[lmserve-generate] load %.2f s | prompt %zu tokens, %.1f tok/s | generated %ld tokens "
+                "\n[lmserve-generate] load %.2f s | prompt %zu tokens, %.1f tok/s | generated %ld "
+                "tokens "
                 "(stop: %s), %.2f tok/s | sampler %.3f ms/token\n",
-                t_load, n_tok, (double)n_tok / t_prefill, n_gen, stop, n_gen ? (double)n_gen / t_decode : 0.0,
+                t_load, n_tok, (double)n_tok / t_prefill, n_gen, stop,
+                n_gen ? (double)n_gen / t_decode : 0.0,
                 n_gen ? t_sample * 1e3 / (double)n_gen : 0.0);
     rc = 0;
     goto out;

@@ -72,10 +72,14 @@ int main(int argc, char **argv)
     const char *arch = "qwen3";
     int spans = 0, tojson = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--arch") && i + 1 < argc) arch = argv[++i];
-        else if (!strcmp(argv[i], "--spans")) spans = 1;
-        else if (!strcmp(argv[i], "--tojson")) tojson = 1;
-        else return usage();
+        if (!strcmp(argv[i], "--arch") && i + 1 < argc)
+            arch = argv[++i];
+        else if (!strcmp(argv[i], "--spans"))
+            spans = 1;
+        else if (!strcmp(argv[i], "--tojson"))
+            tojson = 1;
+        else
+            return usage();
     }
     struct buf in = {0};
     if (read_all(stdin, &in)) {
@@ -100,7 +104,8 @@ int main(int argc, char **argv)
         messages = json_object_get(root, "messages");
         json_t *v = json_object_get(root, "tools");
         if (v && !json_is_null(v)) opts.tools = v;
-        if ((v = json_object_get(root, "add_generation_prompt"))) opts.add_generation_prompt = json_is_true(v);
+        if ((v = json_object_get(root, "add_generation_prompt")))
+            opts.add_generation_prompt = json_is_true(v);
         if ((v = json_object_get(root, "enable_thinking"))) opts.enable_thinking = json_is_true(v);
     }
     struct err e = {0};
@@ -117,7 +122,8 @@ int main(int argc, char **argv)
         json_t *o = json_object(), *sa = json_array();
         json_object_set_new(o, "text", json_stringn(p.text.data, p.text.len));
         for (size_t i = 0; i < p.n_spans; i++)
-            json_array_append_new(sa, json_pack("[II]", (json_int_t)p.spans[i].off, (json_int_t)p.spans[i].len));
+            json_array_append_new(
+                sa, json_pack("[II]", (json_int_t)p.spans[i].off, (json_int_t)p.spans[i].len));
         json_object_set_new(o, "spans", sa);
         char *s = json_dumps(o, JSON_COMPACT);
         if (s) puts(s);

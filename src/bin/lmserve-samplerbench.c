@@ -31,8 +31,10 @@ int main(int argc, char **argv)
 {
     long n = 151936, steps = 300;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--vocab") && i + 1 < argc) n = strtol(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = strtol(argv[++i], NULL, 10);
+        if (!strcmp(argv[i], "--vocab") && i + 1 < argc)
+            n = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = strtol(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: lmserve-samplerbench [--vocab N] [--steps N]\n");
             return 2;
@@ -47,15 +49,18 @@ int main(int argc, char **argv)
     int32_t *perm = malloc(sizeof(int32_t) * (size_t)n);
     if (!zipf || !flat || !w || !perm) return 1;
     uint32_t x = 2463534242u;
-    for (long i = 0; i < n; i++) perm[i] = (int32_t)i;
+    for (long i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
     for (long i = n - 1; i > 0; i--) {
         long j = rnd(&x) % (uint32_t)(i + 1);
         int32_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (long r = 0; r < n; r++) zipf[perm[r]] = (float)(-1.1 * log((double)r + 1.0));
-    for (long i = 0; i < n; i++) flat[i] = (float)(rnd(&x) >> 8) * (20.0f / 16777216.0f) - 10.0f;
+    for (long r = 0; r < n; r++)
+        zipf[perm[r]] = (float)(-1.1 * log((double)r + 1.0));
+    for (long i = 0; i < n; i++)
+        flat[i] = (float)(rnd(&x) >> 8) * (20.0f / 16777216.0f) - 10.0f;
 
     struct cfg {
         const char *name;

@@ -16,7 +16,10 @@ typedef int (*chat_render_fn)(const struct chat_msg *, int, const struct chat_pr
                               struct chat_prompt *, struct err *);
 
 /* FNV-1a 64 fingerprints of the chat_template texts each renderer reproduces byte for byte. */
-#define QWEN3_TEMPLATES {0x2bfdb7aa9754484eull /* Qwen3 release tokenizer_config.json, 4116 bytes */}
+#define QWEN3_TEMPLATES                                                                            \
+    {                                                                                              \
+        0x2bfdb7aa9754484eull /* Qwen3 release tokenizer_config.json, 4116 bytes */                \
+    }
 
 static const struct chat_family {
     const char *arch;
@@ -24,8 +27,14 @@ static const struct chat_family {
     struct chat_caps caps;
     uint64_t templates[4]; /* known fingerprints, 0-terminated */
 } chat_families[] = {
-    {"qwen3", chat_render_qwen3, {.tools = true, .thinking = true, .system = true}, QWEN3_TEMPLATES},
-    {"qwen3moe", chat_render_qwen3, {.tools = true, .thinking = true, .system = true}, QWEN3_TEMPLATES},
+    {"qwen3",
+     chat_render_qwen3,
+     {.tools = true, .thinking = true, .system = true},
+     QWEN3_TEMPLATES},
+    {"qwen3moe",
+     chat_render_qwen3,
+     {.tools = true, .thinking = true, .system = true},
+     QWEN3_TEMPLATES},
 };
 
 static const struct chat_family *chat_family_find(const char *arch)
@@ -39,7 +48,9 @@ static const struct chat_family *chat_family_find(const char *arch)
 int chat_family_caps(const char *arch, struct chat_caps *caps, struct err *e)
 {
     const struct chat_family *f = chat_family_find(arch);
-    if (!f) return err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'", arch ? arch : "(null)");
+    if (!f)
+        return err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'",
+                       arch ? arch : "(null)");
     *caps = f->caps;
     return 0;
 }
@@ -49,7 +60,8 @@ bool chat_template_known(const char *arch, const char *tmpl)
     const struct chat_family *f = chat_family_find(arch);
     if (!f || !tmpl) return false;
     uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)tmpl; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    for (const unsigned char *p = (const unsigned char *)tmpl; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
     for (int i = 0; i < 4 && f->templates[i]; i++)
         if (f->templates[i] == h) return true;
     return false;
@@ -59,14 +71,18 @@ int chat_render(const char *arch, const struct chat_msg *msgs, int n_msgs,
                 const struct chat_prompt_opts *opts, struct chat_prompt *out, struct err *e)
 {
     const struct chat_family *f = chat_family_find(arch);
-    if (!f) return err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'", arch ? arch : "(null)");
-    static const struct chat_prompt_opts defaults = {.add_generation_prompt = true, .enable_thinking = true};
+    if (!f)
+        return err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'",
+                       arch ? arch : "(null)");
+    static const struct chat_prompt_opts defaults = {.add_generation_prompt = true,
+                                                     .enable_thinking = true};
     if (!opts) opts = &defaults;
     if (opts->tools && !json_is_array(opts->tools))
         return err_set_param(e, ERR_INVALID, "tools", "tools must be an array");
     memset(out, 0, sizeof *out);
     /* Make the text non-NULL even for an empty render. */
-    if (buf_reserve(&out->text, 256)) return err_set(e, ERR_NOMEM, "out of memory rendering the prompt");
+    if (buf_reserve(&out->text, 256))
+        return err_set(e, ERR_NOMEM, "out of memory rendering the prompt");
     out->text.data[0] = 0;
     if (f->render(msgs, n_msgs, opts, out, e)) {
         chat_prompt_free(out);
@@ -104,7 +120,8 @@ void chat_msg_free(struct chat_msg *m)
 void chat_msgs_free(struct chat_msg *msgs, int n)
 {
     if (!msgs) return;
-    for (int i = 0; i < n; i++) chat_msg_free(&msgs[i]);
+    for (int i = 0; i < n; i++)
+        chat_msg_free(&msgs[i]);
     free(msgs);
 }
 
@@ -158,13 +175,27 @@ static int tojson_string(const char *s, size_t n, struct buf *out)
         const char *esc = NULL;
         char ubuf[8];
         switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
         default:
             if (c < 0x20) {
                 snprintf(ubuf, sizeof ubuf, "\\u%04x", c);
@@ -200,7 +231,8 @@ static int tojson_real(double d, struct buf *out)
     for (; *q && *q != 'e'; q++)
         if (*q >= '0' && *q <= '9' && nd < (int)sizeof dig - 1) dig[nd++] = *q;
     int exp10 = (*q == 'e') ? atoi(q + 1) : 0;
-    while (nd > 1 && dig[nd - 1] == '0') nd--;
+    while (nd > 1 && dig[nd - 1] == '0')
+        nd--;
     dig[nd] = 0;
     int decpt = exp10 + 1; /* value = 0.DIGITS x 10^decpt */
     char res[64];
@@ -210,23 +242,31 @@ static int tojson_real(double d, struct buf *out)
         res[r++] = dig[0];
         if (nd > 1) {
             res[r++] = '.';
-            for (int i = 1; i < nd; i++) res[r++] = dig[i];
+            for (int i = 1; i < nd; i++)
+                res[r++] = dig[i];
         }
-        r += snprintf(res + r, sizeof res - (size_t)r, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
+        r +=
+            snprintf(res + r, sizeof res - (size_t)r, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
     } else if (decpt <= 0) {
         res[r++] = '0';
         res[r++] = '.';
-        for (int i = 0; i < -decpt; i++) res[r++] = '0';
-        for (int i = 0; i < nd; i++) res[r++] = dig[i];
+        for (int i = 0; i < -decpt; i++)
+            res[r++] = '0';
+        for (int i = 0; i < nd; i++)
+            res[r++] = dig[i];
     } else if (decpt >= nd) {
-        for (int i = 0; i < nd; i++) res[r++] = dig[i];
-        for (int i = nd; i < decpt; i++) res[r++] = '0';
+        for (int i = 0; i < nd; i++)
+            res[r++] = dig[i];
+        for (int i = nd; i < decpt; i++)
+            res[r++] = '0';
         res[r++] = '.';
         res[r++] = '0';
     } else {
-        for (int i = 0; i < decpt; i++) res[r++] = dig[i];
+        for (int i = 0; i < decpt; i++)
+            res[r++] = dig[i];
         res[r++] = '.';
-        for (int i = decpt; i < nd; i++) res[r++] = dig[i];
+        for (int i = decpt; i < nd; i++)
+            res[r++] = dig[i];
     }
     return buf_append(out, res, (size_t)r);
 }
@@ -239,11 +279,14 @@ int chat_tojson(const json_t *j, struct buf *out)
         const char *k;
         json_t *v;
         bool first = true;
-        /* jansson iterates objects in insertion order (JSON_PRESERVE_ORDER is the default since 2.8). */
-        json_object_foreach((json_t *)j, k, v) {
+        /* jansson iterates objects in insertion order (JSON_PRESERVE_ORDER is the default
+         * since 2.8). */
+        json_object_foreach((json_t *)j, k, v)
+        {
             if (!first && buf_puts(out, ", ")) return -1;
             first = false;
-            if (tojson_string(k, strlen(k), out) || buf_puts(out, ": ") || chat_tojson(v, out)) return -1;
+            if (tojson_string(k, strlen(k), out) || buf_puts(out, ": ") || chat_tojson(v, out))
+                return -1;
         }
         return buf_puts(out, "}");
     }
@@ -255,12 +298,18 @@ int chat_tojson(const json_t *j, struct buf *out)
         }
         return buf_puts(out, "]");
     }
-    case JSON_STRING: return tojson_string(json_string_value(j), json_string_length(j), out);
-    case JSON_INTEGER: return buf_printf(out, "%" JSON_INTEGER_FORMAT, json_integer_value(j));
-    case JSON_REAL: return tojson_real(json_real_value(j), out);
-    case JSON_TRUE: return buf_puts(out, "true");
-    case JSON_FALSE: return buf_puts(out, "false");
-    case JSON_NULL: return buf_puts(out, "null");
+    case JSON_STRING:
+        return tojson_string(json_string_value(j), json_string_length(j), out);
+    case JSON_INTEGER:
+        return buf_printf(out, "%" JSON_INTEGER_FORMAT, json_integer_value(j));
+    case JSON_REAL:
+        return tojson_real(json_real_value(j), out);
+    case JSON_TRUE:
+        return buf_puts(out, "true");
+    case JSON_FALSE:
+        return buf_puts(out, "false");
+    case JSON_NULL:
+        return buf_puts(out, "null");
     }
     return -1;
 }
@@ -282,7 +331,8 @@ static int take_string(const json_t *v, const char *param, char **dst, struct er
 {
     size_t n = json_string_length(v);
     const char *s = json_string_value(v);
-    if (memchr(s, 0, n)) return err_set_param(e, ERR_INVALID, param, "%s must not contain NUL characters", param);
+    if (memchr(s, 0, n))
+        return err_set_param(e, ERR_INVALID, param, "%s must not contain NUL characters", param);
     if (!(*dst = dup_n(s, n))) return err_set(e, ERR_NOMEM, "out of memory");
     return 0;
 }
@@ -295,7 +345,8 @@ static int take_content(const json_t *c, const char *param, char **dst, struct e
     }
     if (json_is_string(c)) return take_string(c, param, dst, e);
     if (!json_is_array(c))
-        return err_set_param(e, ERR_INVALID, param, "%s must be a string, an array of text parts, or null", param);
+        return err_set_param(e, ERR_INVALID, param,
+                             "%s must be a string, an array of text parts, or null", param);
     struct buf b = {0};
     char sub[160];
     for (size_t i = 0; i < json_array_size(c); i++) {
@@ -305,12 +356,15 @@ static int take_content(const json_t *c, const char *param, char **dst, struct e
         const json_t *text = json_object_get(part, "text");
         if (!json_is_object(part) || !json_is_string(type)) {
             buf_free(&b);
-            return err_set_param(e, ERR_INVALID, sub, "%s must be an object with a string \"type\"", sub);
+            return err_set_param(e, ERR_INVALID, sub, "%s must be an object with a string \"type\"",
+                                 sub);
         }
         const char *t = json_string_value(type);
-        if (strcmp(t, "text") != 0 && strcmp(t, "input_text") != 0 && strcmp(t, "output_text") != 0) {
+        if (strcmp(t, "text") != 0 && strcmp(t, "input_text") != 0 &&
+            strcmp(t, "output_text") != 0) {
             buf_free(&b);
-            return err_set_param(e, ERR_INVALID, sub, "content part type '%s' is not supported (text only)", t);
+            return err_set_param(e, ERR_INVALID, sub,
+                                 "content part type '%s' is not supported (text only)", t);
         }
         if (!json_is_string(text)) {
             buf_free(&b);
@@ -319,7 +373,8 @@ static int take_content(const json_t *c, const char *param, char **dst, struct e
         size_t n = json_string_length(text);
         if (memchr(json_string_value(text), 0, n)) {
             buf_free(&b);
-            return err_set_param(e, ERR_INVALID, sub, "%s.text must not contain NUL characters", sub);
+            return err_set_param(e, ERR_INVALID, sub, "%s.text must not contain NUL characters",
+                                 sub);
         }
         if ((i && buf_append(&b, "\n", 1)) || buf_append(&b, json_string_value(text), n)) {
             buf_free(&b);
@@ -332,14 +387,17 @@ static int take_content(const json_t *c, const char *param, char **dst, struct e
     return 0;
 }
 
-static int take_tool_call(const json_t *tc, const char *param, struct chat_tool_call *out, struct err *e)
+static int take_tool_call(const json_t *tc, const char *param, struct chat_tool_call *out,
+                          struct err *e)
 {
     char sub[224];
-    if (!json_is_object(tc)) return err_set_param(e, ERR_INVALID, param, "%s must be an object", param);
+    if (!json_is_object(tc))
+        return err_set_param(e, ERR_INVALID, param, "%s must be an object", param);
     const json_t *id = json_object_get(tc, "id");
     if (id && !json_is_null(id)) {
         snprintf(sub, sizeof sub, "%s.id", param);
-        if (!json_is_string(id)) return err_set_param(e, ERR_INVALID, sub, "%s must be a string", sub);
+        if (!json_is_string(id))
+            return err_set_param(e, ERR_INVALID, sub, "%s must be a string", sub);
         if (take_string(id, sub, &out->id, e)) return -1;
     }
     const json_t *type = json_object_get(tc, "type");
@@ -354,7 +412,8 @@ static int take_tool_call(const json_t *tc, const char *param, struct chat_tool_
     }
     const json_t *name = json_object_get(fn, "name");
     snprintf(sub, sizeof sub, "%s.function.name", param);
-    if (!json_is_string(name)) return err_set_param(e, ERR_INVALID, sub, "%s must be a string", sub);
+    if (!json_is_string(name))
+        return err_set_param(e, ERR_INVALID, sub, "%s must be a string", sub);
     if (take_string(name, sub, &out->name, e)) return -1;
     const json_t *args = json_object_get(fn, "arguments");
     snprintf(sub, sizeof sub, "%s.function.arguments", param);
@@ -375,16 +434,23 @@ static int take_msg(const json_t *m, size_t i, struct chat_msg *out, struct err 
 {
     char param[96];
     snprintf(param, sizeof param, "messages[%zu]", i);
-    if (!json_is_object(m)) return err_set_param(e, ERR_INVALID, param, "%s must be an object", param);
+    if (!json_is_object(m))
+        return err_set_param(e, ERR_INVALID, param, "%s must be an object", param);
     const json_t *role = json_object_get(m, "role");
     snprintf(param, sizeof param, "messages[%zu].role", i);
-    if (!json_is_string(role)) return err_set_param(e, ERR_INVALID, param, "%s must be a string", param);
+    if (!json_is_string(role))
+        return err_set_param(e, ERR_INVALID, param, "%s must be a string", param);
     const char *r = json_string_value(role);
-    if (!strcmp(r, "system") || !strcmp(r, "developer")) out->role = CHAT_SYSTEM;
-    else if (!strcmp(r, "user")) out->role = CHAT_USER;
-    else if (!strcmp(r, "assistant")) out->role = CHAT_ASSISTANT;
-    else if (!strcmp(r, "tool")) out->role = CHAT_TOOL;
-    else return err_set_param(e, ERR_INVALID, param, "unknown role '%s' in %s", r, param);
+    if (!strcmp(r, "system") || !strcmp(r, "developer"))
+        out->role = CHAT_SYSTEM;
+    else if (!strcmp(r, "user"))
+        out->role = CHAT_USER;
+    else if (!strcmp(r, "assistant"))
+        out->role = CHAT_ASSISTANT;
+    else if (!strcmp(r, "tool"))
+        out->role = CHAT_TOOL;
+    else
+        return err_set_param(e, ERR_INVALID, param, "unknown role '%s' in %s", r, param);
 
     snprintf(param, sizeof param, "messages[%zu].content", i);
     if (take_content(json_object_get(m, "content"), param, &out->content, e)) return -1;
@@ -395,22 +461,26 @@ static int take_msg(const json_t *m, size_t i, struct chat_msg *out, struct err 
         if (!rc || json_is_null(rc)) rc = json_object_get(m, "reasoning"), key = "reasoning";
         if (rc && !json_is_null(rc)) {
             snprintf(param, sizeof param, "messages[%zu].%s", i, key);
-            if (!json_is_string(rc)) return err_set_param(e, ERR_INVALID, param, "%s must be a string", param);
+            if (!json_is_string(rc))
+                return err_set_param(e, ERR_INVALID, param, "%s must be a string", param);
             if (take_string(rc, param, &out->reasoning_content, e)) return -1;
         }
         const json_t *tcs = json_object_get(m, "tool_calls");
         if (tcs && !json_is_null(tcs)) {
             snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
-            if (!json_is_array(tcs)) return err_set_param(e, ERR_INVALID, param, "%s must be an array", param);
+            if (!json_is_array(tcs))
+                return err_set_param(e, ERR_INVALID, param, "%s must be an array", param);
             size_t n = json_array_size(tcs);
-            if (n > 1u << 20) return err_set_param(e, ERR_INVALID, param, "%s has too many entries", param);
+            if (n > 1u << 20)
+                return err_set_param(e, ERR_INVALID, param, "%s has too many entries", param);
             if (n) {
                 out->tool_calls = calloc(n, sizeof *out->tool_calls);
                 if (!out->tool_calls) return err_set(e, ERR_NOMEM, "out of memory");
                 for (size_t j = 0; j < n; j++) {
                     out->n_tool_calls = (int)j + 1; /* so chat_msg_free sees the partly built one */
                     snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu]", i, j);
-                    if (take_tool_call(json_array_get(tcs, j), param, &out->tool_calls[j], e)) return -1;
+                    if (take_tool_call(json_array_get(tcs, j), param, &out->tool_calls[j], e))
+                        return -1;
                 }
             }
         }
@@ -423,17 +493,20 @@ static int take_msg(const json_t *m, size_t i, struct chat_msg *out, struct err 
         const json_t *v = json_object_get(m, opt[k].key);
         if (!v || json_is_null(v)) continue;
         snprintf(param, sizeof param, "messages[%zu].%s", i, opt[k].key);
-        if (!json_is_string(v)) return err_set_param(e, ERR_INVALID, param, "%s must be a string", param);
+        if (!json_is_string(v))
+            return err_set_param(e, ERR_INVALID, param, "%s must be a string", param);
         if (take_string(v, param, opt[k].dst, e)) return -1;
     }
     return 0;
 }
 
-int chat_msgs_from_openai_json(const json_t *messages, struct chat_msg **out, int *n_out, struct err *e)
+int chat_msgs_from_openai_json(const json_t *messages, struct chat_msg **out, int *n_out,
+                               struct err *e)
 {
     *out = NULL;
     *n_out = 0;
-    if (!json_is_array(messages)) return err_set_param(e, ERR_INVALID, "messages", "messages must be an array");
+    if (!json_is_array(messages))
+        return err_set_param(e, ERR_INVALID, "messages", "messages must be an array");
     size_t n = json_array_size(messages);
     if (n > 1u << 24) return err_set_param(e, ERR_INVALID, "messages", "too many messages");
     struct chat_msg *msgs = calloc(n ? n : 1, sizeof *msgs);

@@ -23,7 +23,7 @@
 enum chat_role { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT, CHAT_TOOL, CHAT_ROLE_COUNT };
 
 struct chat_tool_call {
-    char *id;        /* may be NULL */
+    char *id; /* may be NULL */
     char *name;
     char *arguments; /* JSON text exactly as the client sent it (string form); an object sent by
                         the client is stored as chat_tojson() of it, which renders identically */
@@ -35,14 +35,15 @@ struct chat_msg {
     char *reasoning_content; /* assistant; NULL = not given */
     struct chat_tool_call *tool_calls;
     int n_tool_calls;
-    char *tool_call_id;      /* role tool */
-    char *name;              /* role tool: function name, if known */
+    char *tool_call_id; /* role tool */
+    char *name;         /* role tool: function name, if known */
 };
 
 struct chat_prompt_opts {
     bool add_generation_prompt;
-    bool enable_thinking;  /* false: primed empty think block (qwen3) */
-    json_t *tools;         /* array of OpenAI-shaped {"type":"function","function":{...}}; borrowed; NULL = none */
+    bool enable_thinking; /* false: primed empty think block (qwen3) */
+    json_t *tools; /* array of OpenAI-shaped {"type":"function","function":{...}}; borrowed; NULL =
+                      none */
 };
 
 struct chat_prompt {

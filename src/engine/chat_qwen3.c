@@ -16,17 +16,22 @@ struct sv {
     size_t n;
 };
 
-static struct sv sv_of(const char *s) { return (struct sv){s, strlen(s)}; }
+static struct sv sv_of(const char *s)
+{
+    return (struct sv){s, strlen(s)};
+}
 
 static struct sv sv_lstrip_nl(struct sv s)
 {
-    while (s.n && s.p[0] == '\n') s.p++, s.n--;
+    while (s.n && s.p[0] == '\n')
+        s.p++, s.n--;
     return s;
 }
 
 static struct sv sv_rstrip_nl(struct sv s)
 {
-    while (s.n && s.p[s.n - 1] == '\n') s.n--;
+    while (s.n && s.p[s.n - 1] == '\n')
+        s.n--;
     return s;
 }
 
@@ -51,7 +56,10 @@ static const char *sv_find_last(struct sv s, const char *needle)
     return NULL;
 }
 
-static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
+static bool starts_with(const char *s, const char *pre)
+{
+    return strncmp(s, pre, strlen(pre)) == 0;
+}
 
 static bool ends_with(const char *s, const char *suf)
 {
@@ -62,25 +70,38 @@ static bool ends_with(const char *s, const char *suf)
 static const char *role_name(enum chat_role r)
 {
     switch (r) {
-    case CHAT_SYSTEM: return "system";
-    case CHAT_USER: return "user";
-    case CHAT_ASSISTANT: return "assistant";
-    case CHAT_TOOL: return "tool";
-    default: return "?";
+    case CHAT_SYSTEM:
+        return "system";
+    case CHAT_USER:
+        return "user";
+    case CHAT_ASSISTANT:
+        return "assistant";
+    case CHAT_TOOL:
+        return "tool";
+    default:
+        return "?";
     }
 }
 
 /* Emitters: a failed allocation is recorded in out->failed and checked once at the end. */
-static void S(struct chat_prompt *out, const char *s) { chat_emit_struct(out, s); }
-static void T(struct chat_prompt *out, struct sv s) { chat_emit_text(out, s.p, s.n); }
+static void S(struct chat_prompt *out, const char *s)
+{
+    chat_emit_struct(out, s);
+}
+static void T(struct chat_prompt *out, struct sv s)
+{
+    chat_emit_text(out, s.p, s.n);
+}
 
 int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_opts *o,
                       struct chat_prompt *out, struct err *e)
 {
-    if (n <= 0 || !m) return err_set_param(e, ERR_INVALID, "messages", "the conversation has no messages");
+    if (n <= 0 || !m)
+        return err_set_param(e, ERR_INVALID, "messages", "the conversation has no messages");
     for (int i = 0; i < n; i++) {
         if ((unsigned)m[i].role >= CHAT_ROLE_COUNT || !m[i].content)
-            return err_set_param(e, ERR_INVALID, "messages", "message %d has no role or content", i);
+            return err_set_param(e, ERR_INVALID, "messages", "message %d has no role or content",
+                                 i);
         for (int j = 0; j < m[i].n_tool_calls; j++)
             if (!m[i].tool_calls[j].name || !m[i].tool_calls[j].arguments)
                 return err_set_param(e, ERR_INVALID, "messages",
@@ -95,7 +116,8 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
             T(out, sv_of(m[0].content));
             S(out, "\n\n");
         }
-        S(out, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        S(out,
+          "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
         for (size_t k = 0; k < json_array_size(o->tools); k++) {
             S(out, "\n");
@@ -104,8 +126,9 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
             T(out, ((struct sv){tj.data, tj.len}));
         }
         S(out, "\n</tools>\n\nFor each function call, return a json object with function name and "
-          "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-          "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+               "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+               "{\"name\": <function-name>, \"arguments\": "
+               "<args-json-object>}\n</tool_call><|im_end|>\n");
     } else if (m[0].role == CHAT_SYSTEM) {
         S(out, "<|im_start|>system\n");
         T(out, sv_of(m[0].content));
@@ -115,8 +138,8 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
     /* ns.last_query_index: the last user message that is not a folded tool response. */
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--) {
-        if (m[i].role == CHAT_USER &&
-            !(starts_with(m[i].content, "<tool_response>") && ends_with(m[i].content, "</tool_response>"))) {
+        if (m[i].role == CHAT_USER && !(starts_with(m[i].content, "<tool_response>") &&
+                                        ends_with(m[i].content, "</tool_response>"))) {
             last_query = i;
             break;
         }
@@ -136,7 +159,8 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
                 reasoning = sv_of(msg->reasoning_content);
             } else if (sv_find(content, "</think>")) {
                 /* content = content.split('</think>')[-1].lstrip('\n')
-                 * reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+                 * reasoning =
+                 * content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
                 const char *last = sv_find_last(content, "</think>");
                 const char *first = sv_find(content, "</think>");
                 struct sv pre = sv_rstrip_nl((struct sv){content.p, (size_t)(first - content.p)});

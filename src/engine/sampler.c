@@ -39,7 +39,8 @@ struct sampler {
 static float max_scalar(const float *x, int64_t n)
 {
     float m = -INFINITY;
-    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int64_t i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
     return m;
 }
 
@@ -74,7 +75,10 @@ static uint64_t splitmix64(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 static uint64_t rng_next(uint64_t s[4])
 {
@@ -88,11 +92,15 @@ static uint64_t rng_next(uint64_t s[4])
     return r;
 }
 
-static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; } /* [0,1) */
+static double rng_uniform(uint64_t s[4])
+{
+    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+} /* [0,1) */
 
 static void rng_seed(uint64_t s[4], uint64_t seed)
 {
-    for (int i = 0; i < 4; i++) s[i] = splitmix64(&seed);
+    for (int i = 0; i < 4; i++)
+        s[i] = splitmix64(&seed);
 }
 
 /* ---- params ---- */
@@ -108,25 +116,34 @@ void sampler_params_init(struct sampler_params *p)
 
 static int check_params(const struct sampler_params *p, int32_t n_vocab, struct err *e)
 {
-    if (n_vocab <= 0) return err_set(e, ERR_INVALID, "sampler: vocabulary size %d must be positive", n_vocab);
+    if (n_vocab <= 0)
+        return err_set(e, ERR_INVALID, "sampler: vocabulary size %d must be positive", n_vocab);
     if (!isfinite(p->temperature) || p->temperature < 0)
-        return err_set_param(e, ERR_INVALID, "temperature", "temperature must be a finite number >= 0, got %g", p->temperature);
-    if (p->top_k < 0) return err_set_param(e, ERR_INVALID, "top_k", "top_k must be >= 0, got %d", p->top_k);
+        return err_set_param(e, ERR_INVALID, "temperature",
+                             "temperature must be a finite number >= 0, got %g", p->temperature);
+    if (p->top_k < 0)
+        return err_set_param(e, ERR_INVALID, "top_k", "top_k must be >= 0, got %d", p->top_k);
     if (!(p->top_p > 0 && p->top_p <= 1))
         return err_set_param(e, ERR_INVALID, "top_p", "top_p must be in (0, 1], got %g", p->top_p);
     if (!(p->min_p >= 0 && p->min_p <= 1))
         return err_set_param(e, ERR_INVALID, "min_p", "min_p must be in [0, 1], got %g", p->min_p);
     if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2))
-        return err_set_param(e, ERR_INVALID, "presence_penalty", "presence_penalty must be in [-2, 2], got %g", p->presence_penalty);
+        return err_set_param(e, ERR_INVALID, "presence_penalty",
+                             "presence_penalty must be in [-2, 2], got %g", p->presence_penalty);
     if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
-        return err_set_param(e, ERR_INVALID, "frequency_penalty", "frequency_penalty must be in [-2, 2], got %g", p->frequency_penalty);
+        return err_set_param(e, ERR_INVALID, "frequency_penalty",
+                             "frequency_penalty must be in [-2, 2], got %g", p->frequency_penalty);
     if (!(p->repeat_penalty > 0) || !isfinite(p->repeat_penalty))
-        return err_set_param(e, ERR_INVALID, "repeat_penalty", "repeat_penalty must be a finite number > 0, got %g", p->repeat_penalty);
+        return err_set_param(e, ERR_INVALID, "repeat_penalty",
+                             "repeat_penalty must be a finite number > 0, got %g",
+                             p->repeat_penalty);
     if (p->repeat_last_n < -1)
-        return err_set_param(e, ERR_INVALID, "repeat_last_n", "repeat_last_n must be >= -1, got %d", p->repeat_last_n);
+        return err_set_param(e, ERR_INVALID, "repeat_last_n", "repeat_last_n must be >= -1, got %d",
+                             p->repeat_last_n);
     if (p->n_top_logprobs < 0 || p->n_top_logprobs > SAMPLER_MAX_TOP_LOGPROBS)
-        return err_set_param(e, ERR_INVALID, "top_logprobs", "top_logprobs must be in [0, %d], got %d",
-                             SAMPLER_MAX_TOP_LOGPROBS, p->n_top_logprobs);
+        return err_set_param(e, ERR_INVALID, "top_logprobs",
+                             "top_logprobs must be in [0, %d], got %d", SAMPLER_MAX_TOP_LOGPROBS,
+                             p->n_top_logprobs);
     return 0;
 }
 
@@ -139,8 +156,8 @@ struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab, str
     if (!s) goto nomem;
     s->p = *p;
     s->n_vocab = n_vocab;
-    s->penalize = p->repeat_last_n != 0 &&
-                  (p->repeat_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0);
+    s->penalize = p->repeat_last_n != 0 && (p->repeat_penalty != 1.0f || p->presence_penalty != 0 ||
+                                            p->frequency_penalty != 0);
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->bins = malloc(TOPP_BINS * sizeof *s->bins);
     if (!s->cand || !s->bins) goto nomem;
@@ -149,7 +166,8 @@ struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab, str
         s->dpos = malloc((size_t)n_vocab * sizeof *s->dpos);
         s->distinct = malloc((size_t)n_vocab * sizeof *s->distinct);
         if (!s->count || !s->dpos || !s->distinct) goto nomem;
-        if (p->repeat_last_n > 0 && !(s->ring = malloc((size_t)p->repeat_last_n * sizeof *s->ring))) goto nomem;
+        if (p->repeat_last_n > 0 && !(s->ring = malloc((size_t)p->repeat_last_n * sizeof *s->ring)))
+            goto nomem;
     }
     rng_seed(s->rng, p->seed);
     return s;
@@ -174,7 +192,8 @@ void sampler_free(struct sampler *s)
 void sampler_reset(struct sampler *s, uint64_t seed)
 {
     if (s->penalize) {
-        for (int32_t i = 0; i < s->n_distinct; i++) s->count[s->distinct[i]] = 0;
+        for (int32_t i = 0; i < s->n_distinct; i++)
+            s->count[s->distinct[i]] = 0;
         s->n_distinct = 0;
         s->ring_head = s->ring_len = 0;
     }
@@ -250,7 +269,8 @@ static void cand_swap(struct cand *a, struct cand *b)
 }
 
 /* Rearranges a[0..n) so that a[0..k) hold the k best (in no particular order). Quickselect with
- * median-of-three pivots (for top_k above the heap's range and top_p); ids are unique, so the order is total and the result set unique. */
+ * median-of-three pivots (for top_k above the heap's range and top_p); ids are unique, so the order
+ * is total and the result set unique. */
 static void select_top(struct cand *a, int64_t n, int64_t k)
 {
     if (k <= 0 || k >= n) return;
@@ -267,13 +287,18 @@ static void select_top(struct cand *a, int64_t n, int64_t k)
         struct cand piv = a[mid];
         int64_t i = lo, j = hi;
         while (i <= j) {
-            while (better(&a[i], &piv)) i++;
-            while (better(&piv, &a[j])) j--;
+            while (better(&a[i], &piv))
+                i++;
+            while (better(&piv, &a[j]))
+                j--;
             if (i <= j) cand_swap(&a[i++], &a[j--]);
         }
-        if (target <= j) hi = j;
-        else if (target >= i) lo = i;
-        else return;
+        if (target <= j)
+            hi = j;
+        else if (target >= i)
+            lo = i;
+        else
+            return;
     }
 }
 
@@ -288,7 +313,8 @@ static int64_t heap_top_k(const float *logits, int32_t n_vocab, int64_t k, struc
         struct cand x = {l, 0, i};
         int64_t j;
         if (n < k) {
-            for (j = n++; j > 0 && better(&h[(j - 1) / 2], &x); j = (j - 1) / 2) h[j] = h[(j - 1) / 2];
+            for (j = n++; j > 0 && better(&h[(j - 1) / 2], &x); j = (j - 1) / 2)
+                h[j] = h[(j - 1) / 2];
             h[j] = x;
         } else if (l > h[0].logit) {
             for (j = 0;;) {
@@ -329,7 +355,8 @@ static int32_t prepare(struct sampler *s, float *logits, const uint32_t *mask)
 /* top_p over c[m..n) after a kept head c[0..m) of mass cum < target: buckets c[m..n) by logit,
  * finds the bucket where the cumulative mass reaches target, moves the buckets above it and then
  * that bucket to c[m..), sorts only that bucket and cuts inside it. Returns the kept count. */
-static int64_t topp_buckets(struct sampler *s, struct cand *c, int64_t m, int64_t n, double cum, double target)
+static int64_t topp_buckets(struct sampler *s, struct cand *c, int64_t m, int64_t n, double cum,
+                            double target)
 {
     float hi = -INFINITY, lo = INFINITY;
     for (int64_t i = m; i < n; i++) {
@@ -340,7 +367,8 @@ static int64_t topp_buckets(struct sampler *s, struct cand *c, int64_t m, int64_
     memset(mass, 0, TOPP_BINS * sizeof *mass);
     const float scale = hi > lo ? (float)(TOPP_BINS - 1) / (hi - lo) : 0.0f;
 #define BIN(l) ((int)(((hi) - (l)) * scale))
-    for (int64_t i = m; i < n; i++) mass[BIN(c[i].logit)] += c[i].p;
+    for (int64_t i = m; i < n; i++)
+        mass[BIN(c[i].logit)] += c[i].p;
     int b = 0;
     for (; b < TOPP_BINS; b++) {
         if (cum + mass[b] >= target) break;
@@ -362,7 +390,8 @@ static int64_t topp_buckets(struct sampler *s, struct cand *c, int64_t m, int64_
 
 /* Step 4 (non-greedy): fills s->cand[0..*n) with the truncated candidates and returns their
  * total relative probability. When `sorted`, the candidates end in descending order. */
-static double truncate_dist(struct sampler *s, const float *logits, float lmax, bool sorted, int64_t *n_out)
+static double truncate_dist(struct sampler *s, const float *logits, float lmax, bool sorted,
+                            int64_t *n_out)
 {
     const struct sampler_params *p = &s->p;
     struct cand *c = s->cand;
@@ -373,9 +402,11 @@ static double truncate_dist(struct sampler *s, const float *logits, float lmax, 
         /* Without top_p, min_p alone decides the cut: skip tokens far below it while building
          * (conservatively; the exact test below still runs). */
         float floor_l = -INFINITY;
-        if (p->min_p > 0 && p->top_p >= 1.0f) floor_l = lmax + p->temperature * (logf(p->min_p) - 0.01f);
+        if (p->min_p > 0 && p->top_p >= 1.0f)
+            floor_l = lmax + p->temperature * (logf(p->min_p) - 0.01f);
         for (int32_t i = 0; i < s->n_vocab; i++)
-            if (logits[i] > -INFINITY && logits[i] >= floor_l) c[n++] = (struct cand){logits[i], 0, i};
+            if (logits[i] > -INFINITY && logits[i] >= floor_l)
+                c[n++] = (struct cand){logits[i], 0, i};
         if (p->top_k > 0 && p->top_k < n) {
             select_top(c, n, p->top_k);
             n = p->top_k;
@@ -405,7 +436,8 @@ static double truncate_dist(struct sampler *s, const float *logits, float lmax, 
             n = topp_buckets(s, c, 0, n, 0, target);
         }
         total = 0;
-        for (int64_t i = 0; i < n; i++) total += c[i].p;
+        for (int64_t i = 0; i < n; i++)
+            total += c[i].p;
     }
     if (p->min_p > 0) {
         /* p / p_max = exp((l - lmax) / T); the argmax always survives top-k and top-p. */
@@ -443,11 +475,13 @@ static void fill_logprobs(const struct sampler *s, const float *logits, float lm
         out->top_logprob[j] = l;
         out->top_token[j] = i;
     }
-    for (int j = 0; j < n; j++) out->top_logprob[j] -= lse;
+    for (int j = 0; j < n; j++)
+        out->top_logprob[j] -= lse;
     out->n_top = n;
 }
 
-int sampler_sample(struct sampler *s, float *logits, const uint32_t *mask, struct sampler_choice *out)
+int sampler_sample(struct sampler *s, float *logits, const uint32_t *mask,
+                   struct sampler_choice *out)
 {
     int32_t best = prepare(s, logits, mask);
     if (best < 0) return -1;

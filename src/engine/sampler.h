@@ -27,25 +27,25 @@
 #define SAMPLER_MAX_TOP_LOGPROBS 20
 
 struct sampler_params {
-    float temperature;       /* 0 = greedy */
-    int top_k;               /* 0 = off */
-    float top_p;             /* 1 = off */
-    float min_p;             /* 0 = off */
+    float temperature;                         /* 0 = greedy */
+    int top_k;                                 /* 0 = off */
+    float top_p;                               /* 1 = off */
+    float min_p;                               /* 0 = off */
     float presence_penalty, frequency_penalty; /* OpenAI semantics, 0 = off */
-    float repeat_penalty;    /* 1 = off */
-    int repeat_last_n;       /* window for all penalties (default 64); 0 = penalties off,
-                                -1 = every accepted token */
+    float repeat_penalty;                      /* 1 = off */
+    int repeat_last_n; /* window for all penalties (default 64); 0 = penalties off,
+                          -1 = every accepted token */
     uint64_t seed;
-    int n_top_logprobs;      /* 0..20 */
+    int n_top_logprobs; /* 0..20 */
 };
 
 struct sampler;
 struct sampler_choice {
     int32_t token;
-    float logprob;                /* log-softmax of the chosen token over the full distribution
-                                     (after penalties and mask, before temperature/truncation) */
+    float logprob; /* log-softmax of the chosen token over the full distribution
+                      (after penalties and mask, before temperature/truncation) */
     int n_top;
-    int32_t top_token[SAMPLER_MAX_TOP_LOGPROBS];  /* descending logprob, ties to the lower id */
+    int32_t top_token[SAMPLER_MAX_TOP_LOGPROBS]; /* descending logprob, ties to the lower id */
     float top_logprob[SAMPLER_MAX_TOP_LOGPROBS];
 };
 
@@ -60,9 +60,11 @@ struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab, str
 void sampler_free(struct sampler *s);
 /* Samples from logits (modified in place). mask: bitset of allowed tokens (bit i of word i/32),
  * NULL = all allowed. Returns 0 or -1 when no token is allowed (all masked or all -inf/NaN). */
-int sampler_sample(struct sampler *s, float *logits, const uint32_t *mask, struct sampler_choice *out);
+int sampler_sample(struct sampler *s, float *logits, const uint32_t *mask,
+                   struct sampler_choice *out);
 void sampler_accept(struct sampler *s, int32_t token); /* feeds history for penalties */
-/* Forgets the penalty history and reseeds the RNG with `seed` (a new request on a reused sampler). */
+/* Forgets the penalty history and reseeds the RNG with `seed` (a new request on a reused sampler).
+ */
 void sampler_reset(struct sampler *s, uint64_t seed);
 
 /* The truncated distribution sampler_sample would draw from for these logits (steps 1, 2 and 4

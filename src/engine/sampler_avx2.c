@@ -11,11 +11,14 @@ float sampler_max_avx2(const float *x, int64_t n)
     __m256 acc = _mm256_set1_ps(-INFINITY);
     int64_t i = 0;
     /* max_ps(a, b) returns b when either is NaN: NaN logits never win. */
-    for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x + i), acc);
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_max_ps(_mm256_loadu_ps(x + i), acc);
     float lanes[8], m = -INFINITY;
     _mm256_storeu_ps(lanes, acc);
-    for (int k = 0; k < 8; k++) m = lanes[k] > m ? lanes[k] : m;
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int k = 0; k < 8; k++)
+        m = lanes[k] > m ? lanes[k] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
     return m;
 }
 
@@ -53,7 +56,8 @@ double sampler_sumexp_avx2(const float *x, int64_t n, float m)
     }
     double lanes[4], s = 0;
     _mm256_storeu_pd(lanes, _mm256_add_pd(s0, s1));
-    for (int k = 0; k < 4; k++) s += lanes[k];
+    for (int k = 0; k < 4; k++)
+        s += lanes[k];
     for (; i < n; i++)
         if (x[i] > -INFINITY) s += expf(x[i] - m);
     return s;

@@ -1,4 +1,5 @@
-/* sampler_internal — SIMD kernels of the sampler (sampler_avx2.c), chosen at runtime in sampler.c. */
+/* sampler_internal — SIMD kernels of the sampler (sampler_avx2.c), chosen at runtime in sampler.c.
+ */
 #ifndef LMS_ENGINE_SAMPLER_INTERNAL_H
 #define LMS_ENGINE_SAMPLER_INTERNAL_H
 

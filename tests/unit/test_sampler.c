@@ -126,7 +126,8 @@ static void stream(uint64_t seed, int32_t *out, int n)
     float *l = malloc(QWEN_VOCAB * sizeof *l);
     for (int i = 0; i < n; i++) {
         fill_logits(l, QWEN_VOCAB, 1000 + (uint32_t)i);
-        for (int32_t j = 0; j < QWEN_VOCAB; j++) l[j] *= 0.4f; /* flatter: many live candidates */
+        for (int32_t j = 0; j < QWEN_VOCAB; j++)
+            l[j] *= 0.4f; /* flatter: many live candidates */
         struct sampler_choice c;
         cr_assert_eq(sampler_sample(s, l, NULL, &c), 0);
         out[i] = c.token;
@@ -145,7 +146,8 @@ Test(sampler, fixed_seed_reproducible_different_seed_differs)
     cr_assert_eq(memcmp(a, b, sizeof a), 0, "same seed must give the same stream");
     cr_assert_neq(memcmp(a, c, sizeof a), 0, "another seed should give another stream");
     int distinct = 0;
-    for (int i = 0; i < 64; i++) distinct += a[i] != a[0];
+    for (int i = 0; i < 64; i++)
+        distinct += a[i] != a[0];
     cr_assert_gt(distinct, 0, "sampling at T=0.8 should not be constant");
 }
 
@@ -161,7 +163,8 @@ Test(sampler, reset_reseeds_and_forgets_history)
     for (int r = 0; r < 2; r++) {
         for (int i = 0; i < 16; i++) {
             fill_logits(l, 1000, (uint32_t)i);
-            for (int j = 0; j < 1000; j++) l[j] *= 0.3f;
+            for (int j = 0; j < 1000; j++)
+                l[j] *= 0.3f;
             struct sampler_choice c;
             cr_assert_eq(sampler_sample(s, l, NULL, &c), 0);
             (r ? again : first)[i] = c.token;
@@ -176,11 +179,14 @@ Test(sampler, reset_reseeds_and_forgets_history)
 /* Vocabulary of n where tokens 0..3 carry the given probabilities and the rest ~0. */
 static void crafted(float *l, int32_t n, const double *probs, int k)
 {
-    for (int32_t i = 0; i < n; i++) l[i] = -1000.0f;
-    for (int i = 0; i < k; i++) l[i] = (float)log(probs[i]);
+    for (int32_t i = 0; i < n; i++)
+        l[i] = -1000.0f;
+    for (int i = 0; i < k; i++)
+        l[i] = (float)log(probs[i]);
 }
 
-static int64_t cands(const struct sampler_params *p, float *l, int32_t n, int32_t *ids, float *pr, int64_t cap)
+static int64_t cands(const struct sampler_params *p, float *l, int32_t n, int32_t *ids, float *pr,
+                     int64_t cap)
 {
     struct sampler *s = mk(p, n);
     int64_t k = sampler_candidates(s, l, NULL, ids, pr, cap);
@@ -206,7 +212,8 @@ Test(sampler, top_p_cuts_exactly)
         int64_t k = cands(&p, l, QWEN_VOCAB, ids, pr, 8);
         cr_assert_eq(k, cases[c].want, "top_p %g kept %ld", cases[c].top_p, (long)k);
         double mass = 0;
-        for (int64_t i = 0; i < k; i++) mass += probs[i];
+        for (int64_t i = 0; i < k; i++)
+            mass += probs[i];
         for (int64_t i = 0; i < k; i++) {
             cr_assert_eq(ids[i], i);
             cr_assert_float_eq(pr[i], probs[i] / mass, 1e-5);
@@ -225,7 +232,8 @@ Test(sampler, top_p_on_flat_vocab_sorts_head_only_and_keeps_lowest_ids)
     p.top_p = 0.5f;
     int64_t k = cands(&p, l, QWEN_VOCAB, ids, pr, QWEN_VOCAB);
     cr_assert_eq(k, QWEN_VOCAB / 2);
-    for (int64_t i = 0; i < k; i++) cr_assert_eq(ids[i], i);
+    for (int64_t i = 0; i < k; i++)
+        cr_assert_eq(ids[i], i);
     free(l);
     free(ids);
     free(pr);
@@ -270,7 +278,8 @@ Test(sampler, top_k_keeps_the_k_best_then_top_p)
         int32_t w = -1;
         for (int32_t i = 0; i < QWEN_VOCAB; i++) {
             bool taken = false;
-            for (int j = 0; j < b; j++) taken |= best[j] == i;
+            for (int j = 0; j < b; j++)
+                taken |= best[j] == i;
             if (!taken && (w < 0 || l[i] > l[w])) w = i;
         }
         best[b] = w;
@@ -283,18 +292,22 @@ Test(sampler, top_k_keeps_the_k_best_then_top_p)
     float *c = malloc(QWEN_VOCAB * sizeof *c);
     memcpy(c, l, QWEN_VOCAB * sizeof *l);
     cr_assert_eq(cands(&p, c, QWEN_VOCAB, ids, pr, 8), 5);
-    for (int b = 0; b < 5; b++) cr_assert_eq(ids[b], best[b]);
+    for (int b = 0; b < 5; b++)
+        cr_assert_eq(ids[b], best[b]);
     /* top_p over the renormalized top-5 */
     double q[5], tot = 0;
-    for (int b = 0; b < 5; b++) tot += q[b] = exp(l[best[b]] - l[best[0]]);
+    for (int b = 0; b < 5; b++)
+        tot += q[b] = exp(l[best[b]] - l[best[0]]);
     double cum = 0;
     int want = 0;
     p.top_p = 0.7f;
-    while (cum < (double)p.top_p * tot) cum += q[want++];
+    while (cum < (double)p.top_p * tot)
+        cum += q[want++];
     cr_assert(want > 1 && want < 5, "crafted so top_p cuts inside the top-5 (want %d)", want);
     memcpy(c, l, QWEN_VOCAB * sizeof *l);
     int64_t got = cands(&p, c, QWEN_VOCAB, ids, pr, 8);
-    cr_assert_eq(got, want, "top_p kept %ld, want %d (q %g %g %g %g %g)", (long)got, want, q[0], q[1], q[2], q[3], q[4]);
+    cr_assert_eq(got, want, "top_p kept %ld, want %d (q %g %g %g %g %g)", (long)got, want, q[0],
+                 q[1], q[2], q[3], q[4]);
     free(c);
     free(l);
 }
@@ -319,7 +332,8 @@ Test(sampler, penalties_change_exactly_the_expected_logits)
     cr_assert_float_eq(l[5], 4.0f / 2 - 2 * 0.5f - 1.0f, 1e-6); /* 0 */
     cr_assert_float_eq(l[7], -2.0f * 2 - 0.5f - 1.0f, 1e-6);    /* -5.5 */
     cr_assert_float_eq(l[9], 3.0f, 0);                          /* out of window: untouched */
-    for (int i = 0; i < 5; i++) cr_assert_float_eq(l[i], 1.0f, 0);
+    for (int i = 0; i < 5; i++)
+        cr_assert_float_eq(l[i], 1.0f, 0);
     sampler_free(s);
 
     /* unbounded window (-1): the first token still counts */
@@ -327,7 +341,8 @@ Test(sampler, penalties_change_exactly_the_expected_logits)
     p.repeat_penalty = 1.0f;
     s = mk(&p, 10);
     sampler_accept(s, 9);
-    for (int i = 0; i < 100; i++) sampler_accept(s, 2);
+    for (int i = 0; i < 100; i++)
+        sampler_accept(s, 2);
     float m[10] = {0};
     cr_assert_gt(sampler_candidates(s, m, NULL, ids, pr, 10), 0);
     cr_assert_float_eq(m[9], -1.5f, 1e-6);
@@ -350,7 +365,8 @@ Test(sampler, mask_excludes_tokens)
     enum { N = 1000 };
     uint32_t mask[(N + 31) / 32] = {0};
     const int32_t allowed[3] = {3, 40, 999};
-    for (int i = 0; i < 3; i++) mask[allowed[i] / 32] |= 1u << (allowed[i] % 32);
+    for (int i = 0; i < 3; i++)
+        mask[allowed[i] / 32] |= 1u << (allowed[i] % 32);
     struct sampler_params p;
     sampler_params_init(&p);
     p.seed = 3;
@@ -358,7 +374,8 @@ Test(sampler, mask_excludes_tokens)
     float l[N];
     int hits[3] = {0};
     for (int draw = 0; draw < 3000; draw++) {
-        for (int i = 0; i < N; i++) l[i] = (i == 500) ? 50.0f : 0.0f;
+        for (int i = 0; i < N; i++)
+            l[i] = (i == 500) ? 50.0f : 0.0f;
         struct sampler_choice c;
         cr_assert_eq(sampler_sample(s, l, mask, &c), 0);
         int k = c.token == 3 ? 0 : c.token == 40 ? 1 : c.token == 999 ? 2 : -1;
@@ -366,12 +383,14 @@ Test(sampler, mask_excludes_tokens)
         hits[k]++;
         cr_assert_float_eq(c.logprob, (float)log(1.0 / 3), 1e-5);
     }
-    for (int i = 0; i < 3; i++) cr_assert_gt(hits[i], 800, "allowed token %d drawn %d/3000", allowed[i], hits[i]);
+    for (int i = 0; i < 3; i++)
+        cr_assert_gt(hits[i], 800, "allowed token %d drawn %d/3000", allowed[i], hits[i]);
     sampler_free(s);
 
     p.temperature = 0;
     s = mk(&p, N);
-    for (int i = 0; i < N; i++) l[i] = (float)i / 10.0f;
+    for (int i = 0; i < N; i++)
+        l[i] = (float)i / 10.0f;
     l[999] = -5;
     struct sampler_choice c;
     cr_assert_eq(sampler_sample(s, l, mask, &c), 0);
@@ -390,9 +409,11 @@ Test(sampler, logprobs_normalized_and_top_sorted)
     p.seed = 11;
     struct sampler *s = mk(&p, N);
     float l[N], ref[N];
-    for (int i = 0; i < N; i++) ref[i] = l[i] = (float)((i * 7) % 5) - 0.25f * i;
+    for (int i = 0; i < N; i++)
+        ref[i] = l[i] = (float)((i * 7) % 5) - 0.25f * i;
     double z = 0;
-    for (int i = 0; i < N; i++) z += exp(ref[i]);
+    for (int i = 0; i < N; i++)
+        z += exp(ref[i]);
     struct sampler_choice c;
     cr_assert_eq(sampler_sample(s, l, NULL, &c), 0);
     cr_assert_float_eq(c.logprob, ref[c.token] - log(z), 1e-5);
@@ -403,7 +424,8 @@ Test(sampler, logprobs_normalized_and_top_sorted)
         cr_assert_float_eq(c.top_logprob[i], ref[c.top_token[i]] - log(z), 1e-5);
         if (i) {
             cr_assert(c.top_logprob[i] <= c.top_logprob[i - 1]);
-            if (c.top_logprob[i] == c.top_logprob[i - 1]) cr_assert_lt(c.top_token[i - 1], c.top_token[i]);
+            if (c.top_logprob[i] == c.top_logprob[i - 1])
+                cr_assert_lt(c.top_token[i - 1], c.top_token[i]);
         }
     }
     cr_assert_float_eq(sum, 1.0, 1e-5);
@@ -413,13 +435,15 @@ Test(sampler, logprobs_normalized_and_top_sorted)
     p.n_top_logprobs = 3;
     s = mk(&p, N);
     uint32_t mask = 0x00f0; /* tokens 4..7 */
-    for (int i = 0; i < N; i++) l[i] = ref[i];
+    for (int i = 0; i < N; i++)
+        l[i] = ref[i];
     cr_assert_eq(sampler_sample(s, l, &mask, &c), 0);
     double zm = exp(ref[4]) + exp(ref[5]) + exp(ref[6]) + exp(ref[7]);
     cr_assert(c.token >= 4 && c.token <= 7);
     cr_assert_float_eq(c.logprob, ref[c.token] - log(zm), 1e-5);
     cr_assert_eq(c.n_top, 3);
-    for (int i = 0; i < 3; i++) cr_assert(c.top_token[i] >= 4 && c.top_token[i] <= 7);
+    for (int i = 0; i < 3; i++)
+        cr_assert(c.top_token[i] >= 4 && c.top_token[i] <= 7);
     sampler_free(s);
 }
 
@@ -460,8 +484,10 @@ Test(sampler, top_k_heap_and_select_match_full_sort)
     int32_t *order = malloc(n * sizeof *order), *ids = malloc(n * sizeof *ids);
     float *pr = malloc(n * sizeof *pr);
     fill_logits(l, n, 5);
-    for (int32_t i = 0; i < n; i += 7) l[i] = 3.0f; /* many ties */
-    for (int32_t i = 0; i < n; i++) order[i] = i;
+    for (int32_t i = 0; i < n; i += 7)
+        l[i] = 3.0f; /* many ties */
+    for (int32_t i = 0; i < n; i++)
+        order[i] = i;
     qsort_r(order, n, sizeof *order, cmp_desc_id, l);
     const int ks[] = {2, 37, 1000, 1025, 4000};
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
@@ -471,7 +497,8 @@ Test(sampler, top_k_heap_and_select_match_full_sort)
         memcpy(w, l, n * sizeof *l);
         int64_t k = cands(&p, w, n, ids, pr, n);
         cr_assert_eq(k, ks[t]);
-        for (int64_t i = 0; i < k; i++) cr_assert_eq(ids[i], order[i], "k=%d rank %ld", ks[t], (long)i);
+        for (int64_t i = 0; i < k; i++)
+            cr_assert_eq(ids[i], order[i], "k=%d rank %ld", ks[t], (long)i);
     }
     free(l);
     free(w);
@@ -487,7 +514,8 @@ Test(sampler, logprobs_full_vocab_match_double_reference)
     const int32_t n = QWEN_VOCAB - 3;
     float *l = malloc(n * sizeof *l), *ref = malloc(n * sizeof *ref);
     fill_logits(l, n, 77);
-    for (int32_t i = 0; i < n; i += 101) l[i] = -INFINITY;
+    for (int32_t i = 0; i < n; i += 101)
+        l[i] = -INFINITY;
     l[5] = NAN;
     l[n - 1] = 12.5f; /* the max sits in the scalar tail */
     memcpy(ref, l, n * sizeof *l);
@@ -504,7 +532,8 @@ Test(sampler, logprobs_full_vocab_match_double_reference)
     cr_assert_eq(sampler_sample(s, l, NULL, &c), 0);
     cr_assert_eq(c.token, n - 1);
     cr_assert_float_eq(c.logprob, 12.5 - lse, 2e-5);
-    for (int i = 0; i < c.n_top; i++) cr_assert_float_eq(c.top_logprob[i], ref[c.top_token[i]] - lse, 2e-5);
+    for (int i = 0; i < c.n_top; i++)
+        cr_assert_float_eq(c.top_logprob[i], ref[c.top_token[i]] - lse, 2e-5);
     sampler_free(s);
     free(l);
     free(ref);
@@ -521,25 +550,32 @@ Test(sampler, top_p_buckets_match_full_sort)
     const float temps[] = {0.7f, 1.0f, 1.3f};
     for (int t = 0; t < 3; t++) {
         fill_logits(l, n, 200 + (uint32_t)t);
-        for (int32_t i = 0; i < n; i++) l[i] *= 0.6f;
-        for (int32_t i = 0; i < n; i += 13) l[i] = 5.0f; /* ties */
-        for (int32_t i = 0; i < n; i++) order[i] = i;
+        for (int32_t i = 0; i < n; i++)
+            l[i] *= 0.6f;
+        for (int32_t i = 0; i < n; i += 13)
+            l[i] = 5.0f; /* ties */
+        for (int32_t i = 0; i < n; i++)
+            order[i] = i;
         qsort_r(order, n, sizeof *order, cmp_desc_id, l);
         float lmax = l[order[0]], inv_t = 1.0f / temps[t];
         double total = 0;
-        for (int32_t i = 0; i < n; i++) total += expf((l[i] - lmax) * inv_t);
+        for (int32_t i = 0; i < n; i++)
+            total += expf((l[i] - lmax) * inv_t);
         double cum = 0, target = (double)tps[t] * total;
         int64_t want = 0;
-        while (cum < target) cum += expf((l[order[want++]] - lmax) * inv_t);
+        while (cum < target)
+            cum += expf((l[order[want++]] - lmax) * inv_t);
         struct sampler_params p;
         sampler_params_init(&p);
         p.top_p = tps[t];
         p.temperature = temps[t];
         memcpy(w, l, n * sizeof *l);
         int64_t k = cands(&p, w, n, ids, pr, n);
-        cr_assert_leq(k > want ? k - want : want - k, 1, "top_p %g T %g: kept %ld, full sort %ld", tps[t], temps[t], (long)k, (long)want);
+        cr_assert_leq(k > want ? k - want : want - k, 1, "top_p %g T %g: kept %ld, full sort %ld",
+                      tps[t], temps[t], (long)k, (long)want);
         int64_t same = k < want ? k : want;
-        for (int64_t i = 0; i < same; i++) cr_assert_eq(ids[i], order[i], "rank %ld", (long)i);
+        for (int64_t i = 0; i < same; i++)
+            cr_assert_eq(ids[i], order[i], "rank %ld", (long)i);
         cr_assert_gt(want, 1000, "the case must exercise the bucketed path");
     }
     free(l);
