@@ -31,7 +31,8 @@ static const char *const pre_patterns[VOCAB_PRE_COUNT] = {
 int vocab_pre_init(struct vocab *v, const char *pre, struct err *e)
 {
     if (strcmp(pre, "qwen2") == 0) v->pre = VOCAB_PRE_QWEN2, v->nfc = true;
-    else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0) v->pre = VOCAB_PRE_LLAMA3;
+    else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0)
+        v->pre = VOCAB_PRE_LLAMA3, v->ignore_merges = true; /* Llama 3's tokenizer.json says so */
     else if (strcmp(pre, "gpt2") == 0 || strcmp(pre, "gpt-2") == 0) v->pre = VOCAB_PRE_GPT2;
     else
         return err_set(e, ERR_UNSUPPORTED,
@@ -199,6 +200,10 @@ static int bpe_piece(struct enc *c, const unsigned char *w, size_t n)
 {
     const struct vocab *v = c->v;
     if (n == 1) return push_ids(c, &v->byte_tok[w[0]], 1);
+    if (v->ignore_merges) { /* a piece that is a whole token is taken as is (HF ignore_merges) */
+        int32_t id = vocab_tmap_find(v, (const char *)w, n);
+        if (id >= 0) return push_ids(c, &id, 1);
+    }
     uint64_t h = 0;
     uint32_t slot = 0;
     bool cacheable = n <= CACHE_MAX_WORD;

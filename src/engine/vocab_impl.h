@@ -34,6 +34,7 @@ struct vocab {
 
     enum vocab_pre pre;
     bool nfc;        /* normalize segments to NFC before splitting (qwen2, as HF does) */
+    bool ignore_merges; /* a piece that is a token is not merged (llama3, as HF / llama.cpp) */
     void *re;        /* pcre2_code_8 * */
     bool re_jit;
 };

@@ -136,6 +136,22 @@ Test(vocab, pretokenizers_split_as_their_regexes_say)
     vocab_free(g);
 }
 
+Test(vocab, llama3_ignores_merges_for_whole_token_pieces)
+{
+    const char *extra[] = {"bc", "abc"};
+    const char *merges[] = {"b c"}; /* no merge makes "abc" */
+    struct err e = {0};
+    struct vocab *l = synth("llama-bpe", extra, 2, merges, 1, NULL, NULL, 0, &e);
+    cr_assert_not_null(l, "%s", e.msg);
+    struct vocab *g = synth("gpt2", extra, 2, merges, 1, NULL, NULL, 0, &e);
+    cr_assert_not_null(g, "%s", e.msg);
+    ASSERT_PIECES(l, "abc", "abc");
+    ASSERT_PIECES(g, "abc", "a|bc");
+    ASSERT_PIECES(l, "abcd", "a|bc|d");
+    vocab_free(l);
+    vocab_free(g);
+}
+
 Test(vocab, load_errors_are_values)
 {
     struct err e = {0};
