@@ -423,10 +423,46 @@ static struct def *find_def(struct js *c, const char *ref)
     return NULL;
 }
 
-/* JSON pointer lookup ("#/a/b" with ~0 ~1 and %XX) */
+/* a subschema named by "$anchor": name, or "$id"/"id": "#name" (drafts 4..7) */
+static json_t *find_anchor(json_t *v, const char *name, int depth)
+{
+    if (depth > 64) return NULL;
+    if (json_is_object(v)) {
+        json_t *a = json_object_get(v, "$anchor");
+        if (json_is_string(a) && !strcmp(json_string_value(a), name)) return v;
+        for (int k = 0; k < 2; k++) {
+            json_t *id = json_object_get(v, k ? "id" : "$id");
+            if (json_is_string(id) && json_string_value(id)[0] == '#' &&
+                !strcmp(json_string_value(id) + 1, name))
+                return v;
+        }
+        const char *key;
+        json_t *x;
+        json_object_foreach(v, key, x)
+        {
+            if (!strcmp(key, "enum") || !strcmp(key, "const") || !strcmp(key, "default") ||
+                !strcmp(key, "examples"))
+                continue;
+            json_t *r = find_anchor(x, name, depth + 1);
+            if (r) return r;
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+        {
+            json_t *r = find_anchor(x, name, depth + 1);
+            if (r) return r;
+        }
+    }
+    return NULL;
+}
+
+/* JSON pointer lookup ("#/a/b" with ~0 ~1 and %XX), or "#anchor" */
 static json_t *resolve_pointer(struct js *c, const char *ref)
 {
     const char *p = ref;
+    if (p[0] == '#' && p[1] && p[1] != '/') return find_anchor(c->root, p + 1, 0);
     if (*p != '#') {
         /* same-document refs written with the root $id */
         json_t *id = json_object_get(c->root, "$id");
@@ -1531,6 +1567,18 @@ static char *emit_string(struct js *c, struct sn *s)
     if (s->max_len >= 0 && s->min_len > s->max_len) return NULL;
     struct buf rx = {0};
     bool len = s->min_len > 0 || s->max_len >= 0;
+    if (s->format && len && !s->pattern) {
+        /* formats of bounded length: drop length bounds they already imply */
+        static const struct {
+            const char *f;
+            int64_t mn, mx;
+        } fl[] = {{"date", 10, 10}, {"uuid", 36, 36}, {"ipv4", 7, 15}, {"ipv6", 2, 45},
+                  {"time", 9, -1}, {"date-time", 20, -1}};
+        for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
+            if (!strcmp(fl[i].f, s->format) && fl[i].mn >= s->min_len &&
+                (s->max_len < 0 || (fl[i].mx >= 0 && fl[i].mx <= s->max_len)))
+                len = false;
+    }
     if (s->format) {
         if (s->pattern || len) {
             err_set(c->e, ERR_UNSUPPORTED,
@@ -1553,6 +1601,9 @@ static char *emit_string(struct js *c, struct sn *s)
             buf_free(&rx);
             return NULL;
         }
+        if (len && !one.ok && one.anchored && one.mn >= s->min_len &&
+            (s->max_len < 0 || (one.mx >= 0 && one.mx <= s->max_len)))
+            len = false; /* the pattern already implies the length bounds */
         if (len) {
             if (!one.ok) {
                 buf_free(&body);
@@ -1729,7 +1780,14 @@ static char *emit_object(struct js *c, struct sn *s)
     /* extra members */
     struct buf xb = {0};
     const char *cl = r_colon(c);
-    if (s->n_ppat) {
+    bool ppat_any = s->n_ppat > 0 && !s->addl;
+    for (int j = 0; j < s->n_ppat; j++) {
+        struct sn *r = resolve(c, s->ppsch[j]);
+        if (!r) return NULL;
+        if (!sn_is_any(r)) ppat_any = false;
+    }
+    if (s->n_ppat && !ppat_any) { /* (pattern keys with any value and no additionalProperties:
+                                   * every extra key takes any value) */
         if (s->addl && !sn_unsat(resolve(c, s->addl))) {
             bool all_univ = true;
             for (int j = 0; j < s->n_ppat; j++)
@@ -1967,6 +2025,25 @@ static int finish_defs(struct js *c)
     return 0;
 }
 
+/* Messages quote schema text cut at a byte count: replace broken UTF-8 so the api layer can put
+ * the message in a JSON error body. */
+static void msg_utf8_fix(char *m)
+{
+    unsigned char *u = (unsigned char *)m;
+    size_t i = 0, n = strlen(m);
+    while (i < n) {
+        int len = u[i] < 0x80 ? 1 : (u[i] >> 5) == 6 ? 2 : (u[i] >> 4) == 14 ? 3 : (u[i] >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + (size_t)len <= n;
+        for (int k = 1; ok && k < len; k++)
+            if ((u[i + (size_t)k] & 0xC0) != 0x80) ok = false;
+        if (!ok) {
+            u[i++] = '?';
+            continue;
+        }
+        i += (size_t)len;
+    }
+}
+
 int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_prefix,
                        struct buf *out, struct err *e)
 {
@@ -1976,7 +2053,7 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
     if (!rule_prefix) rule_prefix = "";
     if (strlen(rule_prefix) > 40) return err_set(e, ERR_INVALID, "rule prefix too long");
     json_error_t je;
-    json_t *root = json_loadb(schema_json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb(schema_json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root)
         return err_set(e, ERR_INVALID, "schema is not valid JSON: %s (line %d, column %d)", je.text,
                        je.line, je.column);
@@ -2003,6 +2080,7 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
     rc = 0;
 done:
     if (rc && !e->msg[0]) err_set(e, ERR_INTERNAL, "schema compilation failed");
+    if (rc) msg_utf8_fix(e->msg);
     if (rc && e->code == ERR_OK) e->code = ERR_INVALID;
     js_free(&c);
     json_decref(root);

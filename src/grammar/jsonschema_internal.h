@@ -32,11 +32,16 @@
  * message: lookaround, backreferences, \b \B, anchors elsewhere, Unicode property escapes.
  * If `single` is non-NULL and the pattern is exactly `^X{q}$` for one character set X, writes
  * X's content regex into single->set and the repetition bounds into single->lo/hi (hi -1 =
- * unbounded), so callers can intersect with minLength/maxLength. */
+ * unbounded), so callers can intersect with minLength/maxLength. Also reports whether every
+ * alternative is anchored at both ends and the range of lengths (in characters) of what the
+ * pattern itself matches (mx -1: unbounded), so a length bound the pattern already implies can be
+ * dropped. */
 struct jsrx_single {
     bool ok;
     struct buf set;
     int64_t lo, hi;
+    bool anchored;
+    int64_t mn, mx;
 };
 int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_single *single,
                  struct err *e);

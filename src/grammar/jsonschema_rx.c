@@ -459,7 +459,17 @@ static int pt_class(struct pt *p, struct cpset *set)
 /* Anchors found in a group: every branch starts with ^ (start) / ends with $ (end). */
 struct anch {
     bool start, end;
+    int64_t mn, mx; /* length range in characters (mx -1: unbounded) */
 };
+
+#define LEN_CAP 1000000000LL
+static int64_t len_add(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a + b > LEN_CAP ? LEN_CAP : a + b; }
+static int64_t len_mul(int64_t a, int64_t q) /* q -1: unbounded */
+{
+    if (a == 0) return 0;
+    if (a < 0 || q < 0) return -1;
+    return a > LEN_CAP / (q ? q : 1) ? LEN_CAP : a * q;
+}
 static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *single,
                   struct anch *an);
 
@@ -517,9 +527,11 @@ static int pt_quant(struct pt *p, struct buf *q, int64_t *qlo, int64_t *qhi)
 /* One branch (sequence). Anchors: '^' allowed only as first item, '$' only as last item
  * (checked by the caller via flags). */
 static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end, bool top,
-                  struct jsrx_single *single)
+                  struct jsrx_single *single, int64_t *smn, int64_t *smx)
 {
     *anc_start = *anc_end = false;
+    *smn = 0;
+    *smx = 0;
     int items = 0, atoms = 0;
     struct cpset last_set = {0};
     bool last_is_set = false;
@@ -543,6 +555,7 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
         struct buf atom = {0};
         struct cpset set = {0};
         bool is_set = false, group_end = false;
+        int64_t amn = 1, amx = 1;
         if (c == '(') {
             p->i++;
             if (p->i < p->n && p->s[p->i] == '?') {
@@ -581,6 +594,8 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
             }
             if (an.start) *anc_start = true;
             if (an.end) group_end = true;
+            amn = an.mn;
+            amx = an.mx;
             if (p->i >= p->n || p->s[p->i] != ')') {
                 buf_free(&inner);
                 buf_free(&atom);
@@ -647,10 +662,14 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
         }
         if (q.len) buf_printf(out, "(?:%s)%s", atom.data, q.data);
         else buf_append(out, atom.data, atom.len);
+        *smn = len_add(*smn, len_mul(amn, qlo));
+        *smx = len_add(*smx, len_mul(amx, qhi));
         if (qr == 1) { /* consume the literal '{' */
             p->i++;
             buf_puts(out, "\\{");
             atoms++;
+            *smn = len_add(*smn, 1);
+            *smx = len_add(*smx, 1);
         }
         buf_free(&atom);
         buf_free(&q);
@@ -679,10 +698,12 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
     int nb = 0;
     struct buf acc = {0};
     bool all_start = true, all_end = true, any_start = false, any_end = false;
+    int64_t mn = -1, mx = 0;
     while (1) {
         struct buf b = {0};
         bool s, e;
-        if (pt_seq(p, &b, &s, &e, top, nb == 0 ? single : NULL)) {
+        int64_t bmn, bmx;
+        if (pt_seq(p, &b, &s, &e, top, nb == 0 ? single : NULL, &bmn, &bmx)) {
             buf_free(&b);
             buf_free(&acc);
             return -1;
@@ -692,6 +713,8 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
             buf_printf(&acc, "%s%s%s", s ? "" : JSRX_CHAR "*", b.data ? b.data : "",
                        e ? "" : JSRX_CHAR "*");
         else buf_append(&acc, b.data ? b.data : "", b.len);
+        if (mn < 0 || bmn < mn) mn = bmn;
+        if (mx >= 0 && (bmx < 0 || bmx > mx)) mx = bmx;
         all_start &= s;
         all_end &= e;
         any_start |= s;
@@ -705,7 +728,14 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
         break;
     }
     if (nb > 1 && single) single->ok = false;
+    if (top && single) {
+        single->anchored = all_start && all_end;
+        single->mn = mn < 0 ? 0 : mn;
+        single->mx = mx;
+    }
     if (!top) {
+        an->mn = mn < 0 ? 0 : mn;
+        an->mx = mx;
         if ((any_start && !all_start) || (any_end && !all_end)) {
             buf_free(&acc);
             return pt_fail(p, "anchors in only some alternatives of a group are not supported");
