@@ -1,6 +1,7 @@
 /* sampler — see sampler.h for the pipeline and its semantics. */
 #include "engine/sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -347,6 +348,12 @@ static int32_t prepare(struct sampler *s, float *logits, const uint32_t *mask)
     }
     float bl = vec_max(logits, n);
     if (!(bl > -INFINITY)) return -1;
+    if (bl == INFINITY) {
+        /* A broken model's +inf would turn every later difference into NaN: clamp to FLT_MAX. */
+        for (int32_t i = 0; i < n; i++)
+            if (logits[i] == INFINITY) logits[i] = FLT_MAX;
+        bl = FLT_MAX;
+    }
     for (int32_t i = 0; i < n; i++)
         if (logits[i] == bl) return i;
     return -1;
@@ -365,8 +372,9 @@ static int64_t topp_buckets(struct sampler *s, struct cand *c, int64_t m, int64_
     }
     double *mass = s->bins;
     memset(mass, 0, TOPP_BINS * sizeof *mass);
-    const float scale = hi > lo ? (float)(TOPP_BINS - 1) / (hi - lo) : 0.0f;
-#define BIN(l) ((int)(((hi) - (l)) * scale))
+    /* double: hi - lo may overflow float for extreme logits */
+    const double scale = hi > lo ? (double)(TOPP_BINS - 1) / ((double)hi - (double)lo) : 0.0;
+#define BIN(l) ((int)(((double)(hi) - (double)(l)) * scale))
     for (int64_t i = m; i < n; i++)
         mass[BIN(c[i].logit)] += c[i].p;
     int b = 0;
@@ -415,7 +423,8 @@ static double truncate_dist(struct sampler *s, const float *logits, float lmax, 
     const float inv_t = 1.0f / p->temperature;
     double total = 0;
     for (int64_t i = 0; i < n; i++) {
-        c[i].p = expf((c[i].logit - lmax) * inv_t);
+        float d = c[i].logit - lmax; /* <= 0; the max gets exactly 1 even when inv_t overflows */
+        c[i].p = d == 0 ? 1.0f : expf(d * inv_t);
         total += c[i].p;
     }
     bool is_sorted = false;
@@ -491,7 +500,7 @@ int sampler_sample(struct sampler *s, float *logits, const uint32_t *mask,
         int64_t n;
         double total = truncate_dist(s, logits, lmax, false, &n);
         double r = rng_uniform(s->rng) * total, cum = 0;
-        token = s->cand[n - 1].id;
+        if (n > 0) token = s->cand[n - 1].id; /* n >= 1 always (the argmax survives); defensive */
         for (int64_t i = 0; i < n; i++) {
             cum += s->cand[i].p;
             if (r < cum) {

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE /* qsort_r */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -583,4 +584,57 @@ Test(sampler, top_p_buckets_match_full_sort)
     free(order);
     free(ids);
     free(pr);
+}
+
+/* Extreme logits (NaN, +-inf, +-FLT_MAX, denormals) and extreme parameters: every step returns a
+ * valid token (or -1 when nothing is allowed), finite-or--inf logprobs, never a crash (this runs
+ * under ASan + UBSan in `make test`). */
+Test(sampler, extreme_values_never_crash)
+{
+    enum { N = 300 };
+    const float specials[] = {NAN,     INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1e-40f,
+                              -1e-40f, 0.0f,     -0.0f,     88.0f,   -88.0f};
+    const float temps[] = {0, 1e-40f, 1e-6f, 0.7f, 1.0f, 1e6f, 3e38f};
+    uint32_t x = 99;
+    for (int iter = 0; iter < 400; iter++) {
+        struct sampler_params p;
+        sampler_params_init(&p);
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        p.temperature = temps[x % 7];
+        p.top_k = (int)(x >> 3) % 4 == 0 ? 0 : (int)((x >> 5) % 400);
+        p.top_p = (x >> 9) % 3 == 0 ? 1.0f : 1e-6f + (float)((x >> 11) % 1000) / 1000.0f;
+        if (p.top_p > 1) p.top_p = 1;
+        p.min_p = (x >> 13) % 3 == 0 ? 0.0f : (float)((x >> 15) % 1001) / 1000.0f;
+        p.repeat_penalty = (x >> 17) % 2 ? 1.0f : 1.5f;
+        p.presence_penalty = (x >> 18) % 2 ? 0.0f : 2.0f;
+        p.n_top_logprobs = (int)((x >> 19) % 21);
+        p.seed = x;
+        struct sampler *s = mk(&p, N);
+        float l[N];
+        uint32_t mask[(N + 31) / 32];
+        for (int step = 0; step < 4; step++) {
+            for (int i = 0; i < N; i++) {
+                x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+                l[i] =
+                    x % 5 == 0 ? specials[(x >> 8) % 11] : (float)((int)(x >> 8) % 2000) / 100.0f;
+            }
+            for (int w = 0; w < (N + 31) / 32; w++) {
+                x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+                mask[w] = iter % 3 ? 0xffffffffu : x & (x >> 3);
+            }
+            struct sampler_choice c;
+            int rc = sampler_sample(s, l, iter % 3 ? NULL : mask, &c);
+            if (rc == 0) {
+                cr_assert(c.token >= 0 && c.token < N);
+                cr_assert_not(isnan(c.logprob), "NaN logprob (iter %d)", iter);
+                cr_assert(c.n_top >= 0 && c.n_top <= p.n_top_logprobs);
+                for (int k = 0; k < c.n_top; k++)
+                    cr_assert(c.top_token[k] >= 0 && c.top_token[k] < N);
+                sampler_accept(s, c.token);
+            } else {
+                cr_assert_eq(rc, -1);
+            }
+        }
+        sampler_free(s);
+    }
 }
