@@ -4,7 +4,11 @@
  *       prints the last position's logits, one per line (%.9g)
  *   lmserve-logits MODEL --tokens 1,2,3 --greedy N
  *       prints N greedy token ids, comma separated
- * --one-by-one feeds the prompt one token per forward (decode path) instead of one prefill. */
+ * --one-by-one feeds the prompt one token per forward (decode path) instead of one prefill.
+ *   lmserve-logits MODEL --act-format
+ *       prints how the decode path rounds the input of the model's attn_q matmul: "a8" (int8, f32
+ *       scale per 32), the vec_dot type name ("q8_0", "q8_K"), or "f32" (used by the numerics
+ *       suite to pick the reference's matching --act mode). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +16,15 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "engine/matmul.h"
 #include "engine/model.h"
+#include "engine/quant.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmserve-logits MODEL --tokens ID,ID,... [--threads N] [--ctx N] [--greedy N] "
-               "[--one-by-one]\n");
+               "[--one-by-one]\n"
+               "       lmserve-logits MODEL --act-format\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -75,7 +82,7 @@ int main(int argc, char **argv)
 {
     const char *path = NULL, *toks = NULL;
     long threads = 0, greedy = 0, ctx = 0;
-    int one_by_one = 0;
+    int one_by_one = 0, act_format = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -83,6 +90,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--one-by-one")) {
             one_by_one = 1;
+        } else if (!strcmp(a, "--act-format")) {
+            act_format = 1;
         } else if (i + 1 < argc && !strcmp(a, "--tokens")) {
             toks = argv[++i];
         } else if (i + 1 < argc && (!strcmp(a, "--threads") || !strcmp(a, "-t"))) {
@@ -102,6 +111,27 @@ int main(int argc, char **argv)
     bad:
         fprintf(stderr, "lmserve-logits: bad value '%s' for %s\n", argv[i], a);
         return 2;
+    }
+    if (path && act_format) {
+        struct gguf g;
+        struct err e = {0};
+        if (gguf_open(&g, path, &e)) {
+            fprintf(stderr, "lmserve-logits: %s\n", e.msg);
+            return 1;
+        }
+        quant_init();
+        const struct gguf_tensor *t = gguf_find_tensor(&g, "blk.0.attn_q.weight");
+        const struct quant_traits *tr = t ? quant_traits((enum ggml_type)t->type) : NULL;
+        if (!tr) {
+            fprintf(stderr, "lmserve-logits: no usable blk.0.attn_q.weight\n");
+            gguf_close(&g);
+            return 1;
+        }
+        if (!tr->is_quantized) printf("f32\n");
+        else if (mm_act_is_a8((enum ggml_type)t->type, 1)) printf("a8\n");
+        else printf("%s\n", quant_traits(tr->vec_dot_type)->name);
+        gguf_close(&g);
+        return 0;
     }
     if (!path || !toks) {
         usage(stderr);

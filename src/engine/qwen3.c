@@ -21,6 +21,7 @@
 
 #include "base/log.h"
 #include "engine/kv_cache.h"
+#include "engine/matmul.h"
 #include "engine/model_impl.h"
 #include "engine/ops.h"
 #include "engine/quant.h"
@@ -48,14 +49,16 @@ struct q3_scratch {
     float *q;      /* (T, n_head*hd) */
     float *k, *v;  /* (T, n_head_kv*hd) */
     float *att;    /* (T, n_head*hd) attention output */
-    float *gate;   /* (T, ff) */
-    float *up;     /* (T, ff) */
+    float *gate;   /* (T, ff) dense; (T*n_expert_used, n_ff_exp) moe, row t*k+slot */
+    float *up;     /* same shape as gate */
+    float *ye;     /* (T*n_expert_used, n_embd) moe: expert outputs, row t*k+slot */
     float *router; /* (T, n_expert) */
     int32_t *sel;  /* (T, n_expert_used) chosen experts */
     float *selw;   /* (T, n_expert_used) their renormalized weights */
-    int32_t *etok; /* (n_expert, T) token index per expert, packed (token*k + slot) */
+    int32_t *etok; /* (n_expert, T) rows routed to each expert, as token*k + slot */
+    int32_t *etok_t; /* (n_expert, T) the same rows' token index */
     int32_t *ecnt; /* (n_expert) */
-    float *xe;     /* (T, n_embd) gathered rows for one expert */
+    struct mm_op *ops; /* (3 * n_expert) matmul descriptors */
     float *attn_ws; /* (n_threads, ops_attn_scratch_floats) */
     struct attn_unit *units; /* (T * n_head_kv) */
 };
@@ -74,7 +77,7 @@ struct q3 {
     const struct gguf_tensor *output;   /* (n_vocab, n_embd); == tok_embd when tied */
     const float *output_norm;
     float *inv_freq;                    /* (hd/2) */
-    struct mm_ctx *mm;
+    struct mm_scratch *mm;
     void *arena;
     size_t arena_bytes;
     struct q3_scratch s;
@@ -93,7 +96,8 @@ static size_t scratch_layout(struct q3 *m, char *base)
 {
     const struct model_config *c = &m->base.cfg;
     size_t T = Q3_UBATCH, qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
-    size_t ff = (size_t)(c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp);
+    size_t ff = (size_t)c->n_ff;
+    if ((size_t)c->n_ff_exp * (size_t)c->n_expert_used > ff) ff = (size_t)c->n_ff_exp * (size_t)c->n_expert_used;
     size_t ne = (size_t)(c->n_expert > 0 ? c->n_expert : 1), nk = (size_t)(c->n_expert_used > 0 ? c->n_expert_used : 1);
     int nth = tp_size(m->base.pool);
     size_t off = 0;
@@ -107,12 +111,14 @@ static size_t scratch_layout(struct q3 *m, char *base)
     s.att = carve(base, &off, T * qd * sizeof(float));
     s.gate = carve(base, &off, T * ff * sizeof(float));
     s.up = carve(base, &off, T * ff * sizeof(float));
+    s.ye = carve(base, &off, c->n_expert ? T * nk * c->n_embd * sizeof(float) : 0);
     s.router = carve(base, &off, T * ne * sizeof(float));
     s.sel = carve(base, &off, T * nk * sizeof(int32_t));
     s.selw = carve(base, &off, T * nk * sizeof(float));
     s.etok = carve(base, &off, ne * T * sizeof(int32_t));
+    s.etok_t = carve(base, &off, ne * T * sizeof(int32_t));
     s.ecnt = carve(base, &off, ne * sizeof(int32_t));
-    s.xe = carve(base, &off, T * c->n_embd * sizeof(float));
+    s.ops = carve(base, &off, (3 * ne + 3) * sizeof(struct mm_op));
     s.attn_ws = carve(base, &off, (size_t)nth * ops_attn_scratch_floats() * sizeof(float));
     s.units = carve(base, &off, T * (size_t)c->n_head_kv * sizeof(struct attn_unit));
     if (base) m->s = s;
@@ -120,81 +126,13 @@ static size_t scratch_layout(struct q3 *m, char *base)
 }
 
 
-/* ---------------------------------------------------------------- matmul (interim)
- * Until engine/matmul.h (the kernels engineer's GEMV/GEMM driver) lands, weights are applied with
- * the traits table: activations quantized once per call to the weight's vec_dot_type, output rows
- * split across the pool. */
-struct mm_weight {
-    enum ggml_type type;
-    const void *data; /* n_out rows of n_in elements */
-    int64_t n_in, n_out;
-};
-struct mm_ctx {
-    struct threadpool *pool;
-    uint8_t *xq;
-    size_t xq_bytes;
-};
-static struct mm_ctx *mm_new(struct threadpool *pool, int64_t max_tok, int64_t max_in, struct err *e)
-{
-    struct mm_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        err_set(e, ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    c->pool = pool;
-    c->xq_bytes = (size_t)max_tok * ((size_t)max_in * 4 + 64);
-    c->xq = aligned_alloc(64, (c->xq_bytes + 63) / 64 * 64);
-    if (!c->xq) {
-        free(c);
-        err_set(e, ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    return c;
-}
-static void mm_free(struct mm_ctx *c)
-{
-    if (!c) return;
-    free(c->xq);
-    free(c);
-}
-struct mm_job {
-    const struct mm_weight *w;
-    const uint8_t *xq;
-    size_t xq_row, w_row;
-    int64_t n_tok;
-    float *y;
-    int64_t ys;
-    quant_vec_dot_fn dot;
-};
-static void mm_worker(void *ctx, int ith, int nth)
-{
-    struct mm_job *j = ctx;
-    int64_t r0 = j->w->n_out * ith / nth, r1 = j->w->n_out * (ith + 1) / nth;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *wr = (const uint8_t *)j->w->data + (size_t)r * j->w_row;
-        for (int64_t t = 0; t < j->n_tok; t++)
-            j->y[t * j->ys + r] = j->dot(j->w->n_in, wr, j->xq + (size_t)t * j->xq_row);
-    }
-}
-static void mm_run(struct mm_ctx *c, const struct mm_weight *w, const float *x, int64_t xs, int64_t n_tok,
-                   float *y, int64_t ys)
-{
-    const struct quant_traits *tw = quant_traits(w->type);
-    const struct quant_traits *tx = quant_traits(tw->vec_dot_type);
-    struct mm_job j = {.w = w, .xq = c->xq, .n_tok = n_tok, .y = y, .ys = ys, .dot = tw->vec_dot};
-    j.xq_row = quant_row_size(tw->vec_dot_type, w->n_in);
-    j.w_row = quant_row_size(w->type, w->n_in);
-    for (int64_t t = 0; t < n_tok; t++) tx->from_float(x + t * xs, c->xq + (size_t)t * j.xq_row, w->n_in);
-    tp_run(c->pool, mm_worker, &j);
-}
-
 /* ---------------------------------------------------------------- load */
 
 static void q3_free(struct model *bm)
 {
     struct q3 *m = (struct q3 *)bm;
     if (!m) return;
-    mm_free(m->mm);
+    mm_scratch_free(m->mm);
     if (m->base.pool) tp_free(m->base.pool);
     free(m->arena);
     free(m->layers);
@@ -396,11 +334,11 @@ struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct e
         err_set(e, ERR_NOMEM, "cannot start %d threads", nth);
         goto fail_keep_g;
     }
-    size_t ff = (size_t)(c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp);
-    size_t max_in = ff > (size_t)QD ? ff : (size_t)QD;
-    if ((size_t)E > max_in) max_in = (size_t)E;
-    m->mm = mm_new(m->base.pool, Q3_UBATCH, (int64_t)max_in, e);
-    if (!m->mm) goto fail_keep_g;
+    m->mm = mm_scratch_new();
+    if (!m->mm) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto fail_keep_g;
+    }
     m->arena_bytes = scratch_layout(m, NULL);
     m->arena = aligned_alloc(64, m->arena_bytes);
     if (!m->arena) {
@@ -420,7 +358,7 @@ fail_keep_g:
     /* the caller still owns and closes g on failure */
     m->base.g.fd = -1;
     memset(&m->base.g, 0, sizeof m->base.g);
-    mm_free(m->mm);
+    mm_scratch_free(m->mm);
     if (m->base.pool) tp_free(m->base.pool);
     free(m->arena);
     free(m->layers);
@@ -431,17 +369,32 @@ fail_keep_g:
 
 /* ---------------------------------------------------------------- forward */
 
-/* y (n_tok rows, stride ys) = W · x (n_tok rows, stride xs); W's expert slice e (0 for 2-D). */
-static void mm(struct q3 *m, const struct gguf_tensor *w, int64_t expert, const float *x, int64_t xs,
-               int64_t n_tok, float *y, int64_t ys)
+/* Descriptor of y (n_tok rows, stride ys) = W · x (n_tok rows, stride xs) with W's expert slice
+ * (0 for a 2-D tensor); x_idx/y_idx gather/scatter token rows (NULL = contiguous). */
+static struct mm_op op(const struct gguf_tensor *w, int64_t expert, const float *x, int64_t xs,
+                       const int32_t *x_idx, int64_t n_tok, float *y, int64_t ys, const int32_t *y_idx)
 {
-    struct mm_weight mw = {
-        .type = (enum ggml_type)w->type,
-        .data = (const uint8_t *)w->data + (size_t)expert * quant_row_size((enum ggml_type)w->type, w->ne[0]) * (size_t)w->ne[1],
-        .n_in = w->ne[0],
-        .n_out = w->ne[1],
+    size_t rs = quant_row_size((enum ggml_type)w->type, w->ne[0]);
+    return (struct mm_op){
+        .wtype = (enum ggml_type)w->type,
+        .W = (const uint8_t *)w->data + (size_t)expert * rs * (size_t)w->ne[1],
+        .rows = w->ne[1],
+        .cols = w->ne[0],
+        .w_stride = rs,
+        .X = x,
+        .x_stride = xs,
+        .x_idx = x_idx,
+        .n_tok = n_tok,
+        .Y = y,
+        .y_stride = ys,
+        .y_idx = y_idx,
     };
-    mm_run(m->mm, &mw, x, xs, n_tok, y, ys);
+}
+
+static int run(struct q3 *m, const struct mm_op *ops, int n, struct err *e)
+{
+    if (mm_run_ops(m->base.pool, ops, n, m->mm, e)) return err_wrap(e, "matmul");
+    return 0;
 }
 
 struct attn_job {
@@ -510,17 +463,21 @@ static void embed(struct q3 *m, int32_t tok, float *out)
     quant_traits((enum ggml_type)t->type)->to_float((const uint8_t *)t->data + (size_t)tok * rs, out, t->ne[0]);
 }
 
-static void moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T)
+/* MoE FFN of T normed rows (s->xn) into s->tmp: route, then every active expert's gate+up in
+ * one fork-join (rows gathered by index), SwiGLU, every expert's down in a second one, and the
+ * weighted sum of each token's k expert outputs. */
+static int moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T, struct err *e)
 {
     const struct model_config *c = &m->base.cfg;
     struct q3_scratch *s = &m->s;
-    int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
-    mm(m, L->router, 0, s->xn, E, T, s->router, NE);
+    const int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
+    struct mm_op r = op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
+    if (run(m, &r, 1, e)) return -1;
     memset(s->ecnt, 0, sizeof(int32_t) * (size_t)NE);
     for (int64_t t = 0; t < T; t++) {
         float *p = s->router + t * NE;
         ops_softmax(p, NE);
-        /* top-k by selection (k is small); ties go to the lower expert id */
+        /* top-k by repeated selection (k is small); ties go to the lower expert id */
         int32_t *sel = s->sel + t * K;
         float *w = s->selw + t * K;
         float wsum = 0.0f;
@@ -536,33 +493,44 @@ static void moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T)
             wsum += p[best];
         }
         for (int k = 0; k < K; k++) {
-            w[k] /= wsum;
-            int x = sel[k];
-            s->etok[(int64_t)x * Q3_UBATCH + s->ecnt[x]++] = (int32_t)(t * K + k);
+            w[k] /= wsum; /* renormalize over the chosen k (Qwen3-MoE norm_topk_prob) */
+            int x = sel[k], i = s->ecnt[x]++;
+            s->etok[(int64_t)x * Q3_UBATCH + i] = (int32_t)(t * K + k);
+            s->etok_t[(int64_t)x * Q3_UBATCH + i] = (int32_t)t;
         }
     }
-    memset(s->tmp, 0, sizeof(float) * (size_t)T * E);
+    int n = 0;
     for (int x = 0; x < NE; x++) {
-        int n = s->ecnt[x];
-        if (!n) continue;
-        const int32_t *lst = s->etok + (int64_t)x * Q3_UBATCH;
-        for (int i = 0; i < n; i++) memcpy(s->xe + (int64_t)i * E, s->xn + (int64_t)(lst[i] / K) * E, sizeof(float) * E);
-        mm(m, L->gate_exps, x, s->xe, E, n, s->gate, FF);
-        mm(m, L->up_exps, x, s->xe, E, n, s->up, FF);
-        for (int i = 0; i < n; i++) ops_swiglu(s->gate + (int64_t)i * FF, s->gate + (int64_t)i * FF, s->up + (int64_t)i * FF, FF);
-        mm(m, L->down_exps, x, s->gate, FF, n, s->xe, E);
-        for (int i = 0; i < n; i++) {
-            int64_t t = lst[i] / K;
-            float w = s->selw[lst[i]];
-            float *dst = s->tmp + t * E, *src = s->xe + (int64_t)i * E;
+        if (!s->ecnt[x]) continue;
+        const int32_t *slot = s->etok + (int64_t)x * Q3_UBATCH, *tok = s->etok_t + (int64_t)x * Q3_UBATCH;
+        s->ops[n++] = op(L->gate_exps, x, s->xn, E, tok, s->ecnt[x], s->gate, FF, slot);
+        s->ops[n++] = op(L->up_exps, x, s->xn, E, tok, s->ecnt[x], s->up, FF, slot);
+    }
+    if (run(m, s->ops, n, e)) return -1;
+    for (int64_t i = 0; i < T * K; i++)
+        ops_swiglu(s->gate + i * FF, s->gate + i * FF, s->up + i * FF, FF);
+    n = 0;
+    for (int x = 0; x < NE; x++) {
+        if (!s->ecnt[x]) continue;
+        const int32_t *slot = s->etok + (int64_t)x * Q3_UBATCH;
+        s->ops[n++] = op(L->down_exps, x, s->gate, FF, slot, s->ecnt[x], s->ye, E, slot);
+    }
+    if (run(m, s->ops, n, e)) return -1;
+    for (int64_t t = 0; t < T; t++) {
+        float *dst = s->tmp + t * E;
+        for (int d = 0; d < E; d++) dst[d] = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float *src = s->ye + (t * K + k) * E;
+            float w = s->selw[t * K + k];
             for (int d = 0; d < E; d++) dst[d] += w * src[d];
         }
     }
+    return 0;
 }
 
 /* One micro-batch: tokens [0, T) of the arrays; logits rows for wanted tokens go to out. */
-static void forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, struct kv_cache *const *seq,
-                           const bool *want, int64_t T, float *out)
+static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, struct kv_cache *const *seq,
+                          const bool *want, int64_t T, float *out, struct err *e)
 {
     const struct model_config *c = &m->base.cfg;
     struct q3_scratch *s = &m->s;
@@ -573,9 +541,10 @@ static void forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos,
     for (int l = 0; l < c->n_layer; l++) {
         const struct q3_layer *L = &m->layers[l];
         for (int64_t t = 0; t < T; t++) ops_rmsnorm(s->xn + t * E, s->x + t * E, L->attn_norm, E, c->norm_eps);
-        mm(m, L->wq, 0, s->xn, E, T, s->q, QD);
-        mm(m, L->wk, 0, s->xn, E, T, s->k, KVD);
-        mm(m, L->wv, 0, s->xn, E, T, s->v, KVD);
+        struct mm_op qkv[3] = {op(L->wq, 0, s->xn, E, NULL, T, s->q, QD, NULL),
+                               op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL),
+                               op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL)};
+        if (run(m, qkv, 3, e)) return -1;
         for (int64_t t = 0; t < T; t++) {
             float *q = s->q + t * QD, *k = s->k + t * KVD;
             for (int h = 0; h < c->n_head; h++) ops_rmsnorm(q + h * HD, q + h * HD, L->q_norm, HD, c->norm_eps);
@@ -587,17 +556,20 @@ static void forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos,
         struct attn_job aj = {.m = m, .layer = l, .n_units = n_units, .pos = pos};
         atomic_init(&aj.next, 0);
         tp_run(m->base.pool, attn_worker, &aj);
-        mm(m, L->wo, 0, s->att, QD, T, s->tmp, E);
+        struct mm_op o = op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
+        if (run(m, &o, 1, e)) return -1;
         for (int64_t i = 0; i < T * E; i++) s->x[i] += s->tmp[i];
 
         for (int64_t t = 0; t < T; t++) ops_rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm, E, c->norm_eps);
         if (m->moe) {
-            moe_ffn(m, L, T);
+            if (moe_ffn(m, L, T, e)) return -1;
         } else {
-            mm(m, L->gate, 0, s->xn, E, T, s->gate, FF);
-            mm(m, L->up, 0, s->xn, E, T, s->up, FF);
+            struct mm_op gu[2] = {op(L->gate, 0, s->xn, E, NULL, T, s->gate, FF, NULL),
+                                  op(L->up, 0, s->xn, E, NULL, T, s->up, FF, NULL)};
+            if (run(m, gu, 2, e)) return -1;
             for (int64_t t = 0; t < T; t++) ops_swiglu(s->gate + t * FF, s->gate + t * FF, s->up + t * FF, FF);
-            mm(m, L->down, 0, s->gate, FF, T, s->tmp, E);
+            struct mm_op d = op(L->down, 0, s->gate, FF, NULL, T, s->tmp, E, NULL);
+            if (run(m, &d, 1, e)) return -1;
         }
         for (int64_t i = 0; i < T * E; i++) s->x[i] += s->tmp[i];
     }
@@ -605,7 +577,11 @@ static void forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos,
     int64_t nw = 0;
     for (int64_t t = 0; t < T; t++)
         if (want[t]) ops_rmsnorm(s->xn + (nw++) * E, s->x + t * E, m->output_norm, E, c->norm_eps);
-    if (nw && out) mm(m, m->output, 0, s->xn, E, nw, out, c->n_vocab);
+    if (nw && out) {
+        struct mm_op lo = op(m->output, 0, s->xn, E, NULL, nw, out, c->n_vocab, NULL);
+        if (run(m, &lo, 1, e)) return -1;
+    }
+    return 0;
 }
 
 static int q3_forward(struct model *bm, const struct batch *b, float *logits, struct err *e)
@@ -617,11 +593,11 @@ static int q3_forward(struct model *bm, const struct batch *b, float *logits, st
         int64_t T = b->n - i0 < Q3_UBATCH ? b->n - i0 : Q3_UBATCH;
         for (int64_t t = 0; t < T; t++)
             want[t] = b->want_logits ? b->want_logits[i0 + t] : (i0 + t == b->n - 1);
-        forward_ubatch(m, b->token + i0, b->pos + i0, b->seq + i0, want, T,
-                       logits ? logits + out_row * m->base.cfg.n_vocab : NULL);
+        if (forward_ubatch(m, b->token + i0, b->pos + i0, b->seq + i0, want, T,
+                           logits ? logits + out_row * m->base.cfg.n_vocab : NULL, e))
+            return -1;
         if (!logits) continue;
         for (int64_t t = 0; t < T; t++) out_row += want[t];
     }
-    (void)e;
     return 0;
 }

@@ -208,8 +208,8 @@ def dequant_q6_k(b):
 # ---------------------------------------------------------------- the model (HF Qwen3 definition)
 
 class Qwen3:
-    def __init__(self, path, kv_f16=True, act_q8=False):
-        self.act_q8 = act_q8
+    def __init__(self, path, kv_f16=True, act=None):
+        self.act = act
         g = GGUF(path)
         self.g = g
         arch = g.kv["general.architecture"]
@@ -243,23 +243,24 @@ class Qwen3:
             self.layers.append(L)
 
     def mat(self, x, w):
-        """x @ W.T for a weight (rows = outputs). With act_q8, x is first rounded the way the
-        engine (like llama.cpp) rounds the input of a Q8_0-weight dot product: Q8_0 blocks of 32,
-        d = max|x|/127 stored as f16, q = round(x/d). Float weights take float inputs."""
-        if self.act_q8 and w.t == T_Q8_0:
-            x = self.q8(x)
-        elif self.act_q8 and w.t not in (T_F32, T_F16, T_BF16):
-            raise SystemExit("reference: --act-q8 models only Q8_0 weights")
+        """x @ W.T for a weight (rows = outputs). With act set, x is first rounded the way the
+        engine (like llama.cpp) rounds the input of a Q8_0-weight dot product: blocks of 32,
+        d = max|x|/127, q = round(x/d), x' = q*d with d stored as f16 ("q8_0", a Q8_0 block) or
+        kept in f32 ("a8", the int8 panel of the VNNI kernels). Float weights take float inputs."""
+        if self.act and w.t == T_Q8_0:
+            x = self.round_act(x)
+        elif self.act and w.t not in (T_F32, T_F16, T_BF16):
+            raise SystemExit("reference: --act models only Q8_0 weights")
         return x @ w.a.T
 
-    def q8(self, x):
+    def round_act(self, x):
         sh = x.shape
         b = x.reshape(-1, 32).astype(np.float32)
-        d = np.abs(b).max(-1, keepdims=True) / 127.0
-        d16 = d.astype(np.float16).astype(np.float64)
-        inv = np.where(d > 0, 1.0 / np.where(d > 0, d, 1), 0.0)
+        d = (np.abs(b).max(-1, keepdims=True) / np.float32(127)).astype(np.float32)
+        inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
         q = np.round(b * inv)
-        return (q * d16).reshape(sh)
+        ds = d.astype(np.float16) if self.act == "q8_0" else d
+        return (q * ds.astype(np.float64)).reshape(sh)
 
     def rms(self, x, w):
         # Qwen3RMSNorm: x / sqrt(mean(x^2) + eps) * weight, over the last axis
@@ -332,12 +333,12 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--greedy", type=int, default=0)
-    ap.add_argument("--act-q8", action="store_true",
-                    help="round matmul inputs to Q8_0 blocks (diagnostic: the engine's activation rounding)")
+    ap.add_argument("--act", choices=("q8_0", "a8"),
+                    help="round the inputs of Q8_0-weight matmuls like the engine (see Qwen3.mat)")
     ap.add_argument("--kv-f32", action="store_true", help="do not round K/V through float16")
     a = ap.parse_args()
     toks = [int(t) for t in a.tokens.split(",") if t]
-    m = Qwen3(a.model, kv_f16=not a.kv_f32, act_q8=a.act_q8)
+    m = Qwen3(a.model, kv_f16=not a.kv_f32, act=a.act)
     if a.greedy:
         out = []
         for _ in range(a.greedy):

@@ -12,6 +12,7 @@
 #include "engine/fp16.h"
 #include "engine/gguf.h"
 #include "engine/kv_cache.h"
+#include "engine/matmul.h"
 #include "engine/model.h"
 #include "engine/ops.h"
 #include "engine/quant.h"
@@ -271,7 +272,7 @@ static double max_abs(const float *a, int64_t n)
 #define NT 90 /* > one KV tile (64) and many query blocks */
 
 /* All-position logits by one prefill (want_logits everywhere) vs one token per forward. */
-static void check_prefill_vs_decode(const struct shape *s, double tol)
+static void check_prefill_vs_decode(const struct shape *s, double tol, double kv_tol)
 {
     struct model *m = load(s, 2);
     int V = model_config(m)->n_vocab;
@@ -303,7 +304,8 @@ static void check_prefill_vs_decode(const struct shape *s, double tol)
     kv_load(a, 1, NT - 1, k1, v1);
     kv_load(b, 1, NT - 1, k2, v2);
     int kvd = model_config(m)->n_head_kv * model_config(m)->head_dim;
-    cr_expect(max_abs_diff(k1, k2, kvd) < 1e-2 && max_abs_diff(v1, v2, kvd) < 1e-2);
+    cr_expect(max_abs_diff(k1, k2, kvd) <= kv_tol && max_abs_diff(v1, v2, kvd) <= kv_tol, "cache rows differ: K %g V %g",
+              max_abs_diff(k1, k2, kvd), max_abs_diff(v1, v2, kvd));
     free(la);
     free(lb);
     kv_free(a);
@@ -311,9 +313,19 @@ static void check_prefill_vs_decode(const struct shape *s, double tol)
     model_free(m);
 }
 
-Test(model, prefill_equals_decode_dense_f32) { check_prefill_vs_decode(&DENSE, 1e-5); }
-Test(model, prefill_equals_decode_dense_q8_0) { check_prefill_vs_decode(&DENSE_Q8, 1e-4); }
-Test(model, prefill_equals_decode_moe) { check_prefill_vs_decode(&MOE, 1e-5); }
+Test(model, prefill_equals_decode_dense_f32) { check_prefill_vs_decode(&DENSE, 1e-5, 1e-5); }
+Test(model, prefill_equals_decode_moe) { check_prefill_vs_decode(&MOE, 1e-5, 1e-5); }
+/* Quantized weights: prefill takes the packed GEMM path, whose activation scale is f32 where the
+ * GEMV path (decode) uses Q8_0's f16 scale, so the two agree only to activation-rounding noise
+ * (measured ~0.6% of max |logit| here). With the GEMV path forced for prefill too, the forward
+ * pass itself must give the same logits either way. */
+Test(model, prefill_equals_decode_dense_q8_0) { check_prefill_vs_decode(&DENSE_Q8, 2e-2, 5e-2); }
+Test(model, prefill_equals_decode_dense_q8_0_same_kernels)
+{
+    mm_set_gemm_min_tokens(1ll << 40);
+    check_prefill_vs_decode(&DENSE_Q8, 1e-5, 1e-5);
+    mm_set_gemm_min_tokens(0);
+}
 
 /* Lockstep decode of three sequences in one batch == each sequence decoded alone; a copied
  * prefix continues exactly like its donor. */
