@@ -58,7 +58,8 @@ void sampler_params_init(struct sampler_params *p);
  * 0..20, all finite) and allocates a sampler for n_vocab tokens. */
 struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab, struct err *e);
 void sampler_free(struct sampler *s);
-/* Samples from logits (modified in place). mask: bitset of allowed tokens (bit i of word i/32),
+/* Samples from logits (modified in place). mask: bitset of allowed tokens (bit i of word i/32;
+ * (n_vocab + 31) / 32 words, n_vocab as given to sampler_new),
  * NULL = all allowed. Returns 0 or -1 when no token is allowed (all masked or all -inf/NaN). */
 int sampler_sample(struct sampler *s, float *logits, const uint32_t *mask,
                    struct sampler_choice *out);
