@@ -1,0 +1,434 @@
+/* JSON Schema → lark: structure of the output, errors, and the LANGUAGE of the output checked by
+ * translating the lark into a PCRE2 pattern (tests/schema/lark_pcre.h) and matching instances.
+ * Number-range and pattern regexes are differential-tested against arithmetic / PCRE2. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "../schema/lark_pcre.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "grammar/jsonschema.h"
+#include "grammar/jsonschema_internal.h"
+
+static pcre2_code *compile_rx(const char *rx)
+{
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)rx, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &ec, &eo, NULL);
+    if (!re) {
+        PCRE2_UCHAR m[256];
+        pcre2_get_error_message(ec, m, sizeof m);
+        cr_log_error("pcre2: %s at %zu in %.300s", m, (size_t)eo, rx);
+    }
+    return re;
+}
+
+static bool rx_match(pcre2_code *re, const char *s)
+{
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, strlen(s), 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    cr_assert(rc >= 0 || rc == PCRE2_ERROR_NOMATCH, "pcre2_match error %d", rc);
+    return rc >= 0;
+}
+
+/* schema → language matcher */
+static pcre2_code *schema_re(const char *schema)
+{
+    struct buf lark = {0}, rx = {0};
+    struct err e = {0};
+    int r = jsonschema_to_lark(schema, strlen(schema), "", &lark, &e);
+    cr_assert_eq(r, 0, "schema %s failed: %s", schema, e.msg);
+    cr_assert_eq(lark_pcre(lark.data, &rx), 0);
+    pcre2_code *re = compile_rx(rx.data);
+    cr_assert(re, "lark: %s", lark.data);
+    buf_free(&lark);
+    buf_free(&rx);
+    return re;
+}
+
+static void check(const char *schema, const char *const *good, const char *const *bad)
+{
+    pcre2_code *re = schema_re(schema);
+    for (; good && *good; good++) cr_expect(rx_match(re, *good), "%s should accept %s", schema, *good);
+    for (; bad && *bad; bad++) cr_expect(!rx_match(re, *bad), "%s should reject %s", schema, *bad);
+    pcre2_code_free(re);
+}
+
+static void expect_error(const char *schema, const char *needle)
+{
+    struct buf lark = {0};
+    struct err e = {0};
+    int r = jsonschema_to_lark(schema, strlen(schema), "", &lark, &e);
+    cr_expect_neq(r, 0, "schema %s should fail", schema);
+    cr_expect(strstr(e.msg, needle) != NULL, "error for %s: \"%s\" lacks \"%s\"", schema, e.msg,
+              needle);
+    cr_expect_eq(lark.len, 0);
+    buf_free(&lark);
+}
+
+#define L(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+Test(jsonschema, output_shape_and_prefix)
+{
+    struct buf a = {0}, b = {0};
+    struct err e = {0};
+    const char *s = "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}";
+    cr_assert_eq(jsonschema_to_lark(s, strlen(s), "", &a, &e), 0);
+    cr_expect(strstr(a.data, "\nstart: ") || !strncmp(a.data, "start: ", 7));
+    cr_expect(strstr(a.data, "\"\\\"x\\\"\"") != NULL, "key literal in %s", a.data);
+    cr_assert_eq(jsonschema_to_lark(s, strlen(s), "j1_", &b, &e), 0);
+    cr_expect(strstr(b.data, "start") == NULL);
+    cr_expect(strstr(b.data, "j1_root: ") != NULL);
+    /* every rule defined in the prefixed grammar carries the prefix */
+    for (const char *p = b.data; *p; p = strchr(p, '\n') + 1) cr_expect(!strncmp(p, "j1_", 3), "%.40s", p);
+    buf_free(&a);
+    buf_free(&b);
+}
+
+Test(jsonschema, json_object_any)
+{
+    struct buf lark = {0}, rx = {0};
+    struct err e = {0};
+    cr_assert_eq(jsonschema_object_lark("", &lark, &e), 0);
+    lark_pcre(lark.data, &rx);
+    pcre2_code *re = compile_rx(rx.data);
+    cr_assert(re);
+    const char *good[] = {"{}", "{\"a\":1}", "{\"a\": [1, {\"b\": null}], \"c\": \"\\u00e9\\n\"}",
+                          "{\n  \"a\": {\n    \"b\": [\n      true\n    ]\n  }\n}", NULL};
+    const char *bad[] = {" {}", "{} ", "[]", "{\"a\":01}", "{\"a\":1,}", "{'a':1}", "1", "{\"a\"}",
+                         "{\"a\":\"\t\"}", NULL};
+    for (int i = 0; good[i]; i++) cr_expect(rx_match(re, good[i]), "accept %s", good[i]);
+    for (int i = 0; bad[i]; i++) cr_expect(!rx_match(re, bad[i]), "reject %s", bad[i]);
+    pcre2_code_free(re);
+    buf_free(&lark);
+    buf_free(&rx);
+}
+
+Test(jsonschema, number_grammar_exact)
+{
+    check("{\"type\":\"number\"}", L("0", "-0", "1.5", "-12e+3", "1E5", "0.0001", "10"),
+          L("01", "+1", ".5", "1.", "1e", "--1", "0x10", "NaN", "1.5.2", " 1"));
+    check("{\"type\":\"integer\"}", L("0", "-7", "123456789012345678901"),
+          L("1.0", "1e2", "-", "00", "1 "));
+}
+
+Test(jsonschema, integer_bounds)
+{
+    check("{\"type\":\"integer\",\"minimum\":-15,\"maximum\":230}",
+          L("-15", "-9", "-0", "0", "9", "99", "100", "199", "229", "230"),
+          L("-16", "-100", "231", "300", "1000", "2300"));
+    check("{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":10}",
+          L("1", "5", "9"), L("0", "-0", "10", "-1"));
+    check("{\"type\":\"integer\",\"minimum\":1000}", L("1000", "9999", "10000", "123456789"),
+          L("999", "0", "-1000", "1"));
+    check("{\"type\":\"integer\",\"maximum\":-3}", L("-3", "-4", "-100"), L("-2", "0", "3"));
+    /* draft 4 boolean exclusive flags */
+    check("{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":true}", L("6", "60"), L("5", "4"));
+}
+
+Test(jsonschema, number_bounds_decimal)
+{
+    check("{\"type\":\"number\",\"minimum\":0.5,\"maximum\":2.25}",
+          L("0.5", "0.50", "0.51", "1", "1.999", "2", "2.2", "2.25", "2.250"),
+          L("0.49", "0.4999", "0", "2.251", "2.3", "3", "-1"));
+    check("{\"type\":\"number\",\"exclusiveMinimum\":0}", L("0.0001", "1", "123.4"),
+          L("0", "0.0", "-0", "-0.5", "-1"));
+    check("{\"type\":\"number\",\"minimum\":-1.5,\"exclusiveMaximum\":0}",
+          L("-1.5", "-1.25", "-0.001", "-1"), L("0", "-0", "0.1", "-1.51", "-2"));
+}
+
+Test(jsonschema, multiple_of)
+{
+    check("{\"type\":\"number\",\"multipleOf\":0.01}", L("1", "1.5", "1.25", "-3.07"),
+          L("1.255", "0.001"));
+    check("{\"type\":\"integer\",\"multipleOf\":5}", L("0", "5", "10", "-25", "1000005"),
+          L("1", "12", "-3"));
+    check("{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":0,\"maximum\":30}",
+          L("0", "7", "14", "21", "28"), L("1", "35", "-7"));
+    expect_error("{\"type\":\"integer\",\"multipleOf\":7}", "multipleOf");
+}
+
+Test(jsonschema, strings_and_escapes)
+{
+    check("{\"type\":\"string\"}",
+          L("\"\"", "\"a\\\"b\"", "\"\\\\\"", "\"\\/\"", "\"\\b\\f\\n\\r\\t\"", "\"\\u00e9\"",
+            "\"\\ud83d\\ude00\"", "\"é😀\""),
+          L("\"a\"b\"", "\"\\x\"", "\"\\u12\"", "\"\n\"", "\"abc", "abc", "\"\\ud83d\""));
+    /* lengths count code points; an escape is one character */
+    check("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}",
+          L("\"ab\"", "\"abc\"", "\"é😀\"", "\"\\n\\t\"", "\"\\ud83d\\ude00x\""),
+          L("\"a\"", "\"abcd\"", "\"\"", "\"\\u0041\""));
+}
+
+Test(jsonschema, pattern_is_unanchored_and_escaped)
+{
+    check("{\"type\":\"string\",\"pattern\":\"^a\"}", L("\"a\"", "\"abc\""), L("\"ba\"", "\"\""));
+    check("{\"type\":\"string\",\"pattern\":\"b$\"}", L("\"ab\"", "\"b\""), L("\"ba\""));
+    check("{\"type\":\"string\",\"pattern\":\"x\"}", L("\"x\"", "\"axb\""), L("\"ab\""));
+    check("{\"type\":\"string\",\"pattern\":\"^[0-9]{3}-[a-z]+$\"}", L("\"123-abc\""),
+          L("\"12-abc\"", "\"123-\"", "\"123-abc \""));
+    /* a literal quote / backslash in the value is escaped in the JSON text */
+    check("{\"type\":\"string\",\"pattern\":\"^a\\\"b\\\\\\\\c$\"}", L("\"a\\\"b\\\\c\""),
+          L("\"a\"b\\c\"", "\"a\\\"bc\""));
+    check("{\"type\":\"string\",\"pattern\":\"^[^a]$\"}", L("\"b\"", "\"\\\"\"", "\"\\n\""),
+          L("\"a\"", "\"bb\""));
+    check("{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$\"}", L("\"cat\"", "\"dogs\""),
+          L("\"cow\"", "\"cats!\""));
+    check("{\"type\":\"string\",\"pattern\":\"^\\\\d+$\",\"maxLength\":3}", L("\"1\"", "\"123\""),
+          L("\"1234\"", "\"\"", "\"a\""));
+    expect_error("{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookaround");
+    expect_error("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "backreference");
+    expect_error("{\"type\":\"string\",\"pattern\":\"[a\"}", "unterminated");
+}
+
+Test(jsonschema, formats)
+{
+    check("{\"type\":\"string\",\"format\":\"date\"}", L("\"2024-02-29\"", "\"2023-12-31\""),
+          L("\"2023-02-29\"", "\"2023-04-31\"", "\"2023-13-01\"", "\"23-01-01\""));
+    check("{\"type\":\"string\",\"format\":\"date-time\"}",
+          L("\"2024-01-02T03:04:05Z\"", "\"2024-01-02T03:04:05.123+02:00\""),
+          L("\"2024-01-02 03:04:05\"", "\"2024-01-02T25:00:00Z\""));
+    check("{\"type\":\"string\",\"format\":\"uuid\"}",
+          L("\"123e4567-e89b-12d3-a456-426614174000\""), L("\"123e4567e89b12d3a456426614174000\""));
+    check("{\"type\":\"string\",\"format\":\"ipv4\"}", L("\"192.168.0.1\"", "\"0.0.0.0\""),
+          L("\"256.1.1.1\"", "\"01.1.1.1\"", "\"1.1.1\""));
+    check("{\"type\":\"string\",\"format\":\"ipv6\"}", L("\"::1\"", "\"fe80::1:2\"", "\"1:2:3:4:5:6:7:8\"", "\"::ffff:1.2.3.4\""),
+          L("\"1:2:3:4:5:6:7:8:9\"", "\"12345::\""));
+    check("{\"type\":\"string\",\"format\":\"email\"}", L("\"a.b@example.com\""), L("\"a@\"", "\"@b.c\"", "\"a b@c.d\""));
+    check("{\"type\":\"string\",\"format\":\"duration\"}", L("\"P1D\"", "\"PT1H30M\"", "\"P2W\""),
+          L("\"P\"", "\"PT\"", "\"1D\""));
+    expect_error("{\"type\":\"string\",\"format\":\"color\"}", "format \"color\"");
+}
+
+Test(jsonschema, objects_order_required_additional)
+{
+    const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                    "\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}";
+    check(s, L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"a\": 1, \"b\": \"x\", \"zz\": [1]}",
+               "{\n  \"a\": 1,\n  \"b\": \"x\"\n}"),
+          L("{}", "{\"a\":1}", "{\"b\":\"x\",\"a\":1}", "{\"a\":\"str\",\"b\":\"x\"}",
+            "{\"b\":\"x\",\"a\":\"str\"}", "{\"b\":1}", " {\"b\":\"x\"}", "{\"b\":\"x\"} "));
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+          "\"additionalProperties\":false}",
+          L("{}", "{\"a\":5}"), L("{\"a\":5,\"b\":1}", "{\"b\":1}"));
+    check("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}",
+          L("{}", "{\"x\":1,\"y\":2}"), L("{\"x\":\"s\"}"));
+    check("{\"type\":\"object\",\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},"
+          "\"additionalProperties\":false}",
+          L("{\"x-a\":1}", "{}"), L("{\"y\":1}", "{\"x-a\":\"s\"}"));
+    check("{\"type\":\"object\",\"properties\":{\"a\":true},\"minProperties\":1}", L("{\"a\":1}", "{\"q\":1}"),
+          L("{}"));
+    /* required property not declared: takes additionalProperties */
+    check("{\"type\":\"object\",\"required\":[\"k\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
+          L("{\"k\":true}", "{\"k\":false,\"z\":true}"), L("{}", "{\"k\":1}"));
+}
+
+Test(jsonschema, arrays)
+{
+    check("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}",
+          L("[1]", "[1,2,3]", "[ 1 , 2 ]", "[\n  1,\n  2\n]"), L("[]", "[1,2,3,4]", "[\"a\"]", "[1,]"));
+    check("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
+          "\"items\":false}",
+          L("[]", "[\"a\"]", "[\"a\",1]"), L("[1]", "[\"a\",1,2]", "[\"a\",\"b\"]"));
+    check("{\"type\":\"array\",\"items\":[{\"type\":\"null\"}],\"additionalItems\":{\"type\":\"boolean\"},"
+          "\"minItems\":2}",
+          L("[null,true]", "[null,false,true]"), L("[null]", "[true,true]", "[null,1]"));
+}
+
+Test(jsonschema, enum_const_any_values)
+{
+    check("{\"enum\":[\"a\\\"b\",1,2.5,null,[1,{\"k\":true}],{\"x\":[]}]}",
+          L("\"a\\\"b\"", "1", "2.5", "null", "[1,{\"k\":true}]", "[ 1, { \"k\": true } ]",
+            "{\"x\":[]}", "{\n  \"x\": []\n}"),
+          L("\"ab\"", "2", "[1]", "{\"x\":[1]}", "true"));
+    check("{\"const\":3.0}", L("3", "3.0"), L("3.5", "4"));
+    /* enum values filtered by sibling type */
+    check("{\"type\":\"string\",\"enum\":[\"a\",1]}", L("\"a\""), L("1"));
+}
+
+Test(jsonschema, types_union_anyof_allof)
+{
+    check("{\"type\":[\"string\",\"null\"]}", L("\"x\"", "null"), L("1", "true"));
+    check("{\"anyOf\":[{\"type\":\"integer\",\"minimum\":10},{\"type\":\"boolean\"}]}",
+          L("10", "true"), L("9", "null"));
+    check("{\"allOf\":[{\"type\":\"integer\",\"minimum\":0},{\"maximum\":5}]}", L("0", "5"),
+          L("-1", "6", "1.5"));
+    check("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+          "{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],\"type\":\"object\"}",
+          L("{\"a\":1,\"b\":\"x\"}"), L("{\"a\":1}", "{\"b\":\"x\",\"a\":1}"));
+    check("{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", L("\"s\"", "3"), L("null"));
+    check("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"}},\"required\":[\"k\"]},"
+          "{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"b\"},\"v\":{\"type\":\"integer\"}},"
+          "\"required\":[\"k\"]}]}",
+          L("{\"k\":\"a\"}", "{\"k\":\"b\",\"v\":1}"), L("{\"k\":\"c\"}"));
+    expect_error("{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":3}]}", "oneOf");
+}
+
+Test(jsonschema, refs_local_and_recursive)
+{
+    check("{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"}}",
+          L("[1,2]"), L("[\"a\"]"));
+    const char *tree = "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                       "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}},"
+                       "\"required\":[\"v\"],\"additionalProperties\":false}";
+    check(tree, L("{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[{\"v\":3}]}]}"),
+          L("{\"v\":1,\"kids\":[{}]}", "{\"v\":1,\"kids\":[{\"v\":\"x\"}]}"));
+    check("{\"definitions\":{\"a~b\":{\"const\":true}},\"$ref\":\"#/definitions/a~0b\"}", L("true"),
+          L("false"));
+    expect_error("{\"$ref\":\"other.json#/x\"}", "$ref");
+    expect_error("{\"$ref\":\"#/$defs/missing\"}", "not found");
+}
+
+Test(jsonschema, errors_name_the_problem)
+{
+    expect_error("{\"not\":{\"type\":\"string\"}}", "\"not\"");
+    expect_error("{\"type\":\"object\",\"properties\":{\"a\":{\"if\":{}}}}", "\"if\"");
+    expect_error("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
+    expect_error("{\"type\":\"strin\"}", "unknown type");
+    expect_error("{\"type\":", "not valid JSON");
+    expect_error("{\"a\":1,\"a\":2}", "not valid JSON");
+    expect_error("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "unsatisfiable");
+    expect_error("{\"minLength\":-1}", "minLength");
+    expect_error("[1]", "object or a boolean");
+    /* annotations and unknown keywords are ignored */
+    check("{\"title\":\"t\",\"description\":\"d\",\"examples\":[1],\"x-custom\":5,\"type\":\"boolean\"}",
+          L("true"), L("1"));
+}
+
+Test(jsonschema, whitespace_is_bounded)
+{
+    pcre2_code *re = schema_re("{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}");
+    char big[300];
+    snprintf(big, sizeof big, "[%*s1]", 150, "");
+    cr_expect(!rx_match(re, big), "150 spaces accepted");
+    cr_expect(rx_match(re, "[\n    1\n  ]"));
+    cr_expect(!rx_match(re, "[\n\n1]"), "two line breaks in one gap accepted");
+    pcre2_code_free(re);
+}
+
+/* ---- differential: number range regexes vs arithmetic */
+
+static void dec_of(double x, char *t, size_t n, int digits)
+{
+    snprintf(t, n, "%.*f", digits, x);
+}
+
+Test(jsonschema, number_ranges_vs_arithmetic)
+{
+    srand(1234);
+    for (int iter = 0; iter < 150; iter++) {
+        bool integer = iter % 2;
+        int fd = integer ? 0 : rand() % 3;
+        double lo = (rand() % 4000 - 2000) / (fd ? pow(10, fd) : 1.0);
+        double hi = lo + (rand() % 3000) / (fd ? pow(10, fd) : 1.0);
+        bool has_lo = rand() % 5, has_hi = rand() % 5, le = rand() % 2, he = rand() % 2;
+        char ls[64], hs[64];
+        dec_of(lo, ls, sizeof ls, fd);
+        dec_of(hi, hs, sizeof hs, fd);
+        struct jsrx_dec dl, dh;
+        cr_assert_eq(jsrx_dec_parse(ls, &dl), 0);
+        cr_assert_eq(jsrx_dec_parse(hs, &dh), 0);
+        struct buf rx = {0};
+        int empty = jsrx_number(has_lo ? &dl : NULL, le, has_hi ? &dh : NULL, he, integer, -1, &rx);
+        pcre2_code *re = empty ? NULL : compile_rx(rx.data);
+        if (!empty) cr_assert(re);
+        for (int k = 0; k < 200; k++) {
+            int vd = integer ? 0 : rand() % 4;
+            double v = (rand() % 9000 - 4500) / pow(10, vd);
+            if (k < 8) v = k < 4 ? lo : hi; /* the bounds themselves */
+            char vs[64];
+            dec_of(v, vs, sizeof vs, vd);
+            if (k % 3 == 0 && vd == 0 && !integer) strcat(vs, ".0");
+            double pv = strtod(vs, NULL);
+            bool want = (!has_lo || (le ? pv > lo + 1e-9 : pv >= lo - 1e-9)) &&
+                        (!has_hi || (he ? pv < hi - 1e-9 : pv <= hi + 1e-9));
+            bool got = re ? rx_match(re, vs) : false;
+            cr_expect_eq(got, want, "value %s range %s%s,%s%s int=%d: got %d rx=%s", vs,
+                         le ? "(" : "[", has_lo ? ls : "-inf", has_hi ? hs : "inf", he ? ")" : "]",
+                         integer, got, rx.data ? rx.data : "(empty)");
+        }
+        if (re) pcre2_code_free(re);
+        buf_free(&rx);
+    }
+}
+
+/* ---- differential: translated patterns vs PCRE2 on the decoded string */
+
+static void json_escape(const char *s, struct buf *b)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"') buf_puts(b, "\\\"");
+        else if (c == '\\') buf_puts(b, "\\\\");
+        else if (c == '\n') buf_puts(b, "\\n");
+        else if (c == '\t') buf_puts(b, "\\t");
+        else if (c < 0x20) buf_printf(b, "\\u%04x", c);
+        else buf_append(b, s, 1);
+    }
+}
+
+Test(jsonschema, patterns_vs_pcre2)
+{
+    const char *pats[] = {"^a+b?$", "ab|cd", "^[a-c\"]{2,3}$", "\\d{2}", "^[^\\\\]*$", "x.y",
+                          "^(?:ab)+$", "[\\w-]+@", "^\\s*$", "^(a|\\\")*$", "c{2,}", "^[^a-z]",
+                          "\\.", "^$", "b$|^a", NULL};
+    const char alpha[] = "abcdxy@-\"\\ .\n19";
+    srand(99);
+    for (int i = 0; pats[i]; i++) {
+        struct buf rx = {0};
+        struct err e = {0};
+        cr_assert_eq(jsrx_pattern(pats[i], strlen(pats[i]), &rx, NULL, &e), 0, "%s: %s", pats[i], e.msg);
+        pcre2_code *mine = compile_rx(rx.data);
+        cr_assert(mine, "%s -> %s", pats[i], rx.data);
+        int ec;
+        PCRE2_SIZE eo;
+        /* ECMA `$` matches only at the very end (PCRE2 default also matches before a final \n) */
+        pcre2_code *ref = pcre2_compile((PCRE2_SPTR)pats[i], PCRE2_ZERO_TERMINATED,
+                                        PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
+        cr_assert(ref);
+        pcre2_match_data *md = pcre2_match_data_create_from_pattern(ref, NULL);
+        for (int k = 0; k < 300; k++) {
+            char s[8];
+            int n = rand() % 6;
+            for (int j = 0; j < n; j++) s[j] = alpha[rand() % (int)(sizeof alpha - 1)];
+            s[n] = 0;
+            bool want = pcre2_match(ref, (PCRE2_SPTR)s, (size_t)n, 0, 0, md, NULL) >= 0;
+            struct buf js = {0};
+            json_escape(s, &js);
+            bool got = rx_match(mine, js.data ? js.data : "");
+            cr_expect_eq(got, want, "pattern /%s/ on \"%s\" (json %s): got %d", pats[i], s,
+                         js.data ? js.data : "", got);
+            buf_free(&js);
+        }
+        pcre2_match_data_free(md);
+        pcre2_code_free(ref);
+        pcre2_code_free(mine);
+        buf_free(&rx);
+    }
+}
+
+Test(jsonschema, key_exclusion_exact)
+{
+    const char *names[] = {"ab", "abc", "b", "é"};
+    size_t lens[] = {2, 3, 1, 2};
+    struct buf rx = {0};
+    struct err e = {0};
+    cr_assert_eq(jsrx_key_not_in(names, lens, 4, &rx, &e), 0);
+    pcre2_code *re = compile_rx(rx.data);
+    cr_assert(re);
+    const char *good[] = {"\"\"", "\"a\"", "\"abcd\"", "\"ac\"", "\"bb\"", "\"c\"", "\"\\n\"", "\"e\"",
+                          "\"ab\\\"\"", NULL};
+    const char *bad[] = {"\"ab\"", "\"abc\"", "\"b\"", "\"é\"", NULL};
+    for (int i = 0; good[i]; i++) cr_expect(rx_match(re, good[i]), "accept %s", good[i]);
+    for (int i = 0; bad[i]; i++) cr_expect(!rx_match(re, bad[i]), "reject %s", bad[i]);
+    pcre2_code_free(re);
+    buf_free(&rx);
+}
