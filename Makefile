@@ -89,6 +89,15 @@ $(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/gguf.c src/base/err.c src/
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(filter %.c,$^) -o $@
 
+# request decoders + encoders (server); run by tests/suites/61-api-fuzz.sh
+FUZZ_REQ_SRC := tests/fuzz/fuzz_request.c $(wildcard src/api/*.c) src/serve/request.c src/serve/queue.c \
+                src/serve/pipe.c $(wildcard src/base/*.c) src/engine/chat.c src/engine/chat_qwen3.c \
+                $(wildcard src/grammar/*.c)
+fuzz: $(BUILD)/fuzz-request
+$(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS) -lpthread -lm
+
 bench: all deps-npm
 	@set -e; for s in bench/*.sh; do echo "=== $$s"; BUILD=$(BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; done
 
