@@ -491,8 +491,10 @@ void gguf_close(struct gguf *g)
 {
     if (!g) return;
     free_tables(g);
-    if (g->fd >= 0) {
-        if (g->map) munmap((void *)g->map, g->map_size);
+    /* owned mapping only after gguf_open (fd >= 0 and map set): a zero-initialized struct, a
+     * failed open or gguf_open_mem close nothing */
+    if (g->fd >= 0 && g->map) {
+        munmap((void *)g->map, g->map_size);
         close(g->fd);
     }
     memset(g, 0, sizeof *g);

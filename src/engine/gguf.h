@@ -83,6 +83,7 @@ int gguf_open(struct gguf *g, const char *path, struct err *e);
 /* Same over a caller-owned buffer (used by tests and the fuzz target; no copy, buffer must
  * outlive g). */
 int gguf_open_mem(struct gguf *g, const void *p, size_t n, struct err *e);
+/* Frees what open built; safe on a zero-initialized struct and after a failed open. */
 void gguf_close(struct gguf *g);
 
 const struct gguf_kv *gguf_find(const struct gguf *g, const char *key);

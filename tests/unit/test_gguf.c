@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -295,6 +296,10 @@ Test(gguf, open_reports_io_errors)
     cr_assert_neq(gguf_open(&g, path, &e), 0);
     cr_assert(strstr(e.msg, "empty"), "%s", e.msg);
     gguf_close(&g); /* tolerated after a failed open */
+    struct gguf z = {0};
+    bool fd0_open = fcntl(0, F_GETFD) != -1;
+    gguf_close(&z); /* and on a zero-initialized struct: must not close fd 0 */
+    cr_assert_eq(fcntl(0, F_GETFD) != -1, fd0_open);
     unlink(path);
     free(path);
 }
