@@ -11,7 +11,9 @@
  *      else logits / temperature, keep the top_k, then the smallest prefix (descending) whose
  *      probability reaches top_p, then those with p >= min_p * p_max, and draw from what is left.
  * Deterministic: the same seed, params and logits give the same tokens on every run and machine
- * (own xoshiro256** PRNG seeded by splitmix64; no rand(), no global state).
+ * (own xoshiro256** PRNG seeded by splitmix64; no rand(), no global state). The token choice uses
+ * only exact SIMD (max) and scalar libm math, so it does not depend on the CPU's ISA; only
+ * logprob values come from a vectorized exp (relative error < 2e-7).
  * Cost on a 151936-token vocab: greedy is one pass; top_k is a quickselect; top_p without top_k
  * sorts only a growing head of the distribution, never the whole vocab.
  *
