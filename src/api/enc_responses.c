@@ -36,6 +36,14 @@ static json_t *message_item(struct enc *en, const char *status, bool with_conten
                      with_content ? json_pack("[o]", text_part(en)) : json_array());
 }
 
+/* A float parameter as the client wrote it (0.8, not 0.800000011920929). */
+static double shortest(float x)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.6g", (double)x);
+    return strtod(b, NULL);
+}
+
 static json_t *usage_obj(const struct usage *u)
 {
     return json_pack("{s:I, s:{s:I}, s:I, s:{s:I}, s:I}", "input_tokens",
@@ -71,7 +79,7 @@ static json_t *response_obj(struct enc *en, const char *status, const struct usa
         "id", r->id, "object", "response", "created_at", (json_int_t)r->created, "status", status,
         "error", error, "incomplete_details", incomplete, "model", r->model, "output", output,
         "usage", u ? usage_obj(u) : json_null(), "parallel_tool_calls", true, "temperature",
-        (double)r->sp.temperature, "top_p", (double)r->sp.top_p, "max_output_tokens",
+        shortest(r->sp.temperature), "top_p", shortest(r->sp.top_p), "max_output_tokens",
         (json_int_t)r->max_tokens, "tool_choice", "auto", "tools",
         r->tools ? json_incref(r->tools) : json_array(), "text", "format", "type", "text",
         "reasoning", "effort", r->reasoning ? json_string("medium") : json_null(), "summary",
