@@ -19,14 +19,23 @@
  * spelled out; JavaScript's \s also counts U+FEFF, which White_Space does not. */
 #define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
+/* \p{L} / \p{N} written as classes that also list the ASCII letters / digits: the same sets, but
+ * PCRE2's JIT then answers ASCII from the class bitmap instead of a Unicode table lookup. */
+#define L "[A-Za-z\\p{L}]"
+#define N "[0-9\\p{N}]"
+#define LN "A-Za-z0-9\\p{L}\\p{N}"
+
 static const char *const pre_patterns[VOCAB_PRE_COUNT] = {
-    [VOCAB_PRE_GPT2] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS
-                       "]+(?![^" WS "])|[" WS "]+",
-    [VOCAB_PRE_LLAMA3] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" WS
-                         "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
-    [VOCAB_PRE_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS
-                        "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
+    [VOCAB_PRE_GPT2] = "'s|'t|'re|'ve|'m|'ll|'d| ?" L "+| ?" N "+| ?[^" WS LN "]+|[" WS "]+(?![^" WS
+                       "])|[" WS "]+",
+    [VOCAB_PRE_LLAMA3] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n" LN "]?" L "+|" N "{1,3}| ?[^" WS LN
+                         "]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
+    [VOCAB_PRE_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n" LN "]?" L "+|" N "| ?[^" WS LN
+                        "]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
 };
+#undef L
+#undef N
+#undef LN
 
 int vocab_pre_init(struct vocab *v, const char *pre, struct err *e)
 {
@@ -65,11 +74,34 @@ void vocab_pre_deinit(struct vocab *v)
 #define CACHE_MAX_SLOTS 65536
 #define CACHE_MAX_WORD 64
 
-struct cache_ent {
-    uint64_t h; /* 0 = empty */
+struct cache_ent { /* 16 bytes: four per cache line */
+    uint32_t h; /* 0 = empty */
     uint32_t koff, ioff;
-    uint16_t klen, nid;
+    uint8_t klen, nid;
 };
+
+/* Hash of a short piece (most are under 16 bytes): two overlapping loads, no loop. */
+static inline uint32_t word_hash(const unsigned char *w, size_t n)
+{
+    uint64_t a, b;
+    if (n >= 8) {
+        if (n > 16) return (uint32_t)vocab_hash_bytes(w, n) | 1;
+        memcpy(&a, w, 8);
+        memcpy(&b, w + n - 8, 8);
+    } else if (n >= 4) {
+        uint32_t x, y;
+        memcpy(&x, w, 4);
+        memcpy(&y, w + n - 4, 4);
+        a = x;
+        b = y;
+    } else {
+        a = (uint64_t)w[0] | (uint64_t)w[n / 2] << 8 | (uint64_t)w[n - 1] << 16;
+        b = 0;
+    }
+    uint64_t h = (a ^ (n * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+    h ^= (b + (h >> 31)) * 0x94d049bb133111ebull;
+    return (uint32_t)(h >> 32) | 1;
+}
 
 struct enc {
     const struct vocab *v;
@@ -204,13 +236,12 @@ static int bpe_piece(struct enc *c, const unsigned char *w, size_t n)
         int32_t id = vocab_tmap_find(v, (const char *)w, n);
         if (id >= 0) return push_ids(c, &id, 1);
     }
-    uint64_t h = 0;
-    uint32_t slot = 0;
+    uint32_t h = 0, slot = 0;
     bool cacheable = n <= CACHE_MAX_WORD;
     if (cacheable) {
         if (!c->ce && !(c->ce = calloc((size_t)c->ce_mask + 1, sizeof *c->ce))) return -1;
-        h = vocab_hash_bytes(w, n) | 1;
-        for (slot = (uint32_t)h & c->ce_mask;; slot = (slot + 1) & c->ce_mask) {
+        h = word_hash(w, n);
+        for (slot = h & c->ce_mask;; slot = (slot + 1) & c->ce_mask) {
             struct cache_ent *ce = &c->ce[slot];
             if (ce->h == 0) break;
             if (ce->h == h && ce->klen == n && memcmp(c->keys.data + ce->koff, w, n) == 0)
@@ -228,7 +259,7 @@ static int bpe_piece(struct enc *c, const unsigned char *w, size_t n)
         c->n_ce = 0;
         c->keys.len = 0;
         c->n_cids = 0;
-        slot = (uint32_t)h & c->ce_mask;
+        slot = h & c->ce_mask;
     }
     if (c->n_cids + nid > c->cap_cids) {
         size_t nc = c->cap_cids ? c->cap_cids * 2 : 4096;
@@ -242,7 +273,7 @@ static int bpe_piece(struct enc *c, const unsigned char *w, size_t n)
     if (buf_append(&c->keys, w, n)) return 0;
     memcpy(c->cids + c->n_cids, *c->out + start, nid * sizeof(int32_t));
     c->ce[slot] = (struct cache_ent){.h = h, .koff = (uint32_t)koff, .ioff = (uint32_t)c->n_cids,
-                                     .klen = (uint16_t)n, .nid = (uint16_t)nid};
+                                     .klen = (uint8_t)n, .nid = (uint8_t)nid};
     c->n_cids += nid;
     c->n_ce++;
     return 0;
