@@ -14,8 +14,9 @@
  * (own xoshiro256** PRNG seeded by splitmix64; no rand(), no global state). The token choice uses
  * only exact SIMD (max) and scalar libm math, so it does not depend on the CPU's ISA; only
  * logprob values come from a vectorized exp (relative error < 2e-7).
- * Cost on a 151936-token vocab: greedy is one pass; top_k is a quickselect; top_p without top_k
- * sorts only a growing head of the distribution, never the whole vocab.
+ * Cost on a 151936-token vocab: greedy is one vectorized pass; top_k <= 1024 is a one-pass heap
+ * (larger: quickselect); top_p without top_k buckets by logit and sorts only the bucket where the
+ * cut falls, never the whole vocab.
  *
  * Threading: a sampler belongs to one request (one thread at a time). */
 #ifndef LMS_ENGINE_SAMPLER_H
