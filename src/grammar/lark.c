@@ -42,7 +42,8 @@ struct lark {
     struct lname *names;
     int32_t n_names, cap_names;
     struct rx_ast ast;
-    int depth;
+    int depth;      /* ( [ nesting while parsing an expression */
+    int json_depth; /* %json sub-grammar nesting */
     int json_count;
     int helper_count;
 };
@@ -1073,7 +1074,7 @@ static int lark_module(struct grammar *g, const char *src, size_t len, const cha
 static int32_t compile_json(struct lark *L, int32_t tok)
 {
     const struct ltoken *t = &L->t[tok];
-    if (L->depth > 20) return lerr(L, t->line, "%s", "%json nested too deeply");
+    if (L->json_depth > 20) return lerr(L, t->line, "%s", "%json nested too deeply");
     char prefix[32];
     snprintf(prefix, sizeof prefix, "j%d_", ++*(&L->json_count));
     struct buf out = {0};
@@ -1085,7 +1086,7 @@ static int32_t compile_json(struct lark *L, int32_t tok)
     char root[48];
     snprintf(root, sizeof root, "%sroot", prefix);
     int32_t nt = -1;
-    int rc = lark_module(L->g, out.data ? out.data : "", out.len, root, &nt, L->depth + 1,
+    int rc = lark_module(L->g, out.data ? out.data : "", out.len, root, &nt, L->json_depth + 1,
                          &L->json_count, L->e);
     buf_free(&out);
     if (rc) {
@@ -1259,7 +1260,7 @@ static int compile_all(struct lark *L)
 static int lark_module(struct grammar *g, const char *src, size_t len, const char *root_name,
                        int32_t *root_nt, int depth, int *json_counter, struct err *e)
 {
-    struct lark L = {.g = g, .src = src, .len = len, .e = e, .depth = depth,
+    struct lark L = {.g = g, .src = src, .len = len, .e = e, .json_depth = depth,
                      .json_count = *json_counter};
     int rc = -1;
     if (lex_all(&L)) goto out;

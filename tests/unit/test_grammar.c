@@ -599,3 +599,79 @@ Test(grammar_cache, shared_across_threads)
     grammar_cache_free(c);
     grammar_vocab_index_free(h.vi);
 }
+
+/* ---- JSON kinds and %json sub-grammars ---- */
+
+Test(grammar_json, json_subgrammars_scoped_and_specials)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    char buf[2048];
+    /* two %json sub-grammars (their rule names must not clash), between special tokens */
+    struct grammar *g = compile_ok(
+        &h, GRAMMAR_LARK,
+        "start: <tool_call> call <[2]>\n"
+        "call: %json{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+        "\"required\":[\"a\"],\"additionalProperties\":false}\n"
+        "    | \"x\" %json{\"enum\":[true]}\n");
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    consume_ok(&h, m, "<tool_call>");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "{|{\"|x|"); /* no whitespace before the first { */
+    consume_ok(&h, m, "{\"");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "a|");
+    consume_ok(&h, m, "a");
+    consume_ok(&h, m, "\":");
+    consume_ok(&h, m, "12");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "}| |\n|1|2|12|");
+    consume_ok(&h, m, "}");
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "</tool_call>|"); /* no whitespace after the last } */
+    consume_ok(&h, m, "</tool_call>");
+    cr_assert(matcher_done(m));
+    cr_assert_eq(matcher_rollback(m, 6), 0);
+    consume_ok(&h, m, "x");
+    consume_ok(&h, m, "true");
+    consume_ok(&h, m, "</tool_call>");
+    cr_assert(matcher_done(m));
+    matcher_free(m);
+    grammar_free(g);
+    compile_err(&h, "start: %json{\"type\":\"object\",\"if\":{}}", "%json");
+    grammar_vocab_index_free(h.vi);
+}
+
+Test(grammar_json, schema_and_object_kinds)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    const char *schema = "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"maxItems\":2}";
+    struct grammar *g = compile_ok(&h, GRAMMAR_JSON_SCHEMA, schema);
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    consume_ok(&h, m, "[");
+    consume_ok(&h, m, "1");
+    consume_ok(&h, m, ",");
+    consume_ok(&h, m, "2");
+    cr_assert_neq(matcher_consume(m, hv_find(&h, ",")), 0); /* maxItems */
+    consume_ok(&h, m, "]");
+    cr_assert(matcher_done(m));
+    matcher_free(m);
+    grammar_free(g);
+    g = compile_ok(&h, GRAMMAR_JSON_OBJECT, "");
+    m = matcher_new(g, &e);
+    char buf[2048];
+    mask_str(&h, m, buf, sizeof buf);
+    cr_assert_str_eq(buf, "{|{\"|");
+    consume_ok(&h, m, "{");
+    consume_ok(&h, m, "}");
+    cr_assert(matcher_done(m));
+    matcher_free(m);
+    grammar_free(g);
+    struct grammar *bad = grammar_compile(h.vi, GRAMMAR_JSON_SCHEMA, "{\"type\":", 8, &e);
+    cr_assert_null(bad);
+    cr_assert_neq(e.code, ERR_OK);
+    grammar_vocab_index_free(h.vi);
+}
