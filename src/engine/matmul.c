@@ -21,6 +21,7 @@
 #define MM_GEMM_MIN_TOK_DEFAULT 4
 #define MM_GEMV_TILE_ROWS 16    /* rows per GEMV work item */
 #define MM_MAX_THREADS 512
+#define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
 
 static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
 
@@ -160,6 +161,7 @@ struct mm_job {
     struct mm_scratch *s;
     _Atomic int64_t next_tile;
     _Atomic int barrier;
+    int par_quant;
 };
 
 static void quantize_part(struct mm_job *j, int ith, int nth)
@@ -224,8 +226,10 @@ static void barrier_wait(_Atomic int *b, int nth)
 static void worker(void *ctx, int ith, int nth)
 {
     struct mm_job *j = ctx;
-    quantize_part(j, ith, nth);
-    if (nth > 1) barrier_wait(&j->barrier, nth);
+    if (j->par_quant) {
+        quantize_part(j, ith, nth);
+        if (nth > 1) barrier_wait(&j->barrier, nth);
+    }
     /* dynamic tiles: op boundaries found by a forward scan (tiles are handed out in order) */
     int o = 0;
     for (;;) {
@@ -258,6 +262,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     j->g = g;
     j->s = s;
     size_t act_bytes = 0, panel_need = 0;
+    int64_t total_elems = 0;
     for (int i = 0; i < n_ops; i++) {
         const struct mm_op *op = &ops[i];
         const struct quant_traits *tr = quant_traits(op->wtype);
@@ -295,6 +300,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
                                  .x_idx = op->x_idx, .a8 = a8, .vdt = tr->vec_dot_type};
             A->tok_begin = j->total_tok;
             j->total_tok += op->n_tok;
+            total_elems += op->n_tok * op->cols;
             if (a8) {
                 A->row_bytes = (size_t)op->cols;
                 act_bytes += (size_t)op->n_tok * ((size_t)op->cols + 3 * 4 * (size_t)(op->cols / 32)) + 4 * 64;
@@ -338,6 +344,10 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
             off += ((size_t)A->n_tok * A->row_bytes + 63) / 64 * 64;
         }
     }
+    /* Small activation sets (decode) are quantized here: no barrier inside the parallel part,
+     * so a worker that is late (descheduled) holds nobody up until the final join. */
+    j->par_quant = nth > 1 && total_elems >= MM_PAR_QUANT_MIN;
+    if (!j->par_quant) quantize_part(j, 0, 1);
     tp_run(tp, worker, j);
     return 0;
 }

@@ -250,7 +250,9 @@ static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64
 
 /* ------------------------------------------------------------ GEMV (decode) */
 
+#ifndef GEMV_PF
 #define GEMV_PF 4096 /* bytes of weights prefetched ahead: keeps the stream from stalling on DRAM */
+#endif
 
 static float g_f16[65536]; /* fp16 -> f32 table: a block scale costs two loads, no ALU */
 

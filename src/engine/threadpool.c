@@ -35,7 +35,9 @@
 #endif
 
 #define TP_MAX_THREADS 512
-#define TP_SPIN_ITERS 200000 /* ~ a few hundred microseconds of pause before sleeping */
+/* Spin about 100-200 us (PAUSE is ~40-140 cycles) before sleeping: long enough to bridge the
+ * gaps between the ops of a forward pass, short enough not to burn a loaded machine's CPU. */
+#define TP_SPIN_ITERS 4000
 
 struct threadpool {
     int n;
@@ -55,7 +57,7 @@ struct threadpool {
  * the thread we wait for may need our core. */
 static inline void spin_step(int i)
 {
-    if ((i & 255) == 255) sched_yield();
+    if ((i & 511) == 511) sched_yield();
     else cpu_relax();
 }
 
