@@ -50,15 +50,29 @@ static const struct mm_gemm_impl *gemm_impl(void)
 int mm_gemm_supported(enum ggml_type wtype)
 {
     const struct mm_gemm_impl *g = gemm_impl();
-    return g && g->supported(wtype);
+    return g && (g->supported(wtype) || (g->gemm_f_supported && g->gemm_f_supported(wtype)));
 }
 
-int mm_act_is_a8(enum ggml_type wtype, int64_t n_tok)
+enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F };
+
+static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok, int64_t cols)
 {
-    const struct mm_gemm_impl *g = gemm_impl();
-    if (!g) return 0;
-    if (n_tok >= g_gemm_min_tok && g->supported(wtype)) return 1;
-    return g->gemv_supported && g->gemv_supported(wtype);
+    if (!g) return PATH_DOT;
+    if (n_tok >= g_gemm_min_tok && g->gemm_f_supported && g->gemm_f_supported(wtype)) return PATH_GEMM_F;
+    if (cols % 32) return PATH_DOT;
+    if (n_tok >= g_gemm_min_tok && g->supported(wtype)) return PATH_GEMM;
+    if (g->gemv_supported && g->gemv_supported(wtype)) return PATH_GEMV_A8;
+    return PATH_DOT;
+}
+
+enum mm_act_kind mm_act_kind(enum ggml_type wtype, int64_t n_tok, int64_t cols)
+{
+    switch (choose_path(gemm_impl(), wtype, n_tok, cols)) {
+    case PATH_GEMM_F: return MM_ACT_F32;
+    case PATH_GEMM:
+    case PATH_GEMV_A8: return MM_ACT_A8;
+    default: return MM_ACT_VEC_DOT;
+    }
 }
 
 /* ------------------------------------------------------------ scratch */
@@ -141,11 +155,11 @@ struct mm_act {
     int64_t tok_begin;        /* prefix over sets, for splitting the quantization work */
 };
 
-enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM };
 
 struct mm_plan_op {
     const struct mm_op *op;
-    int act;
+    int act; /* -1: none (float GEMM reads X in place) */
+    int64_t x_stride;
     enum mm_path path;
     size_t w_stride;
     int64_t tile_rows, n_tiles, tile_begin;
@@ -187,10 +201,15 @@ static void quantize_part(struct mm_job *j, int ith, int nth)
 static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t tile)
 {
     const struct mm_op *op = p->op;
-    const struct mm_act *A = &j->acts[p->act];
+    const struct mm_act *A = p->act >= 0 ? &j->acts[p->act] : NULL;
     int64_t r0 = tile * p->tile_rows, r1 = r0 + p->tile_rows < op->rows ? r0 + p->tile_rows : op->rows;
     int64_t ys = op->y_stride ? op->y_stride : op->rows;
     const uint8_t *W = (const uint8_t *)op->W + (size_t)r0 * p->w_stride;
+    if (p->path == PATH_GEMM_F) {
+        j->g->gemm_f(op->wtype, W, p->w_stride, r1 - r0, op->cols, op->X, p->x_stride, op->x_idx, op->n_tok, op->Y, ys,
+                     op->y_idx, r0);
+        return;
+    }
     if (p->path == PATH_GEMV_A8) {
         j->g->gemv(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai, op->n_tok, op->Y,
                    ys, op->y_idx, r0);
@@ -284,17 +303,15 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
             return err_set(e, ERR_INVALID, "matmul: row stride %zu < row size %zu", ws, row_size);
         }
         int64_t xs = op->x_stride ? op->x_stride : op->cols;
-        enum mm_path path = PATH_DOT;
-        if (g && op->cols % 32 == 0) {
-            if (op->n_tok >= g_gemm_min_tok && g->supported(op->wtype)) path = PATH_GEMM;
-            else if (g->gemv_supported && g->gemv_supported(op->wtype)) path = PATH_GEMV_A8;
+        enum mm_path path = choose_path(g, op->wtype, op->n_tok, op->cols);
+        int a8 = path == PATH_GEMV_A8 || path == PATH_GEMM, gemm = path == PATH_GEMM;
+        /* find or add the activation set (float GEMM reads X in place: no set) */
+        int a = -1;
+        if (path != PATH_GEMM_F) {
+            for (a = 0; a < j->n_acts; a++)
+                if (same_act(&j->acts[a], op, xs, a8, tr->vec_dot_type)) break;
         }
-        int a8 = path != PATH_DOT, gemm = path == PATH_GEMM;
-        /* find or add the activation set */
-        int a;
-        for (a = 0; a < j->n_acts; a++)
-            if (same_act(&j->acts[a], op, xs, a8, tr->vec_dot_type)) break;
-        if (a == j->n_acts) {
+        if (path != PATH_GEMM_F && a == j->n_acts) {
             struct mm_act *A = &j->acts[j->n_acts++];
             *A = (struct mm_act){.X = op->X, .x_stride = xs, .n_tok = op->n_tok, .cols = op->cols,
                                  .x_idx = op->x_idx, .a8 = a8, .vdt = tr->vec_dot_type};
@@ -312,6 +329,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         struct mm_plan_op *p = &j->pops[j->n_ops++];
         p->op = op;
         p->act = a;
+        p->x_stride = xs;
         p->path = path;
         p->w_stride = ws;
         p->dot = tr->vec_dot;

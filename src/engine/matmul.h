@@ -61,9 +61,10 @@ int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t r
 void mm_set_gemm_min_tokens(int64_t n);
 /* Whether the packed GEMM path exists for this weight type on this CPU. */
 int mm_gemm_supported(enum ggml_type wtype);
-/* Whether an op of this type and token count quantizes its activations to the int8 panel with
- * per-32 f32 scales (GEMM and the VNNI GEMV kernels) rather than to the type's vec_dot_type;
- * cols a multiple of 32. Lets tests compute the exact expected value. */
-int mm_act_is_a8(enum ggml_type wtype, int64_t n_tok);
+/* What an op of this type and shape does to its activations, so tests can compute the exact
+ * expected value: quantize to the weight type's vec_dot_type; to the int8 panel with per-32 f32
+ * scales (d = amax/127, round to nearest even); or use them as f32 (float weights, GEMM). */
+enum mm_act_kind { MM_ACT_VEC_DOT, MM_ACT_A8, MM_ACT_F32 };
+enum mm_act_kind mm_act_kind(enum ggml_type wtype, int64_t n_tok, int64_t cols);
 
 #endif

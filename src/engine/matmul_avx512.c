@@ -315,6 +315,97 @@ static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int6
     }
 }
 
+/* ------------------------------------------------------------ float weights */
+
+/* 16 columns of a float-type row as f32 (masked tail: lanes past the row are zero). */
+AI __m512 ld_wf(enum ggml_type t, const uint8_t *row, int64_t k, __mmask16 m)
+{
+    switch (t) {
+    case GGML_TYPE_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k));
+    case GGML_TYPE_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k)), 16));
+    default:
+        return _mm512_maskz_loadu_ps(m, (const float *)row + k);
+    }
+}
+
+/* 4 rows x TT tokens, dot products over all columns, 16 columns per step; each weight vector
+ * is converted once and used for TT tokens. */
+AI void kern_f(enum ggml_type t, const int TT, const uint8_t *const *w, int64_t cols, const float *const *x,
+               float *out /* [4][TT] */)
+{
+    __m512 acc[4][6];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 6
+        for (int j = 0; j < TT; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < cols; k += 16) {
+        __mmask16 m = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
+        __m512 wv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) wv[r] = ld_wf(t, w[r], k, m);
+#pragma GCC unroll 6
+        for (int j = 0; j < TT; j++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 6
+        for (int j = 0; j < TT; j++) out[r * 6 + j] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+AI void gemm_f_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const float *X, int64_t xs,
+                 const int32_t *x_idx, int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx, int64_t r0)
+{
+    for (int64_t t0 = 0; t0 < n_tok; t0 += 6) {
+        int tt = (int)(n_tok - t0 < 6 ? n_tok - t0 : 6);
+        const float *xp[6];
+        for (int j = 0; j < 6; j++) {
+            int64_t tok = t0 + (j < tt ? j : 0);
+            xp[j] = X + (x_idx ? x_idx[tok] : tok) * xs;
+        }
+        for (int64_t r = 0; r < nrows; r += 4) {
+            const uint8_t *wp[4];
+            for (int i = 0; i < 4; i++) wp[i] = (const uint8_t *)W + (size_t)(r + i < nrows ? r + i : r) * ws;
+            float out[4 * 6];
+            switch (tt) {
+            case 6: kern_f(t, 6, wp, cols, xp, out); break;
+            case 5: kern_f(t, 5, wp, cols, xp, out); break;
+            case 4: kern_f(t, 4, wp, cols, xp, out); break;
+            case 3: kern_f(t, 3, wp, cols, xp, out); break;
+            case 2: kern_f(t, 2, wp, cols, xp, out); break;
+            default: kern_f(t, 1, wp, cols, xp, out); break;
+            }
+            for (int j = 0; j < tt; j++) {
+                int64_t tok = t0 + j;
+                float *yrow = Y + (y_idx ? y_idx[tok] : tok) * ys + r0;
+                for (int i = 0; i < 4 && r + i < nrows; i++) yrow[r + i] = out[i * 6 + j];
+            }
+        }
+    }
+}
+
+static int gemm_f_supported(enum ggml_type t)
+{
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+}
+
+static void gemm_f(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const float *X,
+                   int64_t xs, const int32_t *x_idx, int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx,
+                   int64_t r0)
+{
+    switch (t) {
+    case GGML_TYPE_F16: gemm_f_t(GGML_TYPE_F16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0); break;
+    case GGML_TYPE_BF16: gemm_f_t(GGML_TYPE_BF16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0); break;
+    default: gemm_f_t(GGML_TYPE_F32, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0); break;
+    }
+}
+
 static const struct mm_gemm_impl g_impl = {
     .name = "avx512-vnni",
     .supported = supported,
@@ -323,6 +414,8 @@ static const struct mm_gemm_impl g_impl = {
     .kernel = kernel,
     .gemv_supported = gemv_supported,
     .gemv = gemv,
+    .gemm_f_supported = gemm_f_supported,
+    .gemm_f = gemm_f,
 };
 
 const struct mm_gemm_impl *mm_gemm_avx512(void)

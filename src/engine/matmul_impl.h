@@ -39,6 +39,12 @@ struct mm_gemm_impl {
     void (*gemv)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                  const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
                  int64_t y_stride, const int32_t *y_idx, int64_t r0);
+    /* Float-weight GEMM (f32/f16/bf16) on f32 activations read in place: rows [0, nrows) of W,
+     * tokens [0, n_tok) (token t at X + (x_idx ? x_idx[t] : t) * x_stride), outputs as gemv. */
+    int (*gemm_f_supported)(enum ggml_type wtype);
+    void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
+                   const float *X, int64_t x_stride, const int32_t *x_idx, int64_t n_tok, float *Y,
+                   int64_t y_stride, const int32_t *y_idx, int64_t r0);
 };
 
 #if defined(__x86_64__)

@@ -62,7 +62,7 @@ static void a8_deq(const float *x, int64_t n, double *out)
 /* Checks Y (n_tok x rows, y stride ys) against: the reference vec_dot on reference-quantized X
  * (GEMV path) or the A8-quantized X (GEMM path), with a tolerance relative to sum |w x|. */
 static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_tok, const float *Y, int64_t ys,
-                  int a8)
+                  enum mm_act_kind kind)
 {
     const struct quant_traits *tr = quant_traits(m->t), *vt = quant_traits(tr->vec_dot_type);
     size_t qrow = quant_row_size(tr->vec_dot_type, m->cols);
@@ -73,18 +73,20 @@ static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_to
         const float *x = X + t * xs;
         vt->from_float_ref(x, xq, m->cols);
         vt->to_float_ref(xq, xd, m->cols);
-        if (a8) a8_deq(x, m->cols, xa);
+        if (kind == MM_ACT_A8) a8_deq(x, m->cols, xa);
+        if (kind == MM_ACT_F32)
+            for (int64_t c = 0; c < m->cols; c++) xa[c] = x[c];
         for (int64_t r = 0; r < m->rows; r++) {
             double want = 0, mag = 0;
             const float *w = m->deq + r * m->cols;
             for (int64_t c = 0; c < m->cols; c++) {
-                double xv = a8 ? xa[c] : xd[c];
+                double xv = kind != MM_ACT_VEC_DOT ? xa[c] : xd[c];
                 want += w[c] * xv;
                 mag += fabs(w[c] * xv);
             }
             double got = Y[t * ys + r];
             cr_assert(fabs(got - want) <= 3e-5 * mag + 1e-6, "%s %s rows=%ld n_tok=%ld: Y[%ld][%ld] = %.7g, want %.7g",
-                      tr->name, a8 ? "a8" : "vec_dot", (long)m->rows, (long)n_tok, (long)t, (long)r, got, want);
+                      tr->name, kind == MM_ACT_A8 ? "a8" : kind == MM_ACT_F32 ? "f32" : "vec_dot", (long)m->rows, (long)n_tok, (long)t, (long)r, got, want);
         }
     }
     free(xq), free(xd), free(xa);
@@ -109,7 +111,7 @@ static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch 
                 struct err e;
                 int rc = mm_run(tp, t, m.q, m.rows, cols, m.stride, X, n_tok, Y, s, &e);
                 cr_assert_eq(rc, 0, "%s: %s", tr->name, e.msg);
-                check(&m, X, cols, n_tok, Y, m.rows, mm_act_is_a8(t, n_tok));
+                check(&m, X, cols, n_tok, Y, m.rows, mm_act_kind(t, n_tok, cols));
                 free(X), free(Y);
             }
             wmat_free(&m);
@@ -168,8 +170,8 @@ static void multi_ops(int gemm_min)
     };
     struct err e;
     cr_assert_eq(mm_run_ops(tp, ops, 3, s, &e), 0, "%s", e.msg);
-    check(&a, X, xs, n_tok, Ya, 40, mm_act_is_a8(GGML_TYPE_Q8_0, n_tok));
-    check(&b, X, xs, n_tok, Yb, 30, mm_act_is_a8(GGML_TYPE_Q4_K, n_tok));
+    check(&a, X, xs, n_tok, Ya, 40, mm_act_kind(GGML_TYPE_Q8_0, n_tok, cols));
+    check(&b, X, xs, n_tok, Yb, 30, mm_act_kind(GGML_TYPE_Q4_K, n_tok, cols));
     for (int64_t t = 0; t < n_tok; t++)
         for (int r = 23; r < 30; r++) cr_assert_eq(Yb[t * 30 + r], -7.0f, "write outside the rows");
     /* Yc row yidx[k] must hold token idx[k] */
@@ -178,7 +180,7 @@ static void multi_ops(int gemm_min)
         memcpy(Xg + k * cols, X + idx[k] * xs, cols * 4);
         memcpy(Yg + k * 20, Yc + yidx[k] * 20, 20 * 4);
     }
-    check(&c, Xg, cols, 4, Yg, 20, mm_act_is_a8(GGML_TYPE_Q6_K, 4));
+    check(&c, Xg, cols, 4, Yg, 20, mm_act_kind(GGML_TYPE_Q6_K, 4, cols));
     free(X), free(Ya), free(Yb), free(Yc), free(Xg), free(Yg);
     wmat_free(&a), wmat_free(&b), wmat_free(&c);
     mm_scratch_free(s);
