@@ -99,7 +99,7 @@ struct js {
     int n_rules, cap_rules;
     int *hidx; /* open-addressing index into rules */
     size_t hcap;
-    struct def *defs;
+    struct def **defs; /* each def allocated once: pointers stay valid */
     int n_defs, cap_defs;
     void **allocs;
     size_t n_allocs, cap_allocs;
@@ -419,7 +419,7 @@ static unsigned type_bit(const char *t)
 static struct def *find_def(struct js *c, const char *ref)
 {
     for (int i = 0; i < c->n_defs; i++)
-        if (!strcmp(c->defs[i].ref, ref)) return &c->defs[i];
+        if (!strcmp(c->defs[i]->ref, ref)) return c->defs[i];
     return NULL;
 }
 
@@ -525,7 +525,7 @@ static struct def *get_def(struct js *c, const char *ref)
     }
     if (c->n_defs == c->cap_defs) {
         int nc = c->cap_defs ? c->cap_defs * 2 : 16;
-        struct def *p = realloc(c->defs, (size_t)nc * sizeof *p);
+        struct def **p = realloc(c->defs, (size_t)nc * sizeof *p);
         if (!p) {
             js_oom(c);
             c->oom = true;
@@ -534,8 +534,12 @@ static struct def *get_def(struct js *c, const char *ref)
         c->defs = p;
         c->cap_defs = nc;
     }
-    d = &c->defs[c->n_defs++];
-    memset(d, 0, sizeof *d);
+    d = js_alloc(c, sizeof *d);
+    if (!d) {
+        js_oom(c);
+        return NULL;
+    }
+    c->defs[c->n_defs++] = d;
     d->ref = js_strdup(c, ref, strlen(ref));
     d->node = node;
     if (!d->ref) return NULL;
@@ -553,8 +557,6 @@ static struct sn *def_ir(struct js *c, struct def *d)
     }
     d->lowering = true;
     struct sn *s = lower(c, d->node);
-    /* d may have moved (defs realloc) */
-    d = find_def(c, d->ref);
     d->lowering = false;
     d->ir = s;
     return s;
@@ -2009,17 +2011,18 @@ static void js_free(struct js *c)
 static int finish_defs(struct js *c)
 {
     for (int i = 0; i < c->n_defs; i++) {
-        if (!c->defs[i].name || c->defs[i].emitted) continue;
-        c->defs[i].emitted = true;
-        struct sn *s = def_ir(c, &c->defs[i]);
+        struct def *d = c->defs[i];
+        if (!d->name || d->emitted) continue;
+        d->emitted = true;
+        struct sn *s = def_ir(c, d);
         if (!s) return -1;
         char *body = emit(c, s);
         if (!body) {
             if (!c->e->msg[0])
-                err_set(c->e, ERR_INVALID, "$ref \"%.200s\" is unsatisfiable", c->defs[i].ref);
+                err_set(c->e, ERR_INVALID, "$ref \"%.200s\" is unsatisfiable", d->ref);
             return -1;
         }
-        if (buf_printf(&c->out, "%s: %s\n", c->defs[i].name, body)) return js_oom(c);
+        if (buf_printf(&c->out, "%s: %s\n", d->name, body)) return js_oom(c);
         i = -1; /* emitting may have added defs: rescan */
     }
     return 0;
