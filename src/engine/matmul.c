@@ -150,7 +150,7 @@ struct mm_act {
     enum ggml_type vdt;
     size_t row_bytes;         /* GEMV: bytes of one quantized token row */
     uint8_t *q;               /* GEMV rows or A8 q */
-    float *ad, *as;           /* A8 only */
+    float *ad, *as, *as16;    /* A8 only */
     int32_t *ai;
     int64_t tok_begin;        /* prefix over sets, for splitting the quantization work */
 };
@@ -190,7 +190,7 @@ static void quantize_part(struct mm_job *j, int ith, int nth)
             if (A->a8) {
                 int64_t nb = A->cols / 32;
                 j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb,
-                                A->ai + t * nb);
+                                A->ai + t * nb, A->as16 + t * 2 * nb);
             } else {
                 quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
             }
@@ -219,9 +219,10 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         uint8_t *panel = j->s->panel[ith];
         int64_t nb = op->cols / 32;
         float *pd = (float *)(panel + (size_t)op->cols * MM_TILE_ROWS);
-        float *pm = pd + nb * MM_TILE_ROWS;
+        int sub16 = j->g->sub16(op->wtype);
+        float *pm = pd + nb * MM_TILE_ROWS * (sub16 ? 2 : 1);
         j->g->pack(op->wtype, W, p->w_stride, r1 - r0, op->cols, panel, pd, pm);
-        j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, op->n_tok, op->Y, ys, op->y_idx,
+        j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16, sub16, op->n_tok, op->Y, ys, op->y_idx,
                      r0, (int)(r1 - r0));
         return;
     }
@@ -320,7 +321,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
             total_elems += op->n_tok * op->cols;
             if (a8) {
                 A->row_bytes = (size_t)op->cols;
-                act_bytes += (size_t)op->n_tok * ((size_t)op->cols + 3 * 4 * (size_t)(op->cols / 32)) + 4 * 64;
+                act_bytes += (size_t)op->n_tok * ((size_t)op->cols + 5 * 4 * (size_t)(op->cols / 32)) + 5 * 64;
             } else {
                 A->row_bytes = quant_row_size(tr->vec_dot_type, op->cols);
                 act_bytes += (size_t)op->n_tok * A->row_bytes + 64;
@@ -338,7 +339,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         p->tile_begin = j->total_tiles;
         j->total_tiles += p->n_tiles;
         if (gemm) {
-            size_t need = (size_t)op->cols * MM_TILE_ROWS + 2 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);
+            size_t need = (size_t)op->cols * MM_TILE_ROWS + 4 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);
             if (need > panel_need) panel_need = need;
         }
     }
@@ -358,6 +359,8 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
             off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
             A->ai = (int32_t *)(s->act + off);
             off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
+            A->as16 = (float *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 16) * 4 + 63) / 64 * 64;
         } else {
             off += ((size_t)A->n_tok * A->row_bytes + 63) / 64 * 64;
         }

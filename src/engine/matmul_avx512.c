@@ -16,7 +16,7 @@
 
 /* ------------------------------------------------------------ activations */
 
-static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai)
+static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai, float *as16)
 {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t b = 0; b < cols / 32; b++, x += 32, q += 32) {
@@ -28,7 +28,9 @@ static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float 
         __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
         _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(i0));
         _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(i1));
-        int s = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        int s0 = _mm512_reduce_add_epi32(i0), s1 = _mm512_reduce_add_epi32(i1), s = s0 + s1;
+        as16[2 * b] = d * (float)s0;
+        as16[2 * b + 1] = d * (float)s1;
         ad[b] = d;
         as[b] = d * (float)s;
         ai[b] = s;
@@ -135,6 +137,58 @@ AI __m256i get_block(enum ggml_type t, const uint8_t *row, int64_t b, float *dx,
     }
 }
 
+/* One 32-column block b of a row of a type with 16-element scales: u8 quants and the scale and
+ * min of each half. */
+AI __m256i get_block16(enum ggml_type t, const uint8_t *row, int64_t b, float *dx, float *mx)
+{
+    int64_t i = b / 8;
+    int j = (int)(b % 8);
+    const __m256i m2 = _mm256_set1_epi8(3);
+    switch (t) {
+    case GGML_TYPE_Q6_K: {
+        /* element 32j + l = 128h + 32k + l: nibble k/2 of ql[64h + 32(k%2) + l], bits 2k of qh[32h + l] */
+        const struct block_q6_K *x = (const struct block_q6_K *)row + i;
+        int h = j / 4, k = j % 4;
+        float d = fp16_to_f32(x->d);
+        for (int u = 0; u < 2; u++) dx[u] = d * x->scales[2 * j + u], mx[u] = 32 * dx[u];
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k % 2)));
+        if (k / 2) lo = _mm256_srli_epi16(lo, 4);
+        lo = _mm256_and_si256(lo, _mm256_set1_epi8(15));
+        __m256i hi = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)), 2 * k);
+        hi = _mm256_slli_epi16(_mm256_and_si256(hi, m2), 4);
+        return _mm256_or_si256(lo, hi);
+    }
+    case GGML_TYPE_Q3_K: {
+        /* element 128n + 32k + l: bits 2k of qs[32n + l]; high bit: hmask[l] bit (4n + k), clear = -4 */
+        const struct block_q3_K *x = (const struct block_q3_K *)row + i;
+        int n = j / 4, k = j % 4;
+        int8_t sc[16];
+        quant_q3k_scales(x->scales, sc);
+        float d = fp16_to_f32(x->d);
+        for (int u = 0; u < 2; u++) dx[u] = d * sc[2 * j + u], mx[u] = 4 * dx[u];
+        __m256i lo = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
+        __m256i hm = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x->hmask), 4 * n + k);
+        hm = _mm256_slli_epi16(_mm256_and_si256(hm, _mm256_set1_epi8(1)), 2);
+        return _mm256_or_si256(lo, hm);
+    }
+    case GGML_TYPE_Q2_K: {
+        const struct block_q2_K *x = (const struct block_q2_K *)row + i;
+        int n = j / 4, k = j % 4;
+        float d = fp16_to_f32(x->d), dmin = fp16_to_f32(x->dmin);
+        for (int u = 0; u < 2; u++) {
+            uint8_t sc = x->scales[2 * j + u];
+            dx[u] = d * (sc & 15), mx[u] = dmin * (sc >> 4);
+        }
+        return _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
+    }
+    default:
+        dx[0] = dx[1] = mx[0] = mx[1] = 0;
+        return _mm256_setzero_si256();
+    }
+}
+
+AI int is_sub16(enum ggml_type t) { return t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K; }
+
 AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t *panel,
                float *pd, float *pm)
 {
@@ -144,7 +198,11 @@ AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_
     for (int64_t b = 0; b < nb; b++) {
         __m256i rows[MM_TILE_ROWS];
         for (int r = 0; r < MM_TILE_ROWS; r++) {
-            if (r < nrows) {
+            if (is_sub16(t)) {
+                float dx[2] = {0, 0}, mx[2] = {0, 0};
+                rows[r] = r < nrows ? get_block16(t, rowp[r], b, dx, mx) : _mm256_setzero_si256();
+                for (int h = 0; h < 2; h++) pd[b * 32 + h * 16 + r] = dx[h], pm[b * 32 + h * 16 + r] = mx[h];
+            } else if (r < nrows) {
                 rows[r] = get_block(t, rowp[r], b, &pd[b * 16 + r], &pm[b * 16 + r]);
             } else {
                 rows[r] = _mm256_setzero_si256();
@@ -166,9 +224,14 @@ static void pack(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int6
     case GGML_TYPE_Q5_1: pack_t(GGML_TYPE_Q5_1, W, ws, nrows, cols, panel, pd, pm); break;
     case GGML_TYPE_Q4_K: pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm); break;
     case GGML_TYPE_Q5_K: pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q6_K: pack_t(GGML_TYPE_Q6_K, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q3_K: pack_t(GGML_TYPE_Q3_K, W, ws, nrows, cols, panel, pd, pm); break;
+    case GGML_TYPE_Q2_K: pack_t(GGML_TYPE_Q2_K, W, ws, nrows, cols, panel, pd, pm); break;
     default: break;
     }
 }
+
+static int sub16(enum ggml_type t) { return is_sub16(t); }
 
 static int supported(enum ggml_type t)
 {
@@ -179,7 +242,10 @@ static int supported(enum ggml_type t)
     case GGML_TYPE_Q5_0:
     case GGML_TYPE_Q5_1:
     case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q5_K: return 1;
+    case GGML_TYPE_Q5_K:
+    case GGML_TYPE_Q6_K:
+    case GGML_TYPE_Q3_K:
+    case GGML_TYPE_Q2_K: return 1;
     default: return 0;
     }
 }
@@ -221,10 +287,50 @@ AI void kern(const int TT, const uint8_t *panel, const float *pd, const float *p
     for (int t = 0; t < TT; t++) _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
 }
 
+/* Same with 16-column scales: two int accumulators per token and block (columns 0-15, 16-31). */
+AI void kern16(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols, const int8_t *aq,
+               const float *ad, const float *as16, float *const *yrow, __mmask16 mask)
+{
+    const int64_t nb = cols / 32;
+    __m512 accf[8];
+    __m512i lo[8], hi[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++) accf[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = panel + b * 512;
+        const int8_t *ab = aq + b * 32;
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) lo[t] = hi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512i w0 = _mm512_loadu_si512(pb + 64 * g), w1 = _mm512_loadu_si512(pb + 64 * (g + 4));
+#pragma GCC unroll 8
+            for (int t = 0; t < TT; t++) {
+                int32_t a0, a1;
+                memcpy(&a0, ab + t * cols + 4 * g, 4);
+                memcpy(&a1, ab + t * cols + 16 + 4 * g, 4);
+                lo[t] = _mm512_dpbusd_epi32(lo[t], w0, _mm512_set1_epi32(a0));
+                hi[t] = _mm512_dpbusd_epi32(hi[t], w1, _mm512_set1_epi32(a1));
+            }
+        }
+        __m512 dx0 = _mm512_loadu_ps(pd + b * 32), dx1 = _mm512_loadu_ps(pd + b * 32 + 16);
+        __m512 mx0 = _mm512_loadu_ps(pm + b * 32), mx1 = _mm512_loadu_ps(pm + b * 32 + 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) {
+            __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), dx1, _mm512_mul_ps(_mm512_cvtepi32_ps(lo[t]), dx0));
+            accf[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(ad[t * nb + b]), accf[t]);
+            accf[t] = _mm512_fnmadd_ps(mx0, _mm512_set1_ps(as16[t * 2 * nb + 2 * b]), accf[t]);
+            accf[t] = _mm512_fnmadd_ps(mx1, _mm512_set1_ps(as16[t * 2 * nb + 2 * b + 1]), accf[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++) _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
+}
+
 #define MM_TT 8
 
 static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64_t cols, const int8_t *aq,
-                   const float *ad, const float *as, int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx,
+                   const float *ad, const float *as, const float *as16, int sub16, int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx,
                    int64_t r0, int nrows)
 {
     const int64_t nb = cols / 32;
@@ -235,6 +341,20 @@ static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64
         for (int t = 0; t < tt; t++) yrow[t] = Y + (y_idx ? y_idx[t0 + t] : t0 + t) * y_stride + r0;
         const int8_t *a = aq + t0 * cols;
         const float *d = ad + t0 * nb, *s = as + t0 * nb;
+        if (sub16) {
+            const float *s16 = as16 + t0 * 2 * nb;
+            switch (tt) {
+            case 8: kern16(8, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            case 7: kern16(7, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            case 6: kern16(6, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            case 5: kern16(5, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            case 4: kern16(4, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            case 3: kern16(3, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            case 2: kern16(2, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            default: kern16(1, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            }
+            continue;
+        }
         switch (tt) {
         case 8: kern(8, panel, pd, pm, cols, a, d, s, yrow, mask); break;
         case 7: kern(7, panel, pd, pm, cols, a, d, s, yrow, mask); break;
@@ -410,6 +530,7 @@ static const struct mm_gemm_impl g_impl = {
     .name = "avx512-vnni",
     .supported = supported,
     .act_quant = act_quant,
+    .sub16 = sub16,
     .pack = pack,
     .kernel = kernel,
     .gemv_supported = gemv_supported,

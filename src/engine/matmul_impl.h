@@ -3,12 +3,15 @@
  * GEMM data layouts (transient, in the caller's scratch):
  *   activation panel A8 for one activation set: q[t * cols + k] int8 (per-32-block symmetric
  *     quantization, d = amax/127), ad[t * nb + b] = d, as[t * nb + b] = d * sum(q of block b),
- *     ai[t * nb + b] = sum(q of block b) (int), nb = cols / 32.
+ *     ai[t * nb + b] = sum(q of block b) (int), as16[t * 2nb + 2b + h] = d * sum(q of half h),
+ *     nb = cols / 32.
  *   weight panel for a tile of MM_TILE_ROWS rows: for 32-column block b and 4-column group g,
  *     panel[(b * 8 + g) * 64 + r * 4 + i] = u8 quant of row r, column 32b + 4g + i;
  *     pd[b * 16 + r], pm[b * 16 + r] such that W[r][32b + k] = pd * u8 - pm (exact for every
  *     supported type: q8_0 stores q + 128, nibble types their unsigned quant). Rows past the end
- *     of the matrix are zero (pd = pm = 0). */
+ *     of the matrix are zero (pd = pm = 0).
+ *   Types with 16-element scales (q6_K, q3_K, q2_K: "sub16") keep 32 scales per block instead:
+ *     pd[b * 32 + h * 16 + r] for half h of block b, and likewise pm. */
 #ifndef LMS_ENGINE_MATMUL_IMPL_H
 #define LMS_ENGINE_MATMUL_IMPL_H
 
@@ -22,15 +25,18 @@
 struct mm_gemm_impl {
     const char *name;
     int (*supported)(enum ggml_type wtype);
-    /* one token: x[cols] -> q[cols], ad[cols/32], as[cols/32], ai[cols/32] (int sum of q) */
-    void (*act_quant)(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai);
+    /* one token: x[cols] -> q[cols], ad[cols/32], as[cols/32], ai[cols/32], as16[cols/16] */
+    void (*act_quant)(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai,
+                      float *as16);
+    int (*sub16)(enum ggml_type wtype); /* scales per 16 columns (see above) */
     /* rows [0, nrows) (nrows <= 16) of W -> panel (cols*16 bytes), pd/pm (cols/32*16 floats) */
     void (*pack)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                  uint8_t *panel, float *pd, float *pm);
     /* Y rows [r0, r0 + nrows) for tokens [0, n_tok) of the activation panel; token t's output
      * is Y + (y_idx ? y_idx[t] : t) * y_stride. */
     void (*kernel)(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
-                   const int8_t *aq, const float *ad, const float *as, int64_t n_tok, float *Y,
+                   const int8_t *aq, const float *ad, const float *as, const float *as16, int sub16,
+                   int64_t n_tok, float *Y,
                    int64_t y_stride, const int32_t *y_idx, int64_t r0, int nrows);
     /* GEMV on the same activation panel: rows [0, nrows) of W (row r at W + r * w_stride) for
      * tokens [0, n_tok); token t's output row is Y + (y_idx ? y_idx[t] : t) * y_stride, and row r
