@@ -96,6 +96,10 @@ struct reply_sink {
     int (*text)(void *ctx, int choice, const char *s, size_t n, const struct token_logprob *lp,
                 int n_lp);
     int (*finish)(void *ctx, int choice, enum finish_reason why, const char *stop_seq);
+    /* A completed tool call (R-TOOL-2; serve/toolcall.h): name (NUL-terminated) and the arguments
+     * JSON object text exactly as generated. Between text deltas and finish; NULL = the encoder
+     * takes no calls (regions stay text). */
+    int (*tool_call)(void *ctx, int choice, const char *name, const char *args, size_t n_args);
     int (*done)(void *ctx, const struct usage *u);
     /* A failure: before start → plain JSON error with its status; after → in-band. */
     void (*error)(void *ctx, const struct err *e);

@@ -1,0 +1,307 @@
+/* toolcall: the hermes reply scanner — regions split across deltas, several calls, malformed
+ * regions as text, whitespace around calls, finish reasons, and every split point of a reply. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "serve/emitter.h"
+#include "serve/toolcall.h"
+
+struct rec {
+    struct buf log; /* "T[..]" text, "C<name>(<args>)" calls, "F<why>:<stop>" */
+    int n_lp;
+    bool refuse, last_text;
+};
+
+static int r_text(void *c, int ch, const char *s, size_t n, const struct token_logprob *lp, int nl)
+{
+    struct rec *r = c;
+    if (n && r->last_text) { /* merged: results do not depend on how deltas were cut */
+        r->log.len--;
+        buf_printf(&r->log, "%.*s]", (int)n, s);
+    } else if (n) {
+        buf_printf(&r->log, "T[%.*s]", (int)n, s);
+    }
+    if (n) r->last_text = true;
+    r->n_lp += nl;
+    return r->refuse ? -1 : 0;
+}
+static int r_reason(void *c, int ch, const char *s, size_t n)
+{
+    ((struct rec *)c)->last_text = false;
+    buf_printf(&((struct rec *)c)->log, "R[%.*s]", (int)n, s);
+    return 0;
+}
+static int r_call(void *c, int ch, const char *name, const char *args, size_t n)
+{
+    struct rec *r = c;
+    r->last_text = false;
+    buf_printf(&r->log, "C%s(%.*s)", name, (int)n, args);
+    return r->refuse ? -1 : 0;
+}
+static int r_finish(void *c, int ch, enum finish_reason why, const char *stop)
+{
+    ((struct rec *)c)->last_text = false;
+    buf_printf(&((struct rec *)c)->log, "F%d:%s", (int)why, stop ? stop : "");
+    return 0;
+}
+
+static struct reply_sink sink_of(struct rec *r)
+{
+    struct reply_sink s = {0};
+    s.ctx = r;
+    s.text = r_text;
+    s.reasoning = r_reason;
+    s.tool_call = r_call;
+    s.finish = r_finish;
+    return s;
+}
+
+/* Feeds toks through a scanner; returns the log with consecutive text deltas merged. */
+static char *run(const char *const *toks, enum finish_reason why, const char *stop)
+{
+    struct rec r = {0};
+    struct reply_sink out = sink_of(&r);
+    struct toolcall_scanner sc;
+    toolcall_init(&sc, &out);
+    struct reply_sink *in = toolcall_sink(&sc);
+    for (int i = 0; toks[i]; i++) {
+        struct token_logprob lp = {.token = i};
+        cr_assert_eq(in->text(in->ctx, 0, toks[i], strlen(toks[i]), &lp, 1), 0);
+    }
+    cr_assert_eq(in->finish(in->ctx, 0, why, stop), 0);
+    toolcall_deinit(&sc);
+    char *res = strdup(r.log.data ? r.log.data : "");
+    buf_free(&r.log);
+    return res;
+}
+
+#define CHECK(expect, why, stop, ...)                                                              \
+    do {                                                                                           \
+        const char *toks_[] = {__VA_ARGS__, NULL};                                                 \
+        char *got_ = run(toks_, why, stop);                                                        \
+        cr_assert_str_eq(got_, expect);                                                            \
+        free(got_);                                                                                \
+    } while (0)
+
+Test(toolcall, plain_text_passes_through)
+{
+    CHECK("T[Hello world]F1:", FINISH_STOP, NULL, "Hello", " world");
+    CHECK("T[a < b <tool x]F2:", FINISH_LENGTH, NULL, "a < b", " <tool", " x");
+    CHECK("T[ends with <tool_ca]F1:", FINISH_STOP, NULL, "ends with <tool_ca");
+    CHECK("T[trailing  \n]F1:", FINISH_STOP, NULL, "trailing  \n");
+}
+
+Test(toolcall, one_call_split_everywhere)
+{
+    CHECK("Cget_weather({\"city\": \"Paris\"})F3:", FINISH_STOP, NULL, "<tool_call>",
+          "\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n", "</tool_call>");
+    CHECK("Cget_weather({\"city\": \"Paris\"})F3:", FINISH_STOP, NULL, "<", "tool", "_", "call",
+          ">", "\n{\"na", "me\": \"get_", "weather\", \"argu", "ments\": {\"city\"", ": \"Par",
+          "is\"}}", "\n<", "/tool", "_call", ">");
+}
+
+Test(toolcall, text_before_and_between_calls)
+{
+    CHECK("T[Let me check.]Ca({})Cb({\"x\": [1, {\"y\": \"}\"}]})F3:", FINISH_STOP, NULL,
+          "Let me check.\n\n", "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>",
+          "\n", "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": [1, {\"y\": \"}\"}]}}\n",
+          "</tool_call>", "\n");
+}
+
+Test(toolcall, text_after_a_call_is_text)
+{
+    CHECK("Ca({})T[\nand more]F3:", FINISH_STOP, NULL,
+          "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>", "\nand more");
+}
+
+Test(toolcall, arguments_absent_or_null_are_empty_object)
+{
+    CHECK("Cping({})F3:", FINISH_STOP, NULL, "<tool_call>{\"name\": \"ping\"}</tool_call>");
+    CHECK("Cping({})F3:", FINISH_STOP, NULL,
+          "<tool_call>{\"arguments\": null, \"name\": \"ping\"}</tool_call>");
+}
+
+Test(toolcall, malformed_regions_are_text_with_markers)
+{
+    /* bad JSON */
+    CHECK("T[<tool_call>\n{\"name\": \"a\", \"arguments\": {]}\n</tool_call>]F1:", FINISH_STOP, NULL,
+          "<tool_call>\n{\"name\": \"a\", \"argu", "ments\": {]}\n</tool_call>");
+    /* no name, name not a string, arguments not an object, not an object, duplicate key */
+    CHECK("T[<tool_call>{\"arguments\": {}}</tool_call>]F1:", FINISH_STOP, NULL,
+          "<tool_call>{\"arguments\": {}}</tool_call>");
+    CHECK("T[<tool_call>{\"name\": 3}</tool_call>]F1:", FINISH_STOP, NULL,
+          "<tool_call>{\"name\": 3}</tool_call>");
+    CHECK("T[<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>]F1:", FINISH_STOP, NULL,
+          "<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>");
+    CHECK("T[<tool_call>[1]</tool_call>]F1:", FINISH_STOP, NULL, "<tool_call>[1]</tool_call>");
+    CHECK("T[<tool_call>{\"name\": \"a\", \"name\": \"b\"}</tool_call>]F1:", FINISH_STOP, NULL,
+          "<tool_call>{\"name\": \"a\", \"name\": \"b\"}</tool_call>");
+    /* whitespace before a malformed region is kept */
+    CHECK("T[x\n<tool_call>oops</tool_call>]F1:", FINISH_STOP, NULL, "x\n", "<tool_call>oops",
+          "</tool_call>");
+}
+
+Test(toolcall, malformed_then_good_call)
+{
+    CHECK("T[<tool_call>{bad</tool_call>]Cb({\"k\": 1})F3:", FINISH_STOP, NULL,
+          "<tool_call>{bad</tool_call>\n",
+          "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"k\": 1}}\n</tool_call>");
+}
+
+Test(toolcall, unterminated_region_is_text_at_finish)
+{
+    CHECK("T[Hi <tool_call>\n{\"name\": \"a\", \"argum]F2:", FINISH_LENGTH, NULL, "Hi ",
+          "<tool_call>\n{\"name\": \"a\", \"argum");
+}
+
+Test(toolcall, finish_reasons)
+{
+    /* a budget cut after a complete call stays length; a stop sequence stays stop */
+    CHECK("Ca({})F2:", FINISH_LENGTH, NULL, "<tool_call>{\"name\":\"a\"}</tool_call>");
+    CHECK("Ca({})F1:END", FINISH_STOP, "END", "<tool_call>{\"name\":\"a\"}</tool_call>");
+    CHECK("T[no calls]F1:", FINISH_STOP, NULL, "no calls");
+}
+
+Test(toolcall, escaped_strings_and_unicode)
+{
+    /* an open marker inside a string of the body is just bytes */
+    CHECK("Cs\xc3\xa9({\"q\": \"a\\\"<tool_call>\"})F3:", FINISH_STOP, NULL,
+          "<tool_call>{\"name\": \"s\xc3\xa9\", \"arguments\": {\"q\": \"a\\\"",
+          "<tool_call>\"}}</tool_call>");
+    /* the first close marker ends the region (as in the template): inside a string it leaves
+     * malformed JSON, which is text */
+    CHECK("T[<tool_call>{\"name\": \"a\", \"arguments\": {\"q\": \"</tool_call>\"}}</tool_call>]F1:",
+          FINISH_STOP, NULL, "<tool_call>{\"name\": \"a\", \"arguments\": {\"q\": \"</tool_call>",
+          "\"}}</tool_call>");
+}
+
+/* Every way of cutting a two-call reply into two deltas gives the same events. */
+Test(toolcall, every_split_point)
+{
+    const char *reply = "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"<x>\"}}\n"
+                        "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+    const char *expect = "T[Sure.]Cf({\"a\": \"<x>\"})Cg({})F3:";
+    size_t n = strlen(reply);
+    for (size_t cut = 0; cut <= n; cut++) {
+        char *a = strndup(reply, cut), *b = strdup(reply + cut);
+        const char *toks[] = {a, b, NULL};
+        char *got = run(toks, FINISH_STOP, NULL);
+        cr_assert_str_eq(got, expect, "cut at %zu", cut);
+        free(got);
+        free(a);
+        free(b);
+    }
+    /* and one byte at a time */
+    char **bytes = calloc(n + 1, sizeof *bytes);
+    for (size_t i = 0; i < n; i++) bytes[i] = strndup(reply + i, 1);
+    char *got = run((const char *const *)bytes, FINISH_STOP, NULL);
+    cr_assert_str_eq(got, expect);
+    free(got);
+    for (size_t i = 0; i < n; i++) free(bytes[i]);
+    free(bytes);
+}
+
+Test(toolcall, no_marker_byte_leaks_before_decided)
+{
+    struct rec r = {0};
+    struct reply_sink out = sink_of(&r);
+    struct toolcall_scanner sc;
+    toolcall_init(&sc, &out);
+    struct reply_sink *in = toolcall_sink(&sc);
+    in->text(in->ctx, 0, "ok <tool_c", 10, NULL, 0);
+    cr_assert_str_eq(r.log.data, "T[ok]", "only text before the possible marker (and its space)");
+    in->text(in->ctx, 0, "all>{\"name\":\"z\"}", 16, NULL, 0);
+    cr_assert_str_eq(r.log.data, "T[ok]");
+    in->text(in->ctx, 0, "</tool_call>", 12, NULL, 0);
+    cr_assert_str_eq(r.log.data, "T[ok]Cz({})");
+    toolcall_deinit(&sc);
+    buf_free(&r.log);
+}
+
+Test(toolcall, no_tool_call_hook_keeps_regions_as_text)
+{
+    struct rec r = {0};
+    struct reply_sink out = sink_of(&r);
+    out.tool_call = NULL;
+    struct toolcall_scanner sc;
+    toolcall_init(&sc, &out);
+    struct reply_sink *in = toolcall_sink(&sc);
+    const char *t = "<tool_call>{\"name\":\"z\"}</tool_call>";
+    in->text(in->ctx, 0, t, strlen(t), NULL, 0);
+    in->finish(in->ctx, 0, FINISH_STOP, NULL);
+    cr_assert_str_eq(r.log.data, "T[<tool_call>{\"name\":\"z\"}</tool_call>]F1:");
+    toolcall_deinit(&sc);
+    buf_free(&r.log);
+}
+
+Test(toolcall, sink_refusal_propagates)
+{
+    struct rec r = {.refuse = true};
+    struct reply_sink out = sink_of(&r);
+    struct toolcall_scanner sc;
+    toolcall_init(&sc, &out);
+    struct reply_sink *in = toolcall_sink(&sc);
+    const char *t = "<tool_call>{\"name\":\"z\"}</tool_call>";
+    cr_assert_eq(in->text(in->ctx, 0, t, strlen(t), NULL, 0), -1);
+    toolcall_deinit(&sc);
+    buf_free(&r.log);
+}
+
+Test(toolcall, logprobs_follow_content_only)
+{
+    struct rec r = {0};
+    struct reply_sink out = sink_of(&r);
+    struct toolcall_scanner sc;
+    toolcall_init(&sc, &out);
+    struct reply_sink *in = toolcall_sink(&sc);
+    struct token_logprob lp = {0};
+    in->text(in->ctx, 0, "Hi", 2, &lp, 1);
+    in->text(in->ctx, 0, "<tool_call>", 11, &lp, 1);
+    in->text(in->ctx, 0, "{\"name\":\"z\"}", 12, &lp, 1);
+    in->text(in->ctx, 0, "</tool_call>", 12, &lp, 1);
+    in->finish(in->ctx, 0, FINISH_STOP, NULL);
+    cr_assert_eq(r.n_lp, 1, "only the content token's record reaches the encoder");
+    toolcall_deinit(&sc);
+    buf_free(&r.log);
+}
+
+/* Through the real emitter: a think head and a stop string around calls. */
+Test(toolcall, behind_the_emitter)
+{
+    struct rec r = {0};
+    struct reply_sink out = sink_of(&r);
+    struct toolcall_scanner sc;
+    toolcall_init(&sc, &out);
+    struct emitter em;
+    emitter_init(&em, toolcall_sink(&sc), 0, true, NULL, 0);
+    const char *toks[] = {"<think>", "\nhmm\n", "</think>", "\n\n", "<tool_call>", "\n{\"name\": ",
+                          "\"a\", \"arguments\": {\"n\": 1}}", "\n", "</tool_call>", NULL};
+    for (int i = 0; toks[i]; i++) cr_assert_eq(emitter_feed(&em, toks[i], strlen(toks[i]), NULL), 0);
+    cr_assert_eq(emitter_finish(&em, FINISH_STOP), 0);
+    cr_assert_str_eq(r.log.data, "R[hmm]Ca({\"n\": 1})F3:");
+    emitter_deinit(&em);
+    toolcall_deinit(&sc);
+    buf_free(&r.log);
+}
+
+Test(toolcall, parse_spans)
+{
+    char *name;
+    size_t off, len;
+    const char *st;
+    const char *b = " {\"name\" : \"n\" ,\"arguments\":  {\"a\":[1,2]} } ";
+    cr_assert_eq(toolcall_parse(b, strlen(b), &name, &off, &len, &st), 0);
+    cr_assert_str_eq(name, "n");
+    cr_assert_null(st);
+    cr_assert_eq(len, 11);
+    cr_assert_eq(memcmp(b + off, "{\"a\":[1,2]}", 11), 0);
+    free(name);
+    const char *esc = "{\"name\":\"n\",\"argu\\u006dents\":{}}"; /* escaped key: not hermes */
+    cr_assert_eq(toolcall_parse(esc, strlen(esc), &name, &off, &len, &st), -1);
+    cr_assert_eq(toolcall_parse("", 0, &name, &off, &len, &st), -1);
+    const char *nul = "{\"name\":\"a\\u0000b\"}";
+    cr_assert_eq(toolcall_parse(nul, strlen(nul), &name, &off, &len, &st), -1);
+    cr_assert_eq(toolcall_parse("{\"name\":\"\"}", 11, &name, &off, &len, &st), -1);
+}
