@@ -62,6 +62,7 @@ struct enc_choice {
     enum finish_reason why;
     char *stop_seq;
     json_t *logprobs; /* chat: array of content logprob entries (non-stream) */
+    json_t *calls;    /* tool calls (R-TOOL-2): [{id, name, arguments}] in order; NULL = none */
     bool finished, role_sent;
 };
 
@@ -77,6 +78,8 @@ struct enc {
     bool rs_open, msg_open, think_open, text_open, had_text_block, had_rs;
     int rs_index, msg_index;
     char rs_id[48], msg_id[48];
+    json_t *items;    /* responses: output items closed before the end (a message cut by a tool
+                         call, function_call items), in order; NULL = none */
 };
 
 /* Allocates an encoder for job and fills job->sink's ctx/error/done/free hooks common to all. */
@@ -88,6 +91,10 @@ int enc_sse(struct enc *en, const char *ev, json_t *f);
 int enc_write(struct enc *en, const char *s, size_t n);
 /* A failure before anything was sent: plain JSON error with the real status. */
 void enc_fail_plain(struct enc *en, const struct err *e);
+/* Records a tool call on choice c: {id: <id_prefix>…, name, arguments}; returns it (borrowed,
+ * owned by ch->calls) or NULL on OOM / invalid UTF-8. */
+json_t *enc_add_call(struct enc *en, int c, const char *id_prefix, const char *name,
+                     const char *args, size_t n_args);
 /* Chat logprob entry for one token. */
 json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp);
 const char *finish_reason_chat(enum finish_reason why);

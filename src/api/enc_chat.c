@@ -78,6 +78,38 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
     return enc_sse(en, NULL, chunk(en, one_choice(c, d, lpo, NULL)));
 }
 
+/* R-TOOL-2 / R-STREAM-4: one delta.tool_calls chunk per completed call, full arguments. */
+static int s_tool_call(void *ctx, int c, const char *name, const char *args, size_t n)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    json_t *call = enc_add_call(en, c, "call_", name, args, n);
+    if (!call) return -1;
+    if (!en->job->req.stream) return 0;
+    json_t *d = delta_obj(en, c);
+    json_object_set_new(d, "tool_calls",
+                        json_pack("[{s:I, s:O, s:s, s:{s:O, s:O}}]", "index",
+                                  (json_int_t)json_array_size(en->ch[c].calls) - 1, "id",
+                                  json_object_get(call, "id"), "type", "function", "function",
+                                  "name", json_object_get(call, "name"), "arguments",
+                                  json_object_get(call, "arguments")));
+    return enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL)));
+}
+
+/* The non-stream message's tool_calls array (chat shape). */
+static json_t *chat_calls(const json_t *calls)
+{
+    json_t *a = json_array();
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call)
+        json_array_append_new(a, json_pack("{s:O, s:s, s:{s:O, s:O}}", "id",
+                                           json_object_get(call, "id"), "type", "function",
+                                           "function", "name", json_object_get(call, "name"),
+                                           "arguments", json_object_get(call, "arguments")));
+    return a;
+}
+
 static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 {
     struct enc *en = ctx;
@@ -123,6 +155,10 @@ static int s_done(void *ctx, const struct usage *u)
         json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
                                 json_text(ch->text.data ? ch->text.data : "", ch->text.len),
                                 "refusal");
+        if (ch->calls) {
+            json_object_set_new(msg, "tool_calls", chat_calls(ch->calls));
+            if (!ch->text.len) json_object_set_new(msg, "content", json_null());
+        }
         if (ch->reasoning.len)
             json_object_set_new(msg, "reasoning_content",
                                 json_text(ch->reasoning.data, ch->reasoning.len));
@@ -174,6 +210,7 @@ int enc_chat_install(struct job *job)
     job->sink.reasoning = s_reasoning;
     job->sink.text = s_text;
     job->sink.finish = s_finish;
+    job->sink.tool_call = s_tool_call;
     job->sink.done = s_done;
     job->sink.error = s_error;
     job->sink_free = enc_free;

@@ -23,7 +23,9 @@ void enc_free(void *ctx)
         buf_free(&en->ch[i].reasoning);
         free(en->ch[i].stop_seq);
         if (en->ch[i].logprobs) json_decref(en->ch[i].logprobs);
+        if (en->ch[i].calls) json_decref(en->ch[i].calls);
     }
+    if (en->items) json_decref(en->items);
     buf_free(&en->frame);
     free(en);
 }
@@ -92,4 +94,18 @@ const char *finish_reason_chat(enum finish_reason why)
     case FINISH_TOOL_CALLS: return "tool_calls";
     default: return "stop";
     }
+}
+
+json_t *enc_add_call(struct enc *en, int c, const char *id_prefix, const char *name,
+                     const char *args, size_t n_args)
+{
+    struct enc_choice *ch = &en->ch[c];
+    if (!ch->calls && !(ch->calls = json_array())) return NULL;
+    char *id = make_id(id_prefix);
+    json_t *call = id ? json_pack("{s:s, s:s, s:s%}", "id", id, "name", name, "arguments", args,
+                                  n_args)
+                      : NULL;
+    free(id);
+    if (!call || json_array_append_new(ch->calls, call) < 0) return NULL;
+    return call;
 }

@@ -11,6 +11,7 @@
 #include "engine/vocab.h"
 #include "grammar/grammar.h"
 #include "serve/emitter.h"
+#include "serve/toolcall.h"
 
 #define PREFILL_CHUNK 512
 
@@ -149,6 +150,7 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
     struct sampler *smp = NULL;
     struct matcher *mt = NULL;
     struct emitter em;
+    struct toolcall_scanner tc = {0}; /* R-TOOL-2: between the emitter and the encoder */
     bool em_live = false;
     int budget = req->max_tokens;
     int room = b->n_ctx - (int)req->n_tokens;
@@ -162,7 +164,12 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
         if (prefill(L, job, &cached, e) < 0) goto out;
         if (c == 0) u.cached_tokens = cached;
         for (size_t i = 0; i < req->n_tokens; i++) sampler_accept(smp, req->tokens[i]);
-        emitter_init(&em, sink, c, b->caps.think, (const char *const *)req->stop, req->n_stop);
+        struct reply_sink *esink = sink;
+        if (req->tools && b->caps.tools) {
+            toolcall_init(&tc, sink);
+            esink = toolcall_sink(&tc);
+        }
+        emitter_init(&em, esink, c, b->caps.think, (const char *const *)req->stop, req->n_stop);
         em_live = true;
         struct tok_stream ts = {0};
         enum finish_reason why = FINISH_LENGTH;
@@ -226,6 +233,7 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
             }
         }
         emitter_deinit(&em);
+        toolcall_deinit(&tc);
         em_live = false;
         sampler_free(smp);
         smp = NULL;
@@ -243,6 +251,7 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
 out:
     job->usage = u;
     if (em_live) emitter_deinit(&em);
+    toolcall_deinit(&tc);
     sampler_free(smp);
     matcher_free(mt);
     return rc;
