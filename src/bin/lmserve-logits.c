@@ -127,9 +127,11 @@ int main(int argc, char **argv)
             gguf_close(&g);
             return 1;
         }
-        if (!tr->is_quantized) printf("f32\n");
-        else if (mm_act_is_a8((enum ggml_type)t->type, 1)) printf("a8\n");
-        else printf("%s\n", quant_traits(tr->vec_dot_type)->name);
+        switch (mm_act_kind((enum ggml_type)t->type, 1, t->ne[0])) {
+        case MM_ACT_F32: printf("f32\n"); break;
+        case MM_ACT_A8: printf("a8\n"); break;
+        default: printf("%s\n", quant_traits(tr->vec_dot_type)->name); break;
+        }
         gguf_close(&g);
         return 0;
     }
