@@ -1,11 +1,11 @@
 /* lmserve-maskbench — MaskBench conformance runner and mask-time benchmark.
  *
- *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall] [--trace]
+ *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall] [--trace] [--print]
  *
  * MODEL (a .gguf file, or a directory with tokenizer.json) supplies the vocabulary. Each FILE is
  * a MaskBench case {"schema": ..., "tests": [{"valid": bool, "data": ...}, ...]}: the schema is
  * compiled (GRAMMAR_JSON_SCHEMA); each instance is serialized compact and 2-space indented
- * (jansson, key order preserved), tokenized with the model's tokenizer and fed token by token:
+ * (key order preserved, shortest round-trip reals: see dump), tokenized with the model's tokenizer and fed token by token:
  * every token must be in the mask (and consumable), and eos must be allowed at the end. A valid
  * instance rejected anywhere is a validation error; an invalid one accepted to the end is an
  * invalidation error. `--lark FILE` compiles that lark grammar for every file instead of the
@@ -30,6 +30,7 @@
  * decoding thread, and stable on a shared machine); --wall uses the monotonic clock. */
 static clockid_t g_clock = CLOCK_THREAD_CPUTIME_ID;
 static bool g_trace; /* --trace: where each rejection happened (stderr) */
+static bool g_print; /* --print: each serialized instance (stderr) */
 
 static double now_us(void)
 {
@@ -135,6 +136,76 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
     return res;
 }
 
+/* JSON text of v like Python's json.dumps (compact: separators "," ":"; indent 2: ", " / ": "
+ * with newlines), keys in file order. Reals use the shortest form that reads back to the same
+ * double (jansson's %.17g would turn 500.23 into 500.23000000000002, which a schema with
+ * multipleOf 0.01 rightly rejects); integral reals keep a ".0". */
+static int dump(struct buf *b, const json_t *v, int indent, int level)
+{
+    char tmp[64];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        if (json_object_size(v) == 0) return buf_puts(b, "{}");
+        buf_puts(b, "{");
+        const char *k;
+        json_t *x;
+        bool first = true;
+        json_object_foreach((json_t *)v, k, x) {
+            if (!first) buf_puts(b, ",");
+            first = false;
+            if (indent) buf_printf(b, "\n%*s", indent * (level + 1), "");
+            json_t *ks = json_string(k);
+            char *kd = ks ? json_dumps(ks, JSON_ENCODE_ANY) : NULL;
+            buf_puts(b, kd ? kd : "\"\"");
+            free(kd);
+            json_decref(ks);
+            buf_puts(b, indent ? ": " : ":");
+            if (dump(b, x, indent, level + 1)) return -1;
+        }
+        if (indent) buf_printf(b, "\n%*s", indent * level, "");
+        return buf_puts(b, "}");
+    }
+    case JSON_ARRAY: {
+        if (json_array_size(v) == 0) return buf_puts(b, "[]");
+        buf_puts(b, "[");
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i) buf_puts(b, ",");
+            if (indent) buf_printf(b, "\n%*s", indent * (level + 1), "");
+            if (dump(b, json_array_get(v, i), indent, level + 1)) return -1;
+        }
+        if (indent) buf_printf(b, "\n%*s", indent * level, "");
+        return buf_puts(b, "]");
+    }
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        for (int p = 1; p <= 17; p++) {
+            snprintf(tmp, sizeof tmp, "%.*g", p, d);
+            if (strtod(tmp, NULL) == d) break;
+        }
+        /* like Python's repr: positional notation for decimal exponents in [-4, 16) */
+        char *ep = strchr(tmp, 'e');
+        if (ep) {
+            int ex = atoi(ep + 1);
+            int digits = 0;
+            for (char *q = tmp; q < ep; q++) digits += (*q >= '0' && *q <= '9');
+            if (ex >= -4 && ex < 16) {
+                int frac = digits - 1 - ex;
+                snprintf(tmp, sizeof tmp, "%.*f", frac > 0 ? frac : 0, d);
+            }
+        }
+        if (!strpbrk(tmp, ".eEn")) strcat(tmp, ".0");
+        return buf_puts(b, tmp);
+    }
+    default: {
+        char *d = json_dumps(v, JSON_ENCODE_ANY);
+        if (!d) return -1;
+        int rc = buf_puts(b, d);
+        free(d);
+        return rc;
+    }
+    }
+}
+
 static void json_str(FILE *f, const char *s)
 {
     json_t *j = json_string(s ? s : "");
@@ -193,10 +264,13 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         bool valid = json_is_true(json_object_get(tc, "valid"));
         if (!data) continue;
         for (int style = 0; style < 2; style++) {
-            size_t fl = JSON_PRESERVE_ORDER | JSON_ENCODE_ANY |
-                        (style == 0 ? JSON_COMPACT : JSON_INDENT(2));
-            char *text = json_dumps(data, fl);
-            if (!text) continue;
+            struct buf tb = {0};
+            if (dump(&tb, data, style == 0 ? 0 : 2, 0) || buf_puts(&tb, "")) {
+                buf_free(&tb);
+                continue;
+            }
+            char *text = buf_steal(&tb);
+            if (g_print) fprintf(stderr, "%s\n", text);
             int r = feed(c, g, text, strlen(text), &fm, &mm);
             if (r < 0) {
                 free(text);
@@ -259,7 +333,7 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: lmserve-maskbench MODEL FILE.json... [--max-tests N] "
-                        "[--lark FILE] [--quiet] [--wall] [--trace]\n");
+                        "[--lark FILE] [--quiet] [--wall] [--trace] [--print]\n");
         return 2;
     }
     const char *model = argv[1];
@@ -272,6 +346,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--quiet")) quiet = true;
         else if (!strcmp(argv[i], "--wall")) g_clock = CLOCK_MONOTONIC;
         else if (!strcmp(argv[i], "--trace")) g_trace = true;
+        else if (!strcmp(argv[i], "--print")) g_print = true;
     }
     char *lark = NULL;
     if (lark_path && !(lark = read_file(lark_path))) {
@@ -324,7 +399,8 @@ int main(int argc, char **argv)
             i++;
             continue;
         }
-        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--wall") || !strcmp(argv[i], "--trace"))
+        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--wall") ||
+            !strcmp(argv[i], "--trace") || !strcmp(argv[i], "--print"))
             continue;
         run_file(&c, argv[i], lark, quiet);
     }
