@@ -108,6 +108,27 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
                         "text_delta", "text", json_text(s, n)));
 }
 
+/* R-TOOL-2 / R-STREAM-3: one tool_use block per call, input {} then one input_json_delta. */
+static int s_tool_call(void *ctx, int c, const char *name, const char *args, size_t n)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    json_t *call = enc_add_call(en, 0, "toolu_", name, args, n);
+    if (!call) return -1;
+    if (!en->job->req.stream) return 0;
+    if (close_block(en) < 0) return -1;
+    int idx = en->out_index++;
+    if (ev(en, "content_block_start",
+           json_pack("{s:i, s:{s:s, s:O, s:O, s:{}}}", "index", idx, "content_block", "type",
+                     "tool_use", "id", json_object_get(call, "id"), "name",
+                     json_object_get(call, "name"), "input")) < 0 ||
+        ev(en, "content_block_delta",
+           json_pack("{s:i, s:{s:s, s:O}}", "index", idx, "delta", "type", "input_json_delta",
+                     "partial_json", json_object_get(call, "arguments"))) < 0)
+        return -1;
+    return ev(en, "content_block_stop", json_pack("{s:i}", "index", idx));
+}
+
 static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 {
     struct enc *en = ctx;
@@ -116,7 +137,8 @@ static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
     en->ch[0].finished = true;
     if (stop && !(en->ch[0].stop_seq = strdup(stop))) return -1;
     if (!en->job->req.stream) return 0;
-    if (!en->had_text_block && open_text(en) < 0) return -1; /* always one text block */
+    if (!en->had_text_block && !en->ch[0].calls && open_text(en) < 0)
+        return -1; /* always one text block, unless the reply is tool calls */
     return close_block(en);
 }
 
@@ -144,9 +166,21 @@ static int s_done(void *ctx, const struct usage *u)
                                   json_pack("{s:s, s:o, s:s}", "type", "thinking", "thinking",
                                             json_text(ch->reasoning.data, ch->reasoning.len),
                                             "signature", ""));
-        json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
-                                                 json_text(ch->text.data ? ch->text.data : "",
-                                                           ch->text.len)));
+        if (ch->text.len || !ch->calls)
+            json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
+                                                     json_text(ch->text.data ? ch->text.data : "",
+                                                               ch->text.len)));
+        size_t i;
+        json_t *call;
+        json_array_foreach(ch->calls, i, call) {
+            const char *a = json_string_value(json_object_get(call, "arguments"));
+            json_t *input = json_loads(a ? a : "{}", 0, NULL);
+            json_array_append_new(content,
+                                  json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_use", "id",
+                                            json_object_get(call, "id"), "name",
+                                            json_object_get(call, "name"), "input",
+                                            input ? input : json_object()));
+        }
         buf_reset(&en->frame);
         json_append(&en->frame, message_obj(en, content, stop_reason(ch), ch->stop_seq, u));
         pipe_begin(en->job->pipe, 200, "application/json");
@@ -184,6 +218,7 @@ int enc_messages_install(struct job *job)
     job->sink.reasoning = s_reasoning;
     job->sink.text = s_text;
     job->sink.finish = s_finish;
+    job->sink.tool_call = s_tool_call;
     job->sink.done = s_done;
     job->sink.error = s_error;
     job->sink_free = enc_free;

@@ -61,9 +61,12 @@ static json_t *response_obj(struct enc *en, const char *status, const struct usa
     json_t *output = json_array();
     if (final) {
         if (en->had_rs) json_array_append_new(output, reasoning_item(en, "completed"));
-        json_array_append_new(output, message_item(en, !strcmp(status, "incomplete") ? "incomplete"
-                                                                                    : "completed",
-                                                   true));
+        if (en->items) json_array_extend(output, en->items); /* messages cut by calls, calls */
+        if (!en->items || en->msg_open || en->ch[0].text.len) /* no empty message after calls */
+            json_array_append_new(output,
+                                  message_item(en, !strcmp(status, "incomplete") ? "incomplete"
+                                                                                 : "completed",
+                                               true));
     }
     json_t *incomplete = json_null();
     if (!strcmp(status, "incomplete"))
@@ -189,6 +192,53 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
                         en->msg_index, "content_index", 0, "delta", json_text(s, n), "logprobs"));
 }
 
+static int close_message(struct enc *en, const char *status);
+
+/* R-TOOL-2 / R-STREAM-2: a function_call item after the message item (the message so far is
+ * closed first; text after the call opens a new message item). */
+static int s_tool_call(void *ctx, int c, const char *name, const char *args, size_t n)
+{
+    struct enc *en = ctx;
+    if (start(en) < 0) return -1;
+    json_t *call = enc_add_call(en, 0, "call_", name, args, n);
+    if (!call || (!en->items && !(en->items = json_array()))) return -1;
+    bool stream = en->job->req.stream;
+    if (en->msg_open || en->ch[0].text.len) {
+        if (stream && close_message(en, "completed") < 0) return -1;
+        json_array_append_new(en->items, message_item(en, "completed", true));
+        buf_reset(&en->ch[0].text);
+        en->msg_open = false;
+        make_item_id(en->msg_id, sizeof en->msg_id, "msg_");
+    } else if (stream && close_reasoning(en) < 0) {
+        return -1;
+    }
+    char *fid = make_id("fc_");
+    json_t *item = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O}", "id", fid ? fid : "fc_", "type",
+                             "function_call", "status", "completed", "arguments",
+                             json_object_get(call, "arguments"), "call_id",
+                             json_object_get(call, "id"), "name", json_object_get(call, "name"));
+    free(fid);
+    if (!item || json_array_append_new(en->items, item) < 0) return -1;
+    if (!stream) return 0;
+    int idx = en->out_index++;
+    json_t *added = json_deep_copy(item);
+    json_object_set_new(added, "status", json_string("in_progress"));
+    json_object_set_new(added, "arguments", json_string(""));
+    json_t *iid = json_object_get(item, "id");
+    if (ev(en, "response.output_item.added",
+           json_pack("{s:i, s:o}", "output_index", idx, "item", added)) < 0 ||
+        ev(en, "response.function_call_arguments.delta",
+           json_pack("{s:O, s:i, s:O}", "item_id", iid, "output_index", idx, "delta",
+                     json_object_get(item, "arguments"))) < 0 ||
+        ev(en, "response.function_call_arguments.done",
+           json_pack("{s:O, s:i, s:O, s:O}", "item_id", iid, "output_index", idx, "name",
+                     json_object_get(item, "name"), "arguments",
+                     json_object_get(item, "arguments"))) < 0)
+        return -1;
+    return ev(en, "response.output_item.done",
+              json_pack("{s:i, s:O}", "output_index", idx, "item", item));
+}
+
 static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 {
     struct enc *en = ctx;
@@ -196,9 +246,15 @@ static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
     en->ch[0].why = why;
     en->ch[0].finished = true;
     if (!en->job->req.stream) return 0;
+    if (en->items && !en->msg_open && !en->ch[0].text.len) return 0; /* ended with calls */
     if (open_message(en) < 0) return -1;
+    return close_message(en, why == FINISH_LENGTH ? "incomplete" : "completed");
+}
+
+/* The .done mirrors of the open message item. */
+static int close_message(struct enc *en, const char *status)
+{
     struct enc_choice *ch = &en->ch[0];
-    const char *status = why == FINISH_LENGTH ? "incomplete" : "completed";
     if (ev(en, "response.output_text.done",
            json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", en->msg_id, "output_index",
                      en->msg_index, "content_index", 0, "text",
@@ -265,6 +321,7 @@ int enc_responses_install(struct job *job)
     job->sink.reasoning = s_reasoning;
     job->sink.text = s_text;
     job->sink.finish = s_finish;
+    job->sink.tool_call = s_tool_call;
     job->sink.done = s_done;
     job->sink.error = s_error;
     job->sink_free = enc_free;
