@@ -11,6 +11,8 @@ void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float 
 void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
 void ops_f16_to_f32_avx512(float *dst, const uint16_t *src, int64_t n);
 void ops_f32_to_f16_avx512(uint16_t *dst, const float *src, int64_t n);
+void ops_swiglu_avx512(float *out, const float *gate, const float *up, int64_t n);
+void ops_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps);
 
 typedef void (*attn_fn)(const struct ops_attn *, int, int, int, float *);
 static attn_fn g_attn = ops_attn_run_ref;
@@ -42,6 +44,12 @@ const char *ops_isa(void) { return g_isa; }
 
 void ops_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps)
 {
+#if defined(__x86_64__)
+    if (g_f16c_avx512) {
+        ops_rmsnorm_avx512(out, x, w, n, eps);
+        return;
+    }
+#endif
     double ss = 0.0;
     for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float s = (float)(1.0 / sqrt(ss / (double)n + eps));
@@ -89,6 +97,12 @@ void ops_softmax(float *x, int64_t n)
 
 void ops_swiglu(float *out, const float *gate, const float *up, int64_t n)
 {
+#if defined(__x86_64__)
+    if (g_f16c_avx512) {
+        ops_swiglu_avx512(out, gate, up, n);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
@@ -132,13 +146,15 @@ void ops_f16_to_f32(float *dst, const uint16_t *src, int64_t n)
 #define VHMAX(v) (v)
 #define VHSUM(v) (v)
 #define VEXP(v) expf(v)
-static void cvt_f16_ref(float *dst, const uint16_t *src, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_f32(src[i]);
-}
-#define CVT_F16(d, s, n) cvt_f16_ref((d), (s), (n))
-#define ATTN_FN ops_attn_run_ref
+#define VLOADH(p) fp16_to_f32(*(p))
+#define ATTN_RB 1
+#define ATTN_FN attn_portable
 #include "engine/ops_attn_impl.h"
+
+void ops_attn_run_ref(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+{
+    attn_portable(a, kvh, q0, q1, scratch);
+}
 
 void ops_attn_run(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
 {
@@ -150,7 +166,7 @@ void ops_attn_run(const struct ops_attn *a, int kvh, int q0, int q1, float *scra
 
 size_t ops_attn_scratch_floats(void)
 {
-    size_t rows = (size_t)OPS_ATTN_QB * OPS_ATTN_MAX_GROUP, hd = OPS_ATTN_MAX_HEAD_DIM;
+    size_t rows = (size_t)OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8 /* padding to a row block */, hd = OPS_ATTN_MAX_HEAD_DIM;
     size_t kt = OPS_ATTN_KT;
-    return rows * hd * 2 + hd * kt * 2 + rows * kt + rows * 2 + 16;
+    return rows * hd * 2 + rows * kt + rows * 3 + 16;
 }

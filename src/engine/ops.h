@@ -46,7 +46,7 @@ struct ops_attn {
     float scale;        /* usually 1/sqrt(head_dim) */
 };
 
-#define OPS_ATTN_QB 8         /* query tokens per work unit */
+#define OPS_ATTN_QB 16        /* query tokens per work unit */
 #define OPS_ATTN_KT 64        /* keys per tile */
 #define OPS_ATTN_MAX_HEAD_DIM 256
 #define OPS_ATTN_MAX_GROUP 16 /* n_head / n_head_kv */

@@ -2,114 +2,144 @@
  * and instantiated per ISA: ops.c (portable, VW = 1), ops_avx2.c (VW = 8), ops_avx512.c (VW = 16).
  * The including file defines:
  *   VEC, VW, VLOAD(p), VSTORE(p, v), VSET1(x), VZERO(), VFMA(a, b, c) = a*b + c, VMUL(a, b),
- *   VMAX(a, b), VHMAX(v), VHSUM(v), VEXP(v), CVT_F16(dst, src, n) (n multiple of VW)
- *   ATTN_FN (the function name to define)
+ *   VMAX(a, b), VHMAX(v), VHSUM(v), VEXP(v), VLOADH(p) (VW halfs -> VEC)
+ *   ATTN_FN (the static function to define; the file may be included several times with other
+ *   ATTN_FN / ATTN_RB), ATTN_RB (query rows per register block: the
+ *   accumulators of RB rows x 4 vectors must fit the register file)
  *
  * Algorithm (flash-attention style, bounded scratch): for one kv head and up to OPS_ATTN_QB query
  * tokens (× the GQA group = "rows"), walk the cache in tiles of OPS_ATTN_KT keys; per tile, convert
- * K (stored tile-transposed: [hd][KT] halfs, see kv_cache.c) and V ([KT][hd] halfs) to f32 once,
- * compute S = Q·K^T with Q pre-scaled, mask keys past each row's position, and fold the tile into
- * a running max / sum / accumulator per row (online softmax). */
+ * K (stored tile-transposed: [hd][KT] halfs, see kv_cache.c) and V ([KT][hd] halfs), compute S = Q·K^T with Q pre-scaled, mask keys past each row's position, and fold the tile into
+ * a running max / sum / accumulator per row (online softmax). K and V are converted from f16 as
+ * they are loaded (a separate f32 copy of each tile cost more in stores than the math). Both products run over blocks of
+ * ATTN_RB rows so each loaded K/V vector feeds RB FMAs and 4*RB independent FMA chains hide the
+ * FMA latency (with one row, 4 chains made it latency-bound at ~1 FMA/cycle). */
 
-void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
 {
+    enum { RB = ATTN_RB };
     const int hd = a->head_dim, group = a->n_head / a->n_head_kv;
-    const int nq = q1 - q0, rows = nq * group;
+    const int nq = q1 - q0, rows = nq * group, rows_p = (rows + RB - 1) / RB * RB;
     const int KT = OPS_ATTN_KT;
-    float *Q = scratch;            /* [rows][hd]  queries × scale */
-    float *acc = Q + rows * hd;    /* [rows][hd]  unnormalized output */
-    float *Kt = acc + rows * hd;   /* [hd][KT]    this tile's keys, transposed */
-    float *Vf = Kt + hd * KT;      /* [KT][hd]    this tile's values */
-    float *S = Vf + KT * hd;       /* [rows][KT]  scores, then probabilities */
-    float *mx = S + rows * KT;     /* [rows]      running max */
-    float *sum = mx + rows;        /* [rows]      running sum of exp */
-    int32_t rpos[OPS_ATTN_QB * OPS_ATTN_MAX_GROUP];
+    const float scale = a->scale;
+    float *Q = scratch;            /* [rows_p][hd]  queries × scale (padding rows zero) */
+    float *acc = Q + rows_p * hd;  /* [rows_p][hd]  unnormalized output */
+    float *S = acc + rows_p * hd;  /* [rows_p][KT]  scores, then probabilities */
+    float *mx = S + rows_p * KT;   /* [rows_p]      running max */
+    float *sum = mx + rows_p;      /* [rows_p]      running sum of exp */
+    float *corr = sum + rows_p;    /* [rows_p]      this tile's rescale of acc */
+    int32_t rpos[OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8];
 
-    for (int qi = 0; qi < nq; qi++)
-        for (int g = 0; g < group; g++) {
-            int r = qi * group + g;
-            const float *src = a->q + (int64_t)(q0 + qi) * a->q_stride + (int64_t)(kvh * group + g) * hd;
-            for (int d = 0; d < hd; d++) Q[r * hd + d] = src[d] * a->scale;
-            for (int d = 0; d < hd; d++) acc[r * hd + d] = 0.0f;
-            mx[r] = -INFINITY;
-            sum[r] = 0.0f;
-            rpos[r] = a->pos[q0 + qi];
+    for (int r = 0; r < rows_p; r++) {
+        int qi = r / group, g = r % group;
+        VEC vsc = VSET1(r < rows ? scale : 0.0f); /* padding rows: zero queries */
+        const float *src = a->q + (int64_t)(q0 + (r < rows ? qi : 0)) * a->q_stride + (int64_t)(kvh * group + g) * hd;
+        for (int d = 0; d < hd; d += VW) {
+            VSTORE(Q + r * hd + d, VMUL(VLOAD(src + d), vsc));
+            VSTORE(acc + r * hd + d, VZERO());
         }
+        rpos[r] = r < rows ? a->pos[q0 + qi] : -1; /* padding sees nothing */
+        mx[r] = -INFINITY;
+        sum[r] = 0.0f;
+    }
     int32_t maxpos = a->pos[q1 - 1];
     const uint16_t *kh = a->k + (int64_t)kvh * a->kv_head_stride;
     const uint16_t *vh = a->v + (int64_t)kvh * a->kv_head_stride;
 
     for (int32_t kt0 = 0; kt0 <= maxpos; kt0 += KT) {
         int kn = maxpos + 1 - kt0 < KT ? maxpos + 1 - kt0 : KT;
-        /* K tile: hd rows of KT halfs (unused tail columns hold whatever was stored: masked) */
-        CVT_F16(Kt, kh + (int64_t)kt0 * hd, hd * KT);
-        CVT_F16(Vf, vh + (int64_t)kt0 * hd, kn * hd);
-        for (int r = 0; r < rows; r++) {
-            if (rpos[r] < kt0) continue; /* whole tile is in this row's future */
-            const float *qr = Q + r * hd;
-            float *sr = S + r * KT;
+        /* K tile: hd rows of KT halfs (tail columns past kn hold stale values: masked) */
+        const uint16_t *Kt = kh + (int64_t)kt0 * hd, *Vt = vh + (int64_t)kt0 * hd;
+        for (int r0 = 0; r0 < rows_p; r0 += RB) {
+            int active = 0;
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) active |= rpos[r0 + i] >= kt0;
+            if (!active) continue; /* the whole tile is in these rows' future */
+            /* S[r0..r0+RB) = Q · K^T over the tile */
             for (int j0 = 0; j0 < KT; j0 += 4 * VW) {
-                VEC s0 = VZERO(), s1 = VZERO(), s2 = VZERO(), s3 = VZERO();
-                const float *kp = Kt + j0;
+                VEC s[RB][4];
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = VZERO();
+                const uint16_t *kp = Kt + j0;
+                const float *qp = Q + r0 * hd;
                 for (int d = 0; d < hd; d++, kp += KT) {
-                    VEC qd = VSET1(qr[d]);
-                    s0 = VFMA(qd, VLOAD(kp), s0);
-                    s1 = VFMA(qd, VLOAD(kp + VW), s1);
-                    s2 = VFMA(qd, VLOAD(kp + 2 * VW), s2);
-                    s3 = VFMA(qd, VLOAD(kp + 3 * VW), s3);
+                    VEC k0 = VLOADH(kp), k1 = VLOADH(kp + VW), k2 = VLOADH(kp + 2 * VW), k3 = VLOADH(kp + 3 * VW);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                        VEC qd = VSET1(qp[i * hd + d]);
+                        s[i][0] = VFMA(qd, k0, s[i][0]);
+                        s[i][1] = VFMA(qd, k1, s[i][1]);
+                        s[i][2] = VFMA(qd, k2, s[i][2]);
+                        s[i][3] = VFMA(qd, k3, s[i][3]);
+                    }
                 }
-                VSTORE(sr + j0, s0);
-                VSTORE(sr + j0 + VW, s1);
-                VSTORE(sr + j0 + 2 * VW, s2);
-                VSTORE(sr + j0 + 3 * VW, s3);
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++)
+                    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) VSTORE(S + (r0 + i) * KT + j0 + c * VW, s[i][c]);
             }
-            int kr = rpos[r] - kt0 + 1 < kn ? rpos[r] - kt0 + 1 : kn; /* keys visible to row */
-            for (int j = kr; j < KT; j++) sr[j] = -INFINITY;
-            VEC vm = VSET1(-INFINITY);
-            for (int j = 0; j < KT; j += VW) vm = VMAX(vm, VLOAD(sr + j));
-            float tmax = VHMAX(vm);
-            float mnew = tmax > mx[r] ? tmax : mx[r];
-            float corr = expf(mx[r] - mnew); /* 0 on the first tile (mx = -inf) */
-            VEC vmn = VSET1(mnew), vs = VZERO();
-            for (int j = 0; j < KT; j += VW) {
-                VEC p = VEXP(VSUB(VLOAD(sr + j), vmn));
-                VSTORE(sr + j, p);
-                vs = VADD(vs, p);
+            /* online softmax per row; rows that see nothing of this tile keep their state */
+            int krmax = 0;
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                int r = r0 + i;
+                float *sr = S + r * KT;
+                if (rpos[r] < kt0) {
+                    for (int j = 0; j < KT; j++) sr[j] = 0.0f;
+                    corr[r] = 1.0f;
+                    continue;
+                }
+                int kr = rpos[r] - kt0 + 1 < kn ? rpos[r] - kt0 + 1 : kn; /* keys visible to row */
+                krmax = kr > krmax ? kr : krmax;
+                for (int j = kr; j < KT; j++) sr[j] = -INFINITY;
+                VEC vm = VSET1(-INFINITY);
+                for (int j = 0; j < KT; j += VW) vm = VMAX(vm, VLOAD(sr + j));
+                float tmax = VHMAX(vm);
+                float mnew = tmax > mx[r] ? tmax : mx[r];
+                corr[r] = expf(mx[r] - mnew); /* 0 on the first tile (mx = -inf) */
+                VEC vmn = VSET1(mnew), vs = VZERO();
+                for (int j = 0; j < KT; j += VW) {
+                    VEC p = VEXP(VSUB(VLOAD(sr + j), vmn));
+                    VSTORE(sr + j, p);
+                    vs = VADD(vs, p);
+                }
+                for (int j = kr; j < KT; j++) sr[j] = 0.0f; /* exactly nothing from the future */
+                sum[r] = sum[r] * corr[r] + VHSUM(vs);
+                mx[r] = mnew;
             }
-            sum[r] = sum[r] * corr + VHSUM(vs);
-            mx[r] = mnew;
-            float *ar = acc + r * hd;
-            VEC vc = VSET1(corr);
+            /* acc[r0..r0+RB) = acc * corr + P · V over the visible keys */
             int d0 = 0;
             for (; d0 + 4 * VW <= hd; d0 += 4 * VW) {
-                VEC a0 = VMUL(VLOAD(ar + d0), vc), a1 = VMUL(VLOAD(ar + d0 + VW), vc);
-                VEC a2 = VMUL(VLOAD(ar + d0 + 2 * VW), vc), a3 = VMUL(VLOAD(ar + d0 + 3 * VW), vc);
-                const float *vp = Vf + d0;
-                for (int j = 0; j < kr; j++, vp += hd) {
-                    VEC pj = VSET1(sr[j]);
-                    a0 = VFMA(pj, VLOAD(vp), a0);
-                    a1 = VFMA(pj, VLOAD(vp + VW), a1);
-                    a2 = VFMA(pj, VLOAD(vp + 2 * VW), a2);
-                    a3 = VFMA(pj, VLOAD(vp + 3 * VW), a3);
+                VEC o[RB][4];
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                    VEC vc = VSET1(corr[r0 + i]);
+                    const float *ar = acc + (r0 + i) * hd + d0;
+                    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) o[i][c] = VMUL(VLOAD(ar + c * VW), vc);
                 }
-                VSTORE(ar + d0, a0);
-                VSTORE(ar + d0 + VW, a1);
-                VSTORE(ar + d0 + 2 * VW, a2);
-                VSTORE(ar + d0 + 3 * VW, a3);
+                const uint16_t *vp = Vt + d0;
+                for (int j = 0; j < krmax; j++, vp += hd) {
+                    VEC v0 = VLOADH(vp), v1 = VLOADH(vp + VW), v2 = VLOADH(vp + 2 * VW), v3 = VLOADH(vp + 3 * VW);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                        VEC pj = VSET1(S[(r0 + i) * KT + j]);
+                        o[i][0] = VFMA(pj, v0, o[i][0]);
+                        o[i][1] = VFMA(pj, v1, o[i][1]);
+                        o[i][2] = VFMA(pj, v2, o[i][2]);
+                        o[i][3] = VFMA(pj, v3, o[i][3]);
+                    }
+                }
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++)
+                    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) VSTORE(acc + (r0 + i) * hd + d0 + c * VW, o[i][c]);
             }
             for (; d0 < hd; d0 += VW) { /* head_dim not a multiple of 4 vectors */
-                VEC a0 = VMUL(VLOAD(ar + d0), vc);
-                const float *vp = Vf + d0;
-                for (int j = 0; j < kr; j++, vp += hd) a0 = VFMA(VSET1(sr[j]), VLOAD(vp), a0);
-                VSTORE(ar + d0, a0);
+                VEC o[RB];
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) o[i] = VMUL(VLOAD(acc + (r0 + i) * hd + d0), VSET1(corr[r0 + i]));
+                const uint16_t *vp = Vt + d0;
+                for (int j = 0; j < krmax; j++, vp += hd) {
+                    VEC v0 = VLOADH(vp);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) o[i] = VFMA(VSET1(S[(r0 + i) * KT + j]), v0, o[i]);
+                }
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) VSTORE(acc + (r0 + i) * hd + d0, o[i]);
             }
         }
     }
-    for (int qi = 0; qi < nq; qi++)
-        for (int g = 0; g < group; g++) {
-            int r = qi * group + g;
-            float inv = 1.0f / sum[r];
-            float *dst = a->out + (int64_t)(q0 + qi) * a->out_stride + (int64_t)(kvh * group + g) * hd;
-            for (int d = 0; d < hd; d++) dst[d] = acc[r * hd + d] * inv;
-        }
+    for (int r = 0; r < rows; r++) {
+        int qi = r / group, g = r % group;
+        VEC inv = VSET1(1.0f / sum[r]);
+        float *dst = a->out + (int64_t)(q0 + qi) * a->out_stride + (int64_t)(kvh * group + g) * hd;
+        for (int d = 0; d < hd; d += VW) VSTORE(dst + d, VMUL(VLOAD(acc + r * hd + d), inv));
+    }
 }

@@ -42,13 +42,6 @@ static inline float hsum256(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-static inline void cvt_f16_256(float *dst, const uint16_t *src, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
-}
 
 #define VEC __m256
 #define VW 8
@@ -64,6 +57,12 @@ static inline void cvt_f16_256(float *dst, const uint16_t *src, int64_t n)
 #define VHMAX(v) hmax256(v)
 #define VHSUM(v) hsum256(v)
 #define VEXP(v) exp256(v)
-#define CVT_F16(d, s, n) cvt_f16_256((d), (s), (n))
-#define ATTN_FN ops_attn_run_avx2
+#define VLOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define ATTN_RB 2
+#define ATTN_FN attn_rb2
 #include "engine/ops_attn_impl.h"
+
+void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+{
+    attn_rb2(a, kvh, q0, q1, scratch);
+}

@@ -456,6 +456,62 @@ static int build_units(struct q3 *m, struct kv_cache *const *seq, int64_t T)
     return n;
 }
 
+/* Per-token work between matmuls, split over the pool by token rows (inline when there are too
+ * few rows to pay for a fork-join). */
+enum stage { ST_RESID_NORM, ST_QK, ST_SWIGLU };
+struct rows_job {
+    struct q3 *m;
+    enum stage st;
+    const float *norm; /* ST_RESID_NORM: x += tmp (if add), then xn = rmsnorm(x)·norm (if norm) */
+    bool add;
+    int layer;         /* ST_QK */
+    const float *q_norm, *k_norm;
+    const int32_t *pos;
+    struct kv_cache *const *seq;
+    int64_t n;         /* rows */
+    int64_t width;     /* ST_SWIGLU row width */
+};
+
+static void rows_worker(void *ctx, int ith, int nth)
+{
+    struct rows_job *j = ctx;
+    struct q3 *m = j->m;
+    const struct model_config *c = &m->base.cfg;
+    struct q3_scratch *s = &m->s;
+    const int E = c->n_embd, HD = c->head_dim, QD = c->n_head * HD, KVD = c->n_head_kv * HD;
+    int64_t t0 = j->n * ith / nth, t1 = j->n * (ith + 1) / nth;
+    for (int64_t t = t0; t < t1; t++) {
+        switch (j->st) {
+        case ST_RESID_NORM:
+            if (j->add)
+                for (int d = 0; d < E; d++) s->x[t * E + d] += s->tmp[t * E + d];
+            if (j->norm) ops_rmsnorm(s->xn + t * E, s->x + t * E, j->norm, E, c->norm_eps);
+            break;
+        case ST_QK: {
+            float *q = s->q + t * QD, *k = s->k + t * KVD;
+            for (int h = 0; h < c->n_head; h++) ops_rmsnorm(q + h * HD, q + h * HD, j->q_norm, HD, c->norm_eps);
+            for (int h = 0; h < c->n_head_kv; h++) ops_rmsnorm(k + h * HD, k + h * HD, j->k_norm, HD, c->norm_eps);
+            ops_rope_neox(q, c->n_head, HD, j->pos[t], m->inv_freq);
+            ops_rope_neox(k, c->n_head_kv, HD, j->pos[t], m->inv_freq);
+            kv_store(j->seq[t], j->layer, j->pos[t], k, s->v + t * KVD);
+            break;
+        }
+        case ST_SWIGLU:
+            ops_swiglu(s->gate + t * j->width, s->gate + t * j->width, s->up + t * j->width, j->width);
+            break;
+        }
+    }
+}
+
+static void run_rows(struct q3 *m, struct rows_job *j)
+{
+    j->m = m;
+    if (j->n < 4)
+        rows_worker(j, 0, 1);
+    else
+        tp_run(m->base.pool, rows_worker, j);
+}
+
 static void embed(struct q3 *m, int32_t tok, float *out)
 {
     const struct gguf_tensor *t = m->tok_embd;
@@ -507,8 +563,8 @@ static int moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T, struct err
         s->ops[n++] = op(L->up_exps, x, s->xn, E, tok, s->ecnt[x], s->up, FF, slot);
     }
     if (run(m, s->ops, n, e)) return -1;
-    for (int64_t i = 0; i < T * K; i++)
-        ops_swiglu(s->gate + i * FF, s->gate + i * FF, s->up + i * FF, FF);
+    struct rows_job sw = {.st = ST_SWIGLU, .n = T * K, .width = FF};
+    run_rows(m, &sw); /* rows of unused (token, slot) pairs do not exist: every slot is routed */
     n = 0;
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
@@ -537,41 +593,41 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
     const int E = c->n_embd, HD = c->head_dim, QD = c->n_head * HD, KVD = c->n_head_kv * HD, FF = c->n_ff;
     for (int64_t t = 0; t < T; t++) embed(m, tok[t], s->x + t * E);
     int n_units = build_units(m, seq, T);
+    struct rows_job rn = {.st = ST_RESID_NORM, .norm = m->layers[0].attn_norm, .add = false, .n = T};
+    run_rows(m, &rn);
 
     for (int l = 0; l < c->n_layer; l++) {
         const struct q3_layer *L = &m->layers[l];
-        for (int64_t t = 0; t < T; t++) ops_rmsnorm(s->xn + t * E, s->x + t * E, L->attn_norm, E, c->norm_eps);
+        /* here xn = rmsnorm(x)·attn_norm */
         struct mm_op qkv[3] = {op(L->wq, 0, s->xn, E, NULL, T, s->q, QD, NULL),
                                op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL),
                                op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL)};
         if (run(m, qkv, 3, e)) return -1;
-        for (int64_t t = 0; t < T; t++) {
-            float *q = s->q + t * QD, *k = s->k + t * KVD;
-            for (int h = 0; h < c->n_head; h++) ops_rmsnorm(q + h * HD, q + h * HD, L->q_norm, HD, c->norm_eps);
-            for (int h = 0; h < c->n_head_kv; h++) ops_rmsnorm(k + h * HD, k + h * HD, L->k_norm, HD, c->norm_eps);
-            ops_rope_neox(q, c->n_head, HD, pos[t], m->inv_freq);
-            ops_rope_neox(k, c->n_head_kv, HD, pos[t], m->inv_freq);
-            kv_store(seq[t], l, pos[t], k, s->v + t * KVD);
-        }
+        struct rows_job qk = {.st = ST_QK, .layer = l, .q_norm = L->q_norm, .k_norm = L->k_norm,
+                              .pos = pos, .seq = seq, .n = T};
+        run_rows(m, &qk);
         struct attn_job aj = {.m = m, .layer = l, .n_units = n_units, .pos = pos};
         atomic_init(&aj.next, 0);
         tp_run(m->base.pool, attn_worker, &aj);
         struct mm_op o = op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
         if (run(m, &o, 1, e)) return -1;
-        for (int64_t i = 0; i < T * E; i++) s->x[i] += s->tmp[i];
-
-        for (int64_t t = 0; t < T; t++) ops_rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm, E, c->norm_eps);
+        rn = (struct rows_job){.st = ST_RESID_NORM, .norm = L->ffn_norm, .add = true, .n = T};
+        run_rows(m, &rn);
         if (m->moe) {
             if (moe_ffn(m, L, T, e)) return -1;
         } else {
             struct mm_op gu[2] = {op(L->gate, 0, s->xn, E, NULL, T, s->gate, FF, NULL),
                                   op(L->up, 0, s->xn, E, NULL, T, s->up, FF, NULL)};
             if (run(m, gu, 2, e)) return -1;
-            for (int64_t t = 0; t < T; t++) ops_swiglu(s->gate + t * FF, s->gate + t * FF, s->up + t * FF, FF);
+            struct rows_job sw = {.st = ST_SWIGLU, .n = T, .width = FF};
+            run_rows(m, &sw);
             struct mm_op d = op(L->down, 0, s->gate, FF, NULL, T, s->tmp, E, NULL);
             if (run(m, &d, 1, e)) return -1;
         }
-        for (int64_t i = 0; i < T * E; i++) s->x[i] += s->tmp[i];
+        /* residual, then the next layer's attention norm (none after the last layer) */
+        rn = (struct rows_job){.st = ST_RESID_NORM, .add = true, .n = T,
+                               .norm = l + 1 < c->n_layer ? m->layers[l + 1].attn_norm : NULL};
+        run_rows(m, &rn);
     }
     /* final norm only for the wanted rows, packed, then the vocabulary projection */
     int64_t nw = 0;

@@ -313,8 +313,9 @@ static void check_prefill_vs_decode(const struct shape *s, double tol, double kv
     model_free(m);
 }
 
-Test(model, prefill_equals_decode_dense_f32) { check_prefill_vs_decode(&DENSE, 1e-5, 1e-5); }
-Test(model, prefill_equals_decode_moe) { check_prefill_vs_decode(&MOE, 1e-5, 1e-5); }
+/* K/V may differ by one f16 ulp (prefill and decode attention sum in different orders) */
+Test(model, prefill_equals_decode_dense_f32) { check_prefill_vs_decode(&DENSE, 1e-5, 2e-3); }
+Test(model, prefill_equals_decode_moe) { check_prefill_vs_decode(&MOE, 1e-5, 2e-3); }
 /* Quantized weights: prefill takes the packed GEMM path, whose activation scale is f32 where the
  * GEMV path (decode) uses Q8_0's f16 scale, so the two agree only to activation-rounding noise
  * (measured ~0.6% of max |logit| here). With the GEMV path forced for prefill too, the forward
@@ -323,7 +324,7 @@ Test(model, prefill_equals_decode_dense_q8_0) { check_prefill_vs_decode(&DENSE_Q
 Test(model, prefill_equals_decode_dense_q8_0_same_kernels)
 {
     mm_set_gemm_min_tokens(1ll << 40);
-    check_prefill_vs_decode(&DENSE_Q8, 1e-5, 1e-5);
+    check_prefill_vs_decode(&DENSE_Q8, 1e-4, 2e-3);
     mm_set_gemm_min_tokens(0);
 }
 
@@ -359,7 +360,8 @@ Test(model, lockstep_batch_and_prefix_copy)
         tok[len[s]] = tok3[s], pos[len[s]] = len[s], seq[len[s]] = solo;
         struct batch b = {.token = tok, .pos = pos, .seq = seq, .n = len[s] + 1};
         cr_assert(model_forward(m, &b, ls, &e) == 0, "%s", e.msg);
-        cr_expect(max_abs_diff(lb + (int64_t)s * V, ls, V) < 1e-5, "sequence %d differs in the batch", s);
+        cr_expect(max_abs_diff(lb + (int64_t)s * V, ls, V) < 1e-4 * fmax(1.0, max_abs(ls, V)), "sequence %d differs in the batch: %g", s,
+                  max_abs_diff(lb + (int64_t)s * V, ls, V));
     }
     /* prefix copy: the first 10 rows of kv[1] continued with token 42 == kv[1] rewound to 10 */
     struct kv_cache *cp = kv_new(m, 64, &e);
