@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/api_internal.h"
+#include "serve/forced.h"
 
 static const char *const TEXT_PARTS[] = {"text", NULL};
 
@@ -118,9 +119,7 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
             !json_is_object(choice))
             return err_set_param(e, ERR_INVALID, "tool_choice",
                                  "'tool_choice' must be none, auto, required or a function choice");
-        return err_set_param(e, ERR_UNSUPPORTED, "tool_choice",
-                             "forced tool calls need grammar-constrained decoding, which this "
-                             "build does not have yet");
+        /* forced: compiled to a grammar by forced_read (serve/forced.h) */
     }
     if (!tools || json_is_null(tools)) return 0;
     if (!json_is_array(tools)) return err_set_param(e, ERR_INVALID, "tools", "'tools' must be an array");
@@ -200,6 +199,9 @@ int parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req, str
     if (read_constraint(ctx, json_object_get(root, "response_format"), "response_format", req, e) < 0)
         return -1;
     if (read_grammar_ext(ctx, root, req, e) < 0) return -1;
+    if (forced_read(DIALECT_CHAT, root, ctx->backend->caps.grammar, ctx->backend->caps.tools, req,
+                    e) < 0)
+        return -1;
     if (api_finalize(ctx, req, &s, mct ? mct : mt, e) < 0) return -1;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/api_internal.h"
+#include "serve/forced.h"
 
 static const char *const TEXT_BLOCKS[] = {"text", NULL};
 
@@ -206,10 +207,8 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
         json_t *ct = json_is_object(choice) ? json_object_get(choice, "type") : NULL;
         const char *t = json_is_string(ct) ? json_string_value(ct) : "";
         if (!strcmp(t, "any") || !strcmp(t, "tool"))
-            return err_set_param(e, ERR_UNSUPPORTED, "tool_choice",
-                                 "forced tool calls need grammar-constrained decoding, which this "
-                                 "build does not have yet");
-        if (!strcmp(t, "none"))
+            ; /* forced: compiled to a grammar by forced_read (serve/forced.h) */
+        else if (!strcmp(t, "none"))
             none = true;
         else if (strcmp(t, "auto"))
             return err_set_param(e, ERR_INVALID, "tool_choice", "'tool_choice.type' must be auto, any, tool or none");
@@ -283,5 +282,8 @@ int parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req,
     if (read_constraint(ctx, json_object_get(root, "output_format"), "output_format", req, e) < 0)
         return -1;
     if (read_grammar_ext(ctx, root, req, e) < 0) return -1; /* regex / lark, as on the OpenAI dialects */
+    if (forced_read(DIALECT_MESSAGES, root, ctx->backend->caps.grammar, ctx->backend->caps.tools,
+                    req, e) < 0)
+        return -1;
     return api_finalize(ctx, req, &s, mt, e);
 }

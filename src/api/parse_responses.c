@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/api_internal.h"
+#include "serve/forced.h"
 
 static const char *const MSG_PARTS[] = {"input_text", "output_text", "text", NULL};
 
@@ -120,15 +121,10 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
             strcmp(json_string_value(ct), "allowed_tools"))
             return err_set_param(e, ERR_INVALID, "tool_choice", "hosted tool '%s' is not supported",
                                  json_string_value(ct));
-        return err_set_param(e, ERR_UNSUPPORTED, "tool_choice",
-                             "forced tool calls need grammar-constrained decoding, which this "
-                             "build does not have yet");
+        /* a forced function: compiled to a grammar by forced_read (serve/forced.h) */
     }
-    if (json_is_string(choice) && !strcmp(json_string_value(choice), "required"))
-        return err_set_param(e, ERR_UNSUPPORTED, "tool_choice",
-                             "forced tool calls need grammar-constrained decoding, which this "
-                             "build does not have yet");
-    if (choice && !json_is_null(choice) && !none &&
+    bool required = json_is_string(choice) && !strcmp(json_string_value(choice), "required");
+    if (choice && !json_is_null(choice) && !none && !required && !json_is_object(choice) &&
         !(json_is_string(choice) && !strcmp(json_string_value(choice), "auto")))
         return err_set_param(e, ERR_INVALID, "tool_choice", "'tool_choice' must be none, auto, "
                              "required or a tool choice object");
@@ -214,6 +210,9 @@ int parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req
         if (read_constraint(ctx, json_object_get(text, "format"), "text.format", req, e) < 0) return -1;
     }
     if (read_grammar_ext(ctx, root, req, e) < 0) return -1;
+    if (forced_read(DIALECT_RESPONSES, root, ctx->backend->caps.grammar, ctx->backend->caps.tools,
+                    req, e) < 0)
+        return -1;
     json_t *md = json_object_get(root, "metadata");
     if (json_is_object(md)) req->metadata = json_incref(md);
     return api_finalize(ctx, req, &s, mt, e);
