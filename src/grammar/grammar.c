@@ -961,8 +961,7 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
     for (uint32_t c = node + 1; c < end; c = vi->tend[c]) {
         uint8_t b = vi->tbyte[c];
         uint32_t r2 = r, s2;
-        uint32_t t = d->st[s].next[b];
-        if (t == RX_UNKNOWN) t = rx_dfa_compute(d, s, b);
+        uint32_t t = rx_dfa_next(d, s, b);
         if (t != RX_DEAD) {
             s2 = t;
         } else {
@@ -1008,26 +1007,28 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
     const struct grammar_vocab_index *vi = m->g->vi;
     struct rx_dfa *d = &m->g->dfa;
     const struct tnode *tn = vi->tn;
-    uint32_t *S = malloc(((size_t)vi->max_depth + 2) * sizeof *S);
-    uint32_t **N = malloc(((size_t)vi->max_depth + 2) * sizeof *N);
-    if (!S || !N) {
-        free(S);
-        free(N);
+    /* S[k]: state after the first k bytes of the current path, premultiplied by 256 */
+    size_t *S = malloc(((size_t)vi->max_depth + 2) * sizeof *S);
+    if (!S) {
         ib->oom = true;
         return;
     }
-    S[0] = s0;
-    N[0] = d->st[s0].next;
+    S[0] = (size_t)s0 * 256;
+    const uint32_t *trans = d->trans;
     uint32_t *bits = ib->bits;
     const uint32_t dummy = (uint32_t)vi->n_tokens; /* bits has a spare word for it */
     uint32_t n = tn[0].end;
     for (uint32_t i = 1; i < n;) {
         const struct tnode *x = &tn[i];
         uint32_t pd = x->depth - 1u;
-        uint32_t t = N[pd][x->byte];
-        if (__builtin_expect(t == RX_UNKNOWN, 0)) t = rx_dfa_compute(d, S[pd], x->byte);
+        uint32_t t = trans[S[pd] + x->byte];
+        if (__builtin_expect(t == RX_UNKNOWN, 0)) {
+            t = rx_dfa_compute(d, (uint32_t)(S[pd] / 256), x->byte);
+            trans = d->trans; /* may have moved */
+        }
         if (t == RX_DEAD) {
-            if (rx_dfa_accepting(d, S[pd]) && bound_push(ib, i, S[pd])) break;
+            uint32_t ps = (uint32_t)(S[pd] / 256);
+            if (rx_dfa_accepting(d, ps) && bound_push(ib, i, ps)) break;
             i = x->end;
             continue;
         }
@@ -1036,13 +1037,11 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
         if (__builtin_expect(x->dup, 0))
             for (int32_t o = vi->tok_next[x->tok]; o >= 0; o = vi->tok_next[o])
                 bits[o >> 5] |= 1u << (o & 31);
-        S[pd + 1] = t;
-        N[pd + 1] = d->st[t].next;
+        S[pd + 1] = (size_t)t * 256;
         i++;
     }
     bits[dummy >> 5] &= ~(1u << (dummy & 31));
     free(S);
-    free(N);
 }
 
 /* Canonical form of lexer state s: its NFA threads as (terminal regex hash, offset in the

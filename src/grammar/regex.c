@@ -946,12 +946,12 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
         return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
     }
     /* state 0: dead, all transitions to itself */
-    d->st[0].next = malloc(256 * sizeof(uint32_t));
-    if (!d->st[0].next) {
+    d->trans = malloc((size_t)d->cap * 256 * sizeof *d->trans);
+    if (!d->trans) {
         rx_dfa_deinit(d);
         return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
     }
-    for (int b = 0; b < 256; b++) d->st[0].next[b] = RX_DEAD;
+    for (int b = 0; b < 256; b++) d->trans[b] = RX_DEAD;
     d->n = 1;
     return 0;
 }
@@ -961,9 +961,9 @@ void rx_dfa_deinit(struct rx_dfa *d)
     for (int32_t i = 0; i < d->n; i++) {
         free(d->st[i].kernel);
         free(d->st[i].accept);
-        free(d->st[i].next);
     }
     free(d->st);
+    free(d->trans);
     free(d->htab);
     free(d->mark);
     free(d->mark_end);
@@ -1034,24 +1034,25 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
         struct rx_dstate *ns = realloc(d->st, (size_t)nc * sizeof *ns);
         if (!ns) goto fail;
         d->st = ns;
+        uint32_t *nt = realloc(d->trans, (size_t)nc * 256 * sizeof *nt);
+        if (!nt) goto fail;
+        d->trans = nt;
         d->cap = nc;
     }
     struct rx_dstate *s = &d->st[d->n];
     memset(s, 0, sizeof *s);
     s->kernel = malloc((size_t)(nk + 1) * sizeof(uint64_t));
     s->accept = malloc((size_t)(na + 1) * sizeof(int32_t));
-    s->next = malloc(256 * sizeof(uint32_t));
-    if (!s->kernel || !s->accept || !s->next) {
+    if (!s->kernel || !s->accept) {
         free(s->kernel);
         free(s->accept);
-        free(s->next);
         goto fail;
     }
     memcpy(s->kernel, d->kbuf, (size_t)nk * sizeof(uint64_t));
     memcpy(s->accept, d->abuf, (size_t)na * sizeof(int32_t));
     s->n_kernel = nk;
     s->n_accept = na;
-    memset(s->next, 0xff, 256 * sizeof(uint32_t));
+    memset(d->trans + (size_t)d->n * 256, 0xff, 256 * sizeof *d->trans);
     uint32_t id = (uint32_t)d->n++;
     d->htab[j] = id + 1;
     if ((uint32_t)d->n * 2 > d->hcap && dfa_rehash(d)) goto fail_after;
@@ -1270,7 +1271,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     qsort(d->kbuf, (size_t)nk, sizeof *d->kbuf, cmp_u64);
     qsort(d->abuf, (size_t)na, sizeof(int32_t), cmp_i32);
     uint32_t t = dfa_intern(d, nk, na);
-    d->st[s].next[b] = t; /* d->st may have moved: index again */
+    d->trans[(size_t)s * 256 + b] = t; /* d->trans may have moved: index again */
     return t;
 }
 

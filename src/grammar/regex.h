@@ -91,12 +91,12 @@ struct rx_dstate {
     int32_t n_kernel;
     int32_t *accept;   /* accepted terminal ids, sorted */
     int32_t n_accept;
-    uint32_t *next;    /* [256], RX_UNKNOWN until computed */
 };
 struct rx_dfa {
     const struct rx_nfa *nfa;
     struct rx_dstate *st;
     int32_t n, cap;
+    uint32_t *trans; /* [cap][256] transitions, RX_UNKNOWN until computed; moves on growth */
     uint32_t *htab; /* hash -> state id + 1 */
     uint32_t hcap;
     /* scratch */
@@ -133,7 +133,7 @@ bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start);
 
 static inline uint32_t rx_dfa_next(struct rx_dfa *d, uint32_t s, uint8_t b)
 {
-    uint32_t t = d->st[s].next[b];
+    uint32_t t = d->trans[(size_t)s * 256 + b];
     return t != RX_UNKNOWN ? t : rx_dfa_compute(d, s, b);
 }
 static inline bool rx_dfa_accepting(const struct rx_dfa *d, uint32_t s)
