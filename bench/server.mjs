@@ -4,7 +4,7 @@
 const args = process.argv.slice(2);
 const url = args[0];
 const opt = (k, d) => { const i = args.indexOf(k); return i >= 0 ? Number(args[i + 1]) : d; };
-const REPS = opt('--reps', 3), WORDS = opt('--long-words', 400), GEN = opt('--gen', 128), CLIENTS = opt('--clients', 4);
+const REPS = opt('--reps', 3), WORDS = opt('--long-words', 170), GEN = opt('--gen', 128), CLIENTS = opt('--clients', 4);
 const headers = { 'content-type': 'application/json', authorization: 'Bearer x' };
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN; };
 

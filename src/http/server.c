@@ -437,6 +437,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (!cr) return;
     *req_cls = NULL;
     struct job *j = cr->job;
+    if (j && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) /* an idle keep-alive times out again */
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  (unsigned)(cr->srv->o.timeout_s > 0 ? cr->srv->o.timeout_s
+                                                                      : HTTP_DEFAULT_TIMEOUT_S));
     if (j) {
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || pipe_state(j->pipe) == PIPE_OPEN) cancel_job(cr);
         /* A cancelled job stops at its next token; its counts are final once the pipe ended. */

@@ -121,3 +121,15 @@ test('a client that never finishes its headers is dropped; others are served mea
   await closed; // --timeout 2: the server hangs up on the idle, half-sent request
   assert.ok(sock.destroyed || sock.readableEnded);
 });
+
+test('an idle keep-alive connection is closed after a completed generation (--timeout)', { timeout: 20000 }, async () => {
+  const sock = net.connect(srv.port, '127.0.0.1');
+  let data = '';
+  sock.on('data', (d) => { data += d; });
+  const closed = new Promise((resolve) => { sock.on('close', resolve); sock.on('error', () => {}); });
+  const body = JSON.stringify({ messages: USER, max_tokens: 1 });
+  sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  await closed; // the reply arrives, then the idle connection is dropped instead of held forever
+  assert.match(data, /^HTTP\/1\.1 200/);
+  assert.match(data, /"finish_reason":"length"/);
+});
