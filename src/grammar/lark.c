@@ -842,6 +842,11 @@ static int32_t special_terminal(struct lark *L, int32_t tok)
             return lerr(L, t->line, "special token %s: not a token id of this vocabulary", nm);
         }
         id = (int32_t)v;
+        if (!grammar_vocab_is_special(g->vi, id)) {
+            char nm[80];
+            snprintf(nm, sizeof nm, "%.*s", (int)(n > 60 ? 60 : n), s);
+            return lerr(L, t->line, "%s is not a special token: match its text with a string", nm);
+        }
     } else {
         id = grammar_vocab_find_special(g->vi, s, n);
         if (id < 0) {

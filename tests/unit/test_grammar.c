@@ -317,6 +317,7 @@ Test(grammar_lark, errors)
     compile_err(&h, "start: /a(?=b)/", "lookahead");
     compile_err(&h, "start: <|nope|>", "special token <|nope|> is not in the vocabulary");
     compile_err(&h, "start: <[999999]>", "not a token id");
+    compile_err(&h, "start: <[5]>", "<[5]> is not a special token");
     compile_err(&h, "start: a\na: a \"x\"", "matches no string");
     compile_err(&h, "%declare FOO\nstart: \"a\"", "directive %declare is not supported");
     compile_err(&h, "%import foo.BAR\nstart: \"a\"", "only %import common");
@@ -673,5 +674,72 @@ Test(grammar_json, schema_and_object_kinds)
     struct grammar *bad = grammar_compile(h.vi, GRAMMAR_JSON_SCHEMA, "{\"type\":", 8, &e);
     cr_assert_null(bad);
     cr_assert_neq(e.code, ERR_OK);
+    grammar_vocab_index_free(h.vi);
+}
+
+/* ---- robustness: mutated grammars and regexes never crash (run under ASan in make test) ---- */
+
+Test(grammar_lark, mutated_sources_fail_cleanly)
+{
+    struct hv h;
+    hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
+    static const char *seeds[] = {
+        "start: obj\nobj: \"{\" (pair (\",\" pair)*)? \"}\"\npair: STR \":\" val\n"
+        "val: STR | /-?[0-9]+/ | obj\nSTR: /\"[a-z]*\"/\n%ignore /[ \\n]+/\n",
+        "%import common.INT\n?start: item+ [\"-\"] -> x\nitem: INT ~ 2..3 | <tool_call> | A{1,2}\n"
+        "A: \"a\"..\"c\" \"x\"i\n",
+        "start: %json{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}}\n",
+        "start: /(a|b){2,40}[^\\u00e9-\\uffff]+\\d*$/ | <[2]>\n",
+    };
+    static const char junk[] = "\"/()[]{}|*+?~:.,<>%\\\n ab_AZ09#-";
+    for (int k = 0; k < 3000; k++) {
+        const char *seed = seeds[k % 4];
+        char src[512];
+        size_t n = strlen(seed);
+        memcpy(src, seed, n + 1);
+        int edits = 1 + (int)(rnd() % 4);
+        for (int j = 0; j < edits; j++) {
+            size_t pos = rnd() % n;
+            switch (rnd() % 3) {
+            case 0: src[pos] = junk[rnd() % (sizeof junk - 1)]; break;       /* replace */
+            case 1: memmove(src + pos, src + pos + 1, n - pos); n--; break;  /* delete */
+            default:                                                          /* insert */
+                if (n + 2 < sizeof src) {
+                    memmove(src + pos + 1, src + pos, n - pos + 1);
+                    src[pos] = junk[rnd() % (sizeof junk - 1)];
+                    n++;
+                }
+            }
+        }
+        struct err e = {0};
+        struct grammar *g = grammar_compile(h.vi, GRAMMAR_LARK, src, n, &e);
+        if (!g) {
+            cr_assert(e.msg[0] && e.code != ERR_OK, "failed without a message: %s", src);
+            continue;
+        }
+        /* a compiled grammar must also run: a few masks and random allowed tokens */
+        struct matcher *m = matcher_new(g, &e);
+        cr_assert(m);
+        for (int step = 0; step < 6; step++) {
+            uint32_t mask[2];
+            matcher_mask(m, mask);
+            int allowed[64], na = 0;
+            for (int t = 0; t < h.n; t++)
+                if (mask[t >> 5] >> (t & 31) & 1) allowed[na++] = t;
+            if (!na) break;
+            cr_assert_eq(matcher_consume(m, allowed[rnd() % (uint32_t)na]), 0, "%s", src);
+        }
+        matcher_free(m);
+        grammar_free(g);
+    }
+    /* regexes: random junk */
+    for (int k = 0; k < 3000; k++) {
+        char pat[24];
+        int n = 1 + (int)(rnd() % 16);
+        for (int j = 0; j < n; j++) pat[j] = junk[rnd() % (sizeof junk - 1)];
+        struct err e = {0};
+        int rc = rx_match_full(pat, (size_t)n, "ab", 2, &e);
+        cr_assert(rc == 0 || rc == 1 || (rc == -1 && e.msg[0]));
+    }
     grammar_vocab_index_free(h.vi);
 }
