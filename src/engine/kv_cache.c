@@ -100,8 +100,9 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
     int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
     for (int h = 0; h < kv->n_head_kv; h++) {
         uint16_t *kd = kv->k + l * kv->layer_stride + h * kv->head_stride + tile + col;
-        const float *ks = k + (int64_t)h * hd;
-        for (int d = 0; d < hd; d++) kd[(int64_t)d * OPS_ATTN_KT] = f32_to_fp16(ks[d]);
+        uint16_t kh[OPS_ATTN_MAX_HEAD_DIM];
+        ops_f32_to_f16(kh, k + (int64_t)h * hd, hd); /* SIMD conversion, then the strided scatter */
+        for (int d = 0; d < hd; d++) kd[(int64_t)d * OPS_ATTN_KT] = kh[d];
         uint16_t *vd = kv->v + l * kv->layer_stride + h * kv->head_stride + (int64_t)pos * hd;
         ops_f32_to_f16(vd, v + (int64_t)h * hd, hd);
     }

@@ -62,16 +62,26 @@ void ops_rope_inv_freq(float *inv_freq, int head_dim, float base)
         inv_freq[i] = (float)pow((double)base, -2.0 * i / head_dim);
 }
 
-void ops_rope_neox(float *x, int n_head, int head_dim, int32_t pos, const float *inv_freq)
+void ops_rope_cache(float *cs, float *sn, int head_dim, int32_t pos, const float *inv_freq)
 {
-    int half = head_dim / 2;
-    float cs[OPS_ATTN_MAX_HEAD_DIM / 2], sn[OPS_ATTN_MAX_HEAD_DIM / 2];
-    for (int i = 0; i < half && i < OPS_ATTN_MAX_HEAD_DIM / 2; i++) {
+    for (int i = 0; i < head_dim / 2; i++) {
         /* angle in double: pos up to 1e5+ times inv_freq 1 needs more than float's 24 bits */
         double ang = (double)pos * inv_freq[i];
         cs[i] = (float)cos(ang);
         sn[i] = (float)sin(ang);
     }
+}
+
+void ops_rope_neox(float *x, int n_head, int head_dim, int32_t pos, const float *inv_freq)
+{
+    float cs[OPS_ATTN_MAX_HEAD_DIM / 2], sn[OPS_ATTN_MAX_HEAD_DIM / 2];
+    ops_rope_cache(cs, sn, head_dim, pos, inv_freq);
+    ops_rope_apply(x, n_head, head_dim, cs, sn);
+}
+
+void ops_rope_apply(float *x, int n_head, int head_dim, const float *cs, const float *sn)
+{
+    int half = head_dim / 2;
     for (int h = 0; h < n_head; h++) {
         float *p = x + (int64_t)h * head_dim;
         for (int i = 0; i < half; i++) {

@@ -22,6 +22,9 @@ void ops_rope_inv_freq(float *inv_freq, int head_dim, float base);
 /* NeoX RoPE in place on n_head heads of head_dim floats: element i pairs with i + head_dim/2
  * (rotate halves), angle = pos * inv_freq[i]. */
 void ops_rope_neox(float *x, int n_head, int head_dim, int32_t pos, const float *inv_freq);
+/* The same in two steps, so q and k of one token share the sines: cs/sn get head_dim/2 floats. */
+void ops_rope_cache(float *cs, float *sn, int head_dim, int32_t pos, const float *inv_freq);
+void ops_rope_apply(float *x, int n_head, int head_dim, const float *cs, const float *sn);
 /* In place, numerically stable. */
 void ops_softmax(float *x, int64_t n);
 /* out[i] = silu(gate[i]) * up[i]; out may alias gate or up. */

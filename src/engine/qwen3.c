@@ -491,8 +491,10 @@ static void rows_worker(void *ctx, int ith, int nth)
             float *q = s->q + t * QD, *k = s->k + t * KVD;
             for (int h = 0; h < c->n_head; h++) ops_rmsnorm(q + h * HD, q + h * HD, j->q_norm, HD, c->norm_eps);
             for (int h = 0; h < c->n_head_kv; h++) ops_rmsnorm(k + h * HD, k + h * HD, j->k_norm, HD, c->norm_eps);
-            ops_rope_neox(q, c->n_head, HD, j->pos[t], m->inv_freq);
-            ops_rope_neox(k, c->n_head_kv, HD, j->pos[t], m->inv_freq);
+            float cs[OPS_ATTN_MAX_HEAD_DIM / 2], sn[OPS_ATTN_MAX_HEAD_DIM / 2];
+            ops_rope_cache(cs, sn, HD, j->pos[t], m->inv_freq);
+            ops_rope_apply(q, c->n_head, HD, cs, sn);
+            ops_rope_apply(k, c->n_head_kv, HD, cs, sn);
             kv_store(j->seq[t], j->layer, j->pos[t], k, s->v + t * KVD);
             break;
         }
