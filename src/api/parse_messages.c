@@ -37,8 +37,10 @@ static int read_message(json_t *jm, size_t i, struct request *req, struct err *e
         r = CHAT_USER;
     else if (!strcmp(role, "assistant"))
         r = CHAT_ASSISTANT;
+    else if (!strcmp(role, "system"))
+        r = CHAT_SYSTEM; /* mid-conversation system turns (Claude Code 2.1) */
     else
-        return err_set_param(e, ERR_INVALID, p, "'%s.role' must be user or assistant", p);
+        return err_set_param(e, ERR_INVALID, p, "'%s.role' must be user, assistant or system", p);
     json_t *content = json_object_get(jm, "content");
     if (json_is_string(content)) {
         struct chat_msg *m = request_add_msg(req, r);
