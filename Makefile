@@ -38,6 +38,8 @@ UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all test bench run clean deps-npm models test-unit fuzz format
+# keep the per-binary objects (they are intermediates of the $(BUILD)/% rule)
+.SECONDARY:
 all: $(BINS) $(BUILD)/unit-tests
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
