@@ -302,6 +302,30 @@ static bool utf8_valid(const unsigned char *p, size_t n)
     return true;
 }
 
+/* True when no code point of the valid UTF-8 s[0..n) can be changed by NFC or change its
+ * neighbours: each is a starter (combining class 0) without a canonical decomposition that is
+ * never the second element of a primary composite (utf8proc's comb_index marks seconds with
+ * 0x8000), and not a Hangul jamo (composed algorithmically). Then NFD leaves the run alone and
+ * canonical composition has nothing to combine. Checked exhaustively against utf8proc's NFC for
+ * every such code point; U+0FB5/U+0FB7 are seconds only of composition exclusions. */
+static bool nfc_inert_run(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        int32_t cp;
+        utf8proc_ssize_t l = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (l <= 0) return false;
+        i += (size_t)l;
+        if (cp < 0x300) continue;
+        if (cp >= 0x1100 && cp <= 0x11ff) return false;
+        const utf8proc_property_t *p = utf8proc_get_property(cp);
+        if (p->combining_class != 0) return false;
+        if (p->decomp_type == 0 && p->decomp_seqindex != UINT16_MAX) return false;
+        if (p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return false;
+    }
+    return true;
+}
+
 /* NFC of s[0..n) into out when it differs from s (*changed), else out untouched.
  *
  * Only the stretches that can change are normalized: a chunk runs from an ASCII character to the
@@ -323,6 +347,10 @@ static int nfc_segment(const unsigned char *s, size_t n, struct buf *out, bool *
         while (k > done && s[k - 1] >= 0x80) k--;
         if (k > done) k--; /* the ASCII character that starts the chunk */
         while (j < n && s[j] >= 0x80) j++;
+        if (nfc_inert_run(s + i, j - i)) { /* e.g. CJK, emoji, most punctuation */
+            done = i = j;
+            continue;
+        }
         utf8proc_uint8_t *norm = NULL;
         utf8proc_ssize_t r = utf8proc_map(s + k, (utf8proc_ssize_t)(j - k), &norm,
                                           UTF8PROC_STABLE | UTF8PROC_COMPOSE);

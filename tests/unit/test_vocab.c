@@ -382,6 +382,29 @@ Test(vocab, qwen3_known_ids_nfc_and_lossy_utf8)
     cr_assert_eq(memcmp(a, b, na * sizeof *a), 0);
     free(a);
     free(b);
+    /* NFC inside non-ASCII runs: Hangul jamo compose after a CJK character, a combining mark
+     * after a CJK character stays, A + ring after an emoji composes */
+    const char *pairs[][2] = {
+        {"\xe4\xb8\xad\xea\xb0\x80\xe1\x86\xa8", "\xe4\xb8\xad\xea\xb0\x81"},   /* 中가+ᆨ = 中각 */
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"},              /* ᄀ+ᅡ+ᆨ = 각 */
+        {"\xf0\x9f\x98\x80" "A\xcc\x8a!", "\xf0\x9f\x98\x80\xc3\x85!"},            /* 😀A+ring = 😀Å */
+        {"\xe2\x84\xab", "\xc3\x85"},                                         /* Angstrom sign */
+        {"x\xe4\xb8\xad\xcc\x81y", "x\xe4\xb8\xad\xcc\x81y"},                    /* no composite */
+        {"a\xcc\x81\xcc\xa7", "\xc3\xa1\xcc\xa7"},                                  /* reorder: a+cedilla+acute */
+    };
+    for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+        na = enc(v, pairs[k][0], strlen(pairs[k][0]), NULL, 0, false, &a);
+        nb = enc(v, pairs[k][1], strlen(pairs[k][1]), NULL, 0, false, &b);
+        struct buf d = {0};
+        struct err e2 = {0};
+        cr_assert_eq(tok_decode(v, a, na, &d, &e2), 0);
+        cr_assert(d.len == strlen(pairs[k][1]) && memcmp(d.data, pairs[k][1], d.len) == 0,
+                  "pair %zu: decode is not the NFC form", k);
+        cr_assert(na == nb && memcmp(a, b, na * sizeof *a) == 0, "pair %zu: ids differ", k);
+        buf_free(&d);
+        free(a);
+        free(b);
+    }
     /* invalid UTF-8 = U+FFFD per maximal subpart */
     na = enc(v, "a\xff\xe2\x82z\xed\xa0\x80", 8, NULL, 0, false, &a);
     const char *rep = "a\xef\xbf\xbd\xef\xbf\xbdz\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd";
