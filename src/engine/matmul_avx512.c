@@ -370,6 +370,9 @@ static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64
 
 /* ------------------------------------------------------------ GEMV (decode) */
 
+#ifndef GEMV_HINT
+#define GEMV_HINT _MM_HINT_T0
+#endif
 #ifndef GEMV_PF
 #define GEMV_PF 4096 /* bytes of weights prefetched ahead: keeps the stream from stalling on DRAM */
 #endif
@@ -407,8 +410,8 @@ AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, co
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
-        _mm_prefetch((const char *)(x + b) + GEMV_PF, _MM_HINT_T0);
-        _mm_prefetch((const char *)(x + b) + GEMV_PF + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + b) + GEMV_PF, GEMV_HINT);
+        _mm_prefetch((const char *)(x + b) + GEMV_PF + 64, GEMV_HINT);
         a0 = q8_0_a8_block(x + b, y + 32 * b, ad + b, ai + b, a0);
         a1 = q8_0_a8_block(x + b + 1, y + 32 * b + 32, ad + b + 1, ai + b + 1, a1);
         a2 = q8_0_a8_block(x + b + 2, y + 32 * b + 64, ad + b + 2, ai + b + 2, a2);
@@ -418,6 +421,33 @@ AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, co
     return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
+/* NR rows at once: NR independent weight streams (more memory-level parallelism), the
+ * activation block loaded once for all of them. */
+AI void dot_q8_0_a8_rows(const int NR, const struct block_q8_0 *const *x, int64_t nb, const int8_t *y, const float *ad,
+                         const int32_t *ai, float *out)
+{
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(x[r] + b) + GEMV_PF, GEMV_HINT);
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
+            a[r][1] = q8_0_a8_block(x[r] + b + 1, y + 32 * b + 32, ad + b + 1, ai + b + 1, a[r][1]);
+        }
+    }
+    for (; b < nb; b++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) out[r] = hsum8(_mm256_add_ps(a[r][0], a[r][1]));
+}
+
+#define GEMV_NR 4
+
 static int gemv_supported(enum ggml_type t) { return t == GGML_TYPE_Q8_0; }
 
 static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
@@ -426,6 +456,18 @@ static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int6
 {
     (void)t;
     const int64_t nb = cols / 32;
+    if (n_tok == 1) {
+        int64_t r = 0;
+        float *yrow = Y + (y_idx ? y_idx[0] : 0) * y_stride + r0;
+        for (; r + GEMV_NR <= nrows; r += GEMV_NR) {
+            const struct block_q8_0 *xr[4];
+            for (int i = 0; i < GEMV_NR; i++) xr[i] = (const struct block_q8_0 *)((const uint8_t *)W + (size_t)(r + i) * ws);
+            dot_q8_0_a8_rows(GEMV_NR, xr, nb, aq, ad, ai, yrow + r);
+        }
+        for (; r < nrows; r++)
+            yrow[r] = dot_q8_0_a8((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws), nb, aq, ad, ai);
+        return;
+    }
     for (int64_t r = 0; r < nrows; r++) {
         const struct block_q8_0 *x = (const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws);
         for (int64_t k = 0; k < n_tok; k++) {
