@@ -307,8 +307,9 @@ static bool utf8_valid(const unsigned char *p, size_t n)
  * never the second element of a primary composite (utf8proc's comb_index marks seconds with
  * 0x8000), and not a Hangul jamo (composed algorithmically). Then NFD leaves the run alone and
  * canonical composition has nothing to combine. Checked exhaustively against utf8proc's NFC for
- * every such code point; U+0FB5/U+0FB7 are seconds only of composition exclusions. */
-static bool nfc_inert_run(const unsigned char *s, size_t n)
+ * every such code point by tests/unit/test_vocab.c; U+0FB5/U+0FB7 are seconds only of
+ * composition exclusions. */
+bool vocab_nfc_inert_run(const unsigned char *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
@@ -347,7 +348,7 @@ static int nfc_segment(const unsigned char *s, size_t n, struct buf *out, bool *
         while (k > done && s[k - 1] >= 0x80) k--;
         if (k > done) k--; /* the ASCII character that starts the chunk */
         while (j < n && s[j] >= 0x80) j++;
-        if (nfc_inert_run(s + i, j - i)) { /* e.g. CJK, emoji, most punctuation */
+        if (vocab_nfc_inert_run(s + i, j - i)) { /* e.g. CJK, emoji, most punctuation */
             done = i = j;
             continue;
         }

