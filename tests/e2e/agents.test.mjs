@@ -1,0 +1,136 @@
+// Agent clients against the real server on the tiny random-weight model: Claude Code (print
+// mode, /v1/messages) and Codex CLI (`exec`, a custom provider with wire_api = "responses").
+// The model's words are nonsense; what is tested is that the clients' own protocol handling
+// completes a session with no error. A random model never ends a turn by itself (it runs into
+// max_tokens, which both clients treat as a failed turn), so each turn is bounded by a grammar
+// sent through the client's own mechanisms: Claude Code's CLAUDE_CODE_EXTRA_BODY (merged into
+// every request body: our `regex` / `lark` extension fields) and Codex's --output-schema (sent as
+// text.format json_schema). The binaries come from the lockfile (npm ci): devDependencies
+// @anthropic-ai/claude-code and @openai/codex, native builds via their platform packages.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer } from './harness.mjs';
+
+const CLAUDE = path.resolve('node_modules/.bin/claude');
+const CODEX = path.resolve('node_modules/.bin/codex');
+
+let srv;
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lmserve-agents-'));
+before(async () => {
+  for (const b of [CLAUDE, CODEX]) assert.ok(fs.existsSync(b), `${b} missing: run npm ci (package-lock.json)`);
+  srv = await startServer(['--max-tokens', '256']);
+});
+after(async () => {
+  assert.equal((await srv.stop()).code, 0, srv.log());
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+function run(bin, args, { env, cwd, timeoutMs = 300000 }) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, args, { cwd, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.stderr.on('data', (d) => (err += d));
+    const t = setTimeout(() => { p.kill('SIGKILL'); reject(new Error(`${bin} timed out\n${out}\n${err}`)); }, timeoutMs);
+    p.on('exit', (code) => { clearTimeout(t); resolve({ code, out, err }); });
+  });
+}
+
+// Every API request the server answered in this file's sessions was a 200 (the harness's
+// /health probes during model loading are 503 by design).
+function assertNoHttpErrors() {
+  const lines = srv.log().split('\n').filter((l) => / (POST|GET) \/v1\/\S+ \d{3} /.test(l));
+  assert.ok(lines.length > 0);
+  for (const l of lines) assert.match(l, / (POST|GET) \/v1\/\S+ 200 /, l);
+}
+
+function claudeEnv(home, extraBody) {
+  return {
+    HOME: home,
+    ANTHROPIC_BASE_URL: srv.url,
+    ANTHROPIC_API_KEY: 'sk-dummy',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_AUTOUPDATER: '1',
+    CLAUDE_CODE_EXTRA_BODY: JSON.stringify(extraBody),
+  };
+}
+
+const events = (out) => out.split('\n').filter((l) => l.trim().startsWith('{')).map((l) => JSON.parse(l));
+
+test('Claude Code: a print-mode session completes (stream, tools declared, billing header, thinking)', async () => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cc-home-'));
+  const r = await run(CLAUDE, ['-p', 'Say hello', '--output-format', 'json'],
+    { cwd: tmp, env: claudeEnv(home, { regex: 'Hello from lmserve\\.' }) });
+  assert.equal(r.code, 0, r.out + r.err);
+  const res = JSON.parse(r.out);
+  assert.equal(res.is_error, false, r.out);
+  assert.equal(res.subtype, 'success');
+  assert.equal(res.result, 'Hello from lmserve.');
+  assert.equal(res.stop_reason, 'end_turn');
+  assertNoHttpErrors();
+});
+
+test('Claude Code: a tool round trip (tool_use -> Read runs -> tool_result -> answer) across --continue', async () => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cc-home-'));
+  const work = fs.mkdtempSync(path.join(tmp, 'cc-work-'));
+  const file = path.join(work, 'hello.txt');
+  fs.writeFileSync(file, 'the secret word is pelican\n');
+  // turn 1: the grammar makes the model call Claude Code's Read tool; --max-turns 1 stops the
+  // client after running it (the same grammar would make the next turn call it again)
+  const call = `\n${JSON.stringify({ name: 'Read', arguments: { file_path: file } })}\n`;
+  const r1 = await run(CLAUDE, ['-p', 'Read hello.txt', '--max-turns', '1', '--output-format', 'stream-json', '--verbose'],
+    { cwd: work, env: claudeEnv(home, { lark: `start: <tool_call> ${JSON.stringify(call)} </tool_call>` }) });
+  const ev = events(r1.out);
+  const tu = ev.filter((e) => e.type === 'assistant').flatMap((e) => e.message.content).find((b) => b.type === 'tool_use');
+  assert.ok(tu, r1.out + r1.err);
+  assert.equal(tu.name, 'Read');
+  assert.deepEqual(tu.input, { file_path: file });
+  const tr = ev.filter((e) => e.type === 'user').flatMap((e) => e.message.content).find((b) => b.type === 'tool_result');
+  assert.equal(tr.tool_use_id, tu.id);
+  assert.match(JSON.stringify(tr.content), /pelican/);
+  const res1 = ev.find((e) => e.type === 'result');
+  assert.equal(res1.subtype, 'error_max_turns'); // the client's own turn limit, not an API error
+  assert.equal(res1.api_error_status ?? null, null);
+  // turn 2: the same session continues; the tool_use / tool_result history goes back to the
+  // server and the answer ends the turn
+  const r2 = await run(CLAUDE, ['-p', 'What does it say?', '--continue', '--output-format', 'json'],
+    { cwd: work, env: claudeEnv(home, { regex: 'The file says pelican\\.' }) });
+  assert.equal(r2.code, 0, r2.out + r2.err);
+  const res2 = JSON.parse(r2.out);
+  assert.equal(res2.is_error, false, r2.out);
+  assert.equal(res2.result, 'The file says pelican.');
+  assertNoHttpErrors();
+});
+
+test('Codex CLI: exec completes a turn over /v1/responses (custom provider, streamed)', async () => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cx-home-'));
+  fs.writeFileSync(path.join(home, 'config.toml'), [
+    'model = "lmserve-tiny"',
+    'model_provider = "lmserve"',
+    '',
+    '[model_providers.lmserve]',
+    'name = "lmserve"',
+    `base_url = "${srv.url}/v1"`,
+    'wire_api = "responses"',
+    'env_key = "LMSERVE_API_KEY"',
+    '',
+  ].join('\n'));
+  const schema = path.join(home, 'schema.json');
+  fs.writeFileSync(schema, JSON.stringify({ type: 'object', properties: { greeting: { type: 'string', enum: ['hello'] } },
+    required: ['greeting'], additionalProperties: false }));
+  const r = await run(CODEX, ['exec', '--skip-git-repo-check', '--json', '--output-schema', schema, 'Say hello'],
+    { cwd: home, env: { HOME: home, CODEX_HOME: home, LMSERVE_API_KEY: 'dummy' } });
+  assert.equal(r.code, 0, r.out + r.err);
+  const ev = events(r.out);
+  assert.ok(ev.some((e) => e.type === 'turn.completed'), r.out);
+  assert.ok(!ev.some((e) => e.type === 'turn.failed' || e.type === 'error'), r.out);
+  // the only error item allowed is the client's own note that it has no metadata for the model
+  for (const e of ev.filter((x) => x.item?.type === 'error')) assert.match(e.item.message, /Model metadata/, r.out);
+  const msg = ev.filter((e) => e.type === 'item.completed' && e.item.type === 'agent_message').at(-1);
+  assert.deepEqual(JSON.parse(msg.item.text), { greeting: 'hello' });
+  assertNoHttpErrors();
+});
