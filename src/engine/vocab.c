@@ -211,7 +211,7 @@ static struct vocab *build(const struct src *s, struct err *e)
     v->mval = malloc(((size_t)v->mmask + 1) * sizeof *v->mval);
     if (!v->mkey || !v->mval) goto nomem;
     memset(v->mkey, 0xff, ((size_t)v->mmask + 1) * sizeof *v->mkey);
-    char tmp[1024];
+    char tmp[8192]; /* two merge parts of up to 4 KB each, decoded */
     for (int64_t r = 0; r < s->n_merges; r++) {
         struct gguf_str m = s->merge(s->ctx, r);
         const char *sp = memchr(m.p, ' ', m.len);
@@ -222,7 +222,7 @@ static struct vocab *build(const struct src *s, struct err *e)
         }
         /* Decode both parts to bytes through the same mapping as tokens. */
         size_t la = 0, lb = 0;
-        char *pa = tmp, *pb = tmp + 512;
+        char *pa = tmp, *pb = tmp + 4096;
         struct gguf_str parts[2] = {{m.p, (uint64_t)(sp - m.p)}, {sp + 1, m.len - (uint64_t)(sp - m.p) - 1}};
         for (int q = 0; q < 2; q++) {
             const unsigned char *p = (const unsigned char *)parts[q].p;
@@ -230,7 +230,7 @@ static struct vocab *build(const struct src *s, struct err *e)
             char *dst = q ? pb : pa;
             while (k < n) {
                 int sl = tok_utf8_seq(p + k, n - k);
-                if (sl <= 0 || *lo + 4 > 500) {
+                if (sl <= 0 || *lo + 4 > 4096) {
                     err_set(e, ERR_FORMAT, "tokenizer: merge %lld is not valid UTF-8 or too long", (long long)r);
                     goto fail;
                 }
