@@ -20,7 +20,8 @@
 #define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 /* \p{L} / \p{N} written as classes that also list the ASCII letters / digits: the same sets, but
- * PCRE2's JIT then answers ASCII from the class bitmap instead of a Unicode table lookup. */
+ * PCRE2's JIT can answer ASCII from the class bitmap before the Unicode table lookup (a few %
+ * fewer instructions on English text under callgrind). */
 #define L "[A-Za-z\\p{L}]"
 #define N "[0-9\\p{N}]"
 #define LN "A-Za-z0-9\\p{L}\\p{N}"
