@@ -795,6 +795,13 @@ static bool is_own_keyword(const char *k)
            strcmp(k, "oneOf");
 }
 
+/* keywords that place the sibling properties in the property order */
+static bool is_obj_keyword(const char *k)
+{
+    return !strcmp(k, "properties") || !strcmp(k, "additionalProperties") ||
+           !strcmp(k, "patternProperties") || !strcmp(k, "required");
+}
+
 static struct sn *mk_alts(struct js *c, json_t *arr, const char *kw)
 {
     if (!json_is_array(arr) || json_array_size(arr) == 0) {
@@ -847,7 +854,8 @@ static struct sn *lower(struct js *c, json_t *s)
         }
     }
     res = sn_new(c, JT_ALL);
-    bool own_done = false, has_props = json_object_get(s, "properties") != NULL;
+    bool own_done = false, has_obj_kw = false;
+    json_object_foreach(s, k, v) if (is_obj_keyword(k)) has_obj_kw = true;
     json_object_foreach(s, k, v)
     {
         struct sn *part = NULL;
@@ -896,9 +904,24 @@ static struct sn *lower(struct js *c, json_t *s)
         } else if (!strcmp(k, "oneOf")) {
             part = mk_alts(c, v, "oneOf");
             if (part && part->n_alts) {
+                /* disjointness is judged within the sibling keywords (e.g. "type": "object") */
+                struct sn *own = lower_own(c, s);
+                struct sn **ia = own ? js_alloc(c, (size_t)part->n_alts * sizeof *ia) : NULL;
+                if (!ia) {
+                    res = NULL;
+                    goto out;
+                }
+                for (int i = 0; i < part->n_alts; i++) {
+                    struct err save = *c->e;
+                    ia[i] = intersect(c, own, part->alts[i]);
+                    if (!ia[i]) { /* cannot intersect here: judge the bare alternative */
+                        *c->e = save;
+                        ia[i] = part->alts[i];
+                    }
+                }
                 for (int i = 0; i < part->n_alts; i++)
                     for (int j = i + 1; j < part->n_alts; j++)
-                        if (!provably_disjoint(c, part->alts[i], part->alts[j], 0)) {
+                        if (!provably_disjoint(c, ia[i], ia[j], 0)) {
                             if (c->e->code == ERR_OK || c->e->msg[0] == 0)
                                 err_set(c->e, ERR_UNSUPPORTED,
                                         "oneOf: alternatives %d and %d may overlap; oneOf is "
@@ -910,8 +933,7 @@ static struct sn *lower(struct js *c, json_t *s)
                             goto out;
                         }
             }
-        } else if (is_own_keyword(k) && !own_done &&
-                   (!has_props || !strcmp(k, "properties"))) {
+        } else if (is_own_keyword(k) && !own_done && (!has_obj_kw || is_obj_keyword(k))) {
             /* sibling keywords take the place of "properties" (or of the first of them), so the
              * property order follows the order of applicators in the schema, as llguidance does */
             own_done = true;
