@@ -23,6 +23,8 @@
 #define HF_PAT_QWEN2                                                                               \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                          \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define HF_PAT_GPT2                                                                                \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define HF_PAT_LLAMA3                                                                              \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                     \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
@@ -107,6 +109,7 @@ static const char *detect_pre(json_t *pre)
     if (!regex || !bytelevel) return NULL;
     if (strcmp(regex, HF_PAT_QWEN2) == 0) return "qwen2";
     if (strcmp(regex, HF_PAT_LLAMA3) == 0) return "llama-bpe";
+    if (strcmp(regex, HF_PAT_GPT2) == 0) return "gpt2";
     return NULL;
 }
 
@@ -141,19 +144,20 @@ int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer 
         err_set(e, ERR_UNSUPPORTED, "tokenizer.json: decoder is not ByteLevel (not a byte-level BPE)");
         goto fail;
     }
-    json_t *norm = json_object_get(tj, "normalizer");
-    if (!json_is_null(norm) && norm) {
-        const char *nt = json_string_value(json_object_get(norm, "type"));
-        if (!nt || strcmp(nt, "NFC") != 0) {
-            err_set(e, ERR_UNSUPPORTED, "tokenizer.json: normalizer %s not supported (NFC only)",
-                    nt ? nt : "?");
-            goto fail;
-        }
-    }
     const char *pre = detect_pre(json_object_get(tj, "pre_tokenizer"));
     if (!pre) {
         err_set(e, ERR_UNSUPPORTED,
                 "tokenizer.json: pre_tokenizer is not one we know (qwen2, llama3 or gpt2 regex)");
+        goto fail;
+    }
+    /* GGUF records no normalizer: the pre-tokenizer name implies it (qwen2 = NFC, the others
+     * none), so a tokenizer that pairs them differently cannot be converted faithfully. */
+    json_t *norm = json_object_get(tj, "normalizer");
+    const char *nt = json_is_null(norm) || !norm ? "none" : json_string_value(json_object_get(norm, "type"));
+    const char *want = strcmp(pre, "qwen2") == 0 ? "NFC" : "none";
+    if (!nt || strcmp(nt, want) != 0) {
+        err_set(e, ERR_UNSUPPORTED, "tokenizer.json: normalizer %s with the %s pre-tokenizer "
+                "(GGUF implies %s)", nt ? nt : "?", pre, want);
         goto fail;
     }
     if (!(out->pre = xstrdup(pre))) goto nomem;

@@ -2,7 +2,8 @@
 # Tokenizer: token ids of lmserve-tokenize identical to the @lenml/tokenizers JS port of Hugging
 # Face tokenizers (Qwen3's tokenizer.json) on a deterministic corpus of 2,500+ strings, through
 # the GGUF that lmserve-mkmodel writes and straight from the tokenizer directory; decode round
-# trip; listed JS-port divergences (tests/tok/compare.js). Then the CLI contract.
+# trip; listed JS-port divergences; the llama3 and gpt2 pre-tokenizers on the same vocabulary
+# (tests/tok/compare.js). Then the CLI contract.
 set -eu
 MODEL="$MODELDIR/tiny-f32.gguf"
 $MAKE --no-print-directory BUILD="$BUILD" "$MODEL" >/dev/null

@@ -19,6 +19,10 @@
 // text must tokenize as ordinary text (user-defined added tokens such as <think> still match, as
 // in Hugging Face).
 //
+// Other pre-tokenizers: the same corpus through Qwen3's tokenizer.json rewritten with Llama 3's
+// split regex (+ ignore_merges) and with GPT-2's, without the NFC normalizer, converted by
+// lmserve-tokenize from a temporary directory (hf_tokenizer -> "llama-bpe" / "gpt2").
+//
 // Invalid UTF-8: Hugging Face tokenizes Rust strings, so bytes are first decoded lossily; the JS
 // side uses TextDecoder (WHATWG: one U+FFFD per maximal subpart, the same rule as Rust's
 // String::from_utf8_lossy), and lmserve does the same in C.
@@ -38,7 +42,6 @@ if (!tool || !tokdir || models.length === 0) {
 const WS = "\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
 function rustSemantics(re) {
   const ci = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
-  if (!re.includes(ci)) throw new Error("unexpected split regex: " + re);
   return re.replace(ci, "(?:'[sS\\u017f]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])")
     .replaceAll("[^\\s", "[^" + WS)
     .replaceAll("\\s", "[" + WS + "]")
@@ -47,8 +50,24 @@ function rustSemantics(re) {
 
 const tjText = fs.readFileSync(path.join(tokdir, "tokenizer.json"), "utf8");
 const config = JSON.parse(fs.readFileSync(path.join(tokdir, "tokenizer_config.json"), "utf8"));
-function makeTokenizer({ rust, dropControl }) {
+
+// The other pre-tokenizers vocab supports, checked on the same vocabulary and merges: Qwen3's
+// tokenizer.json with Llama 3's split regex and ignore_merges, or GPT-2's regex, and no NFC
+// normalizer (GGUF's llama-bpe / gpt2 imply none). Written to a directory for lmserve-tokenize.
+const VARIANT_RE = {
+  llama3: "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  gpt2: "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+};
+function variantJson(variant) {
   const tj = JSON.parse(tjText);
+  if (!variant) return tj;
+  tj.normalizer = null;
+  tj.pre_tokenizer.pretokenizers.find((p) => p.type === "Split").pattern.Regex = VARIANT_RE[variant];
+  if (variant === "llama3") tj.model.ignore_merges = true;
+  return tj;
+}
+function makeTokenizer({ rust, dropControl, variant }) {
+  const tj = variantJson(variant);
   if (rust) {
     const split = tj.pre_tokenizer.pretokenizers.find((p) => p.type === "Split");
     split.pattern.Regex = rustSemantics(split.pattern.Regex);
@@ -89,19 +108,19 @@ const divs = corpus.filter((c) => c.cat === "divergence");
 console.log(`tokenizer: ${divs.length} listed JS-port divergences (Rust semantics used):`);
 for (const d of divs) console.log(`  ${show(d.bytes)}: ${d.reason}`);
 
-for (const model of models) {
+function check(model, expect, label, nfc) {
   let nTok = 0, exactRound = 0, nStrings = 0;
   for (const mode of ["plain", "special"]) {
     const idx = corpus.map((c, i) => (c.mode === mode ? i : -1)).filter((i) => i >= 0);
     const input = idx.map((i) => corpus[i].bytes.toString("hex")).join("\n") + "\n";
-    const args = [model, "--lines-hex"].concat(mode === "special" ? ["--special"] : []);
-    const r = spawnSync(tool, args, { input, maxBuffer: 1 << 30 });
+    const argv = [model, "--lines-hex"].concat(mode === "special" ? ["--special"] : []);
+    const r = spawnSync(tool, argv, { input, maxBuffer: 1 << 30 });
     if (r.status !== 0) {
-      fail(`${tool} ${args.join(" ")} exited ${r.status}: ${r.stderr}`);
+      fail(`${tool} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
       continue;
     }
     const lines = r.stdout.toString("utf8").split("\n");
-    if (lines.length !== idx.length + 1) fail(`${model} ${mode}: ${lines.length - 1} lines for ${idx.length} strings`);
+    if (lines.length !== idx.length + 1) fail(`${label} ${mode}: ${lines.length - 1} lines for ${idx.length} strings`);
     idx.forEach((ci, k) => {
       const [idsText, hex] = (lines[k] || "").split("\t");
       const ids = idsText ? idsText.split(",").map(Number) : [];
@@ -111,17 +130,34 @@ for (const model of models) {
       if (!same(ids, want.ids)) {
         let d = 0;
         while (d < ids.length && ids[d] === want.ids[d]) d++;
-        fail(`${path.basename(model)} ${mode} [${c.cat}] ${show(c.bytes)}: ids differ at ${d}: ` +
+        fail(`${label} ${mode} [${c.cat}] ${show(c.bytes)}: ids differ at ${d}: ` +
           `ours ${ids.slice(d, d + 6)} ref ${want.ids.slice(d, d + 6)}`);
       }
       const back = Buffer.from(hex || "", "hex");
-      if (!back.equals(want.text)) fail(`${path.basename(model)} ${mode} [${c.cat}] ${show(c.bytes)}: decode gives ${show(back)}`);
+      if (!back.equals(want.text)) fail(`${label} ${mode} [${c.cat}] ${show(c.bytes)}: decode gives ${show(back)}`);
       if (back.equals(c.bytes)) exactRound++;
     });
   }
-  console.log(`tokenizer: ${path.basename(model)}: ${nStrings} strings, ${nTok} tokens compared with the JS reference; ` +
-    `decode = NFC(lossy UTF-8) of the input for all, byte-identical to the input for ${exactRound} ` +
-    `(the rest are invalid UTF-8 or not NFC)`);
+  console.log(`tokenizer: ${label}: ${nStrings} strings, ${nTok} tokens compared with the JS reference; ` +
+    `decode = ${nfc ? "NFC(lossy UTF-8)" : "lossy UTF-8"} of the input for all, byte-identical to the input for ` +
+    `${exactRound} (the rest are invalid UTF-8${nfc ? " or not NFC" : ""})`);
+}
+for (const model of models) check(model, expect, path.basename(model), true);
+
+for (const variant of ["llama3", "gpt2"]) {
+  const dir = fs.mkdtempSync(path.join(require("os").tmpdir(), `lms-tok-${variant}-`));
+  try {
+    fs.writeFileSync(path.join(dir, "tokenizer.json"), JSON.stringify(variantJson(variant)));
+    fs.copyFileSync(path.join(tokdir, "tokenizer_config.json"), path.join(dir, "tokenizer_config.json"));
+    const r = { special: makeTokenizer({ rust: true, variant }), plain: makeTokenizer({ rust: true, dropControl: true, variant }) };
+    const exp = corpus.map((c) => {
+      const s = dec.decode(c.bytes);
+      return { ids: enc(r[c.mode], s), text: Buffer.from(s, "utf8") };
+    });
+    check(dir, exp, `${variant} pre-tokenizer (Qwen3 vocab)`, false);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 if (corpus.length < 2000) fail(`corpus has only ${corpus.length} strings`);
 if (failures) {
