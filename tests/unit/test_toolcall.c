@@ -305,3 +305,164 @@ Test(toolcall, parse_spans)
     cr_assert_eq(toolcall_parse(nul, strlen(nul), &name, &off, &len, &st), -1);
     cr_assert_eq(toolcall_parse("{\"name\":\"\"}", 11, &name, &off, &len, &st), -1);
 }
+
+/* ---- forced tool_choice -> lark (serve/forced.h) ---- */
+
+#include <jansson.h>
+
+#include "serve/forced.h"
+
+Test(forced, lark_one_alternative_per_tool)
+{
+    json_t *schema = json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", 0,
+                                NULL);
+    struct forced_tool t[2] = {{"get_weather", schema}, {"say \"hi\"\\", NULL}};
+    struct err e = {0};
+    char *src = forced_lark(t, 2, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    cr_assert_str_eq(
+        src,
+        "start: call_0 | call_1\n"
+        "call_0: <tool_call> \"\\n{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": \" args_0 \"}\\n\" "
+        "</tool_call>\n"
+        "args_0: %json{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}\n"
+        "call_1: <tool_call> \"\\n{\\\"name\\\": \\\"say \\\\\\\"hi\\\\\\\"\\\\\\\\\\\", \\\"arguments\\\": \" "
+        "args_1 \"}\\n\" </tool_call>\n"
+        "args_1: %json{\"type\":\"object\"}\n");
+    free(src);
+    json_decref(schema);
+    cr_assert_null(forced_lark(t, 0, &e));
+    struct forced_tool empty = {"", NULL};
+    cr_assert_null(forced_lark(&empty, 1, &e));
+    cr_assert_eq(e.code, ERR_INVALID);
+    json_t *bad = json_integer(3);
+    struct forced_tool b = {"f", bad};
+    cr_assert_null(forced_lark(&b, 1, &e));
+    cr_assert_eq(e.code, ERR_INVALID);
+    json_decref(bad);
+}
+
+static int read_choice(enum dialect d, const char *body, struct request *r, struct err *e)
+{
+    request_init(r);
+    memset(e, 0, sizeof *e);
+    json_t *root = json_loads(body, 0, NULL);
+    cr_assert_not_null(root, "bad test JSON: %s", body);
+    int rc = forced_read(d, root, true, true, r, e);
+    json_decref(root);
+    return rc;
+}
+
+Test(forced, choices_of_each_dialect)
+{
+    struct request r;
+    struct err e;
+    /* chat: strict tools are enforced, the others get the permissive object */
+    cr_assert_eq(read_choice(DIALECT_CHAT,
+                             "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
+                             "{\"name\":\"a\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":"
+                             "{\"x\":{\"type\":\"string\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"b\","
+                             "\"parameters\":{\"type\":\"object\",\"properties\":{\"y\":{}}}}}]}",
+                             &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.constraint, CONSTRAINT_LARK);
+    cr_assert_str_eq(r.constraint_param, "tool_choice");
+    cr_assert(strstr(r.constraint_src, "start: call_0 | call_1\n"));
+    cr_assert(strstr(r.constraint_src, "args_0: %json{\"type\":\"object\",\"properties\":{\"x\":"));
+    cr_assert(strstr(r.constraint_src, "args_1: %json{\"type\":\"object\"}\n"));
+    cr_assert(!r.reasoning);
+    request_free(&r);
+    /* chat: a named function is the only alternative */
+    cr_assert_eq(read_choice(DIALECT_CHAT,
+                             "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b\"}},\"tools\":"
+                             "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},{\"type\":\"function\","
+                             "\"function\":{\"name\":\"b\"}}]}", &r, &e), 0, "%s", e.msg);
+    cr_assert(strstr(r.constraint_src, "start: call_0\n"));
+    cr_assert(strstr(r.constraint_src, "\\\"b\\\""));
+    cr_assert_null(strstr(r.constraint_src, "\\\"a\\\""));
+    request_free(&r);
+    /* responses: strict on the tool itself; hosted tools are never candidates */
+    cr_assert_eq(read_choice(DIALECT_RESPONSES,
+                             "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"web_search\"},{\"type\":"
+                             "\"function\",\"name\":\"f\",\"strict\":true,\"parameters\":{\"type\":\"object\","
+                             "\"properties\":{\"k\":{\"const\":1}}}}]}", &r, &e), 0, "%s", e.msg);
+    cr_assert(strstr(r.constraint_src, "start: call_0\n"));
+    cr_assert(strstr(r.constraint_src, "\"const\":1"));
+    request_free(&r);
+    cr_assert_eq(read_choice(DIALECT_RESPONSES,
+                             "{\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},\"tools\":[{\"type\":"
+                             "\"function\",\"name\":\"f\"}]}", &r, &e), 0, "%s", e.msg);
+    request_free(&r);
+    /* messages: input_schema always enforced; any and tool */
+    cr_assert_eq(read_choice(DIALECT_MESSAGES,
+                             "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"name\":\"g\",\"input_schema\":"
+                             "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"boolean\"}}}}]}", &r, &e), 0,
+                 "%s", e.msg);
+    cr_assert(strstr(r.constraint_src, "\"q\":{\"type\":\"boolean\"}"));
+    request_free(&r);
+    cr_assert_eq(read_choice(DIALECT_MESSAGES,
+                             "{\"tool_choice\":{\"type\":\"tool\",\"name\":\"g\"},\"tools\":[{\"name\":\"g\"}]}",
+                             &r, &e), 0, "%s", e.msg);
+    request_free(&r);
+    /* not forced: nothing set */
+    const char *free_choices[][2] = {{"0", "{\"tool_choice\":\"auto\"}"}, {"0", "{\"tool_choice\":\"none\"}"},
+                                     {"0", "{}"}, {"2", "{\"tool_choice\":{\"type\":\"auto\"}}"},
+                                     {"2", "{\"tool_choice\":{\"type\":\"none\"}}"}};
+    for (size_t i = 0; i < sizeof free_choices / sizeof free_choices[0]; i++) {
+        enum dialect d = free_choices[i][0][0] == '2' ? DIALECT_MESSAGES : DIALECT_CHAT;
+        cr_assert_eq(read_choice(d, free_choices[i][1], &r, &e), 0);
+        cr_assert_eq(r.constraint, CONSTRAINT_NONE, "%s", free_choices[i][1]);
+        request_free(&r);
+    }
+}
+
+Test(forced, errors_name_tool_choice)
+{
+    struct {
+        enum dialect d;
+        const char *body;
+        int status;
+    } cases[] = {
+        {DIALECT_CHAT, "{\"tool_choice\":\"required\"}", 400},
+        {DIALECT_CHAT, "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", 400},
+        {DIALECT_CHAT, "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"x\"}},\"tools\":"
+                       "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]}", 400},
+        {DIALECT_CHAT, "{\"tool_choice\":{\"type\":\"function\"}}", 400},
+        {DIALECT_CHAT, "{\"tool_choice\":{\"type\":\"allowed_tools\",\"allowed_tools\":{}}}", 400},
+        {DIALECT_RESPONSES, "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"web_search\"}]}", 400},
+        {DIALECT_MESSAGES, "{\"tool_choice\":{\"type\":\"tool\"},\"tools\":[{\"name\":\"g\"}]}", 400},
+        {DIALECT_MESSAGES, "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"type\":\"bash_20250124\","
+                           "\"name\":\"bash\"}]}", 400},
+        {DIALECT_MESSAGES, "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"name\":\"g\",\"input_schema\":3}]}", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct request r;
+        struct err e;
+        cr_assert_eq(read_choice(cases[i].d, cases[i].body, &r, &e), -1, "case %zu accepted", i);
+        cr_assert_str_eq(e.param, "tool_choice", "case %zu: %s", i, e.msg);
+        cr_assert_eq(err_http_status(e.code), cases[i].status, "case %zu: %s", i, e.msg);
+        cr_assert_eq(r.constraint, CONSTRAINT_NONE);
+        request_free(&r);
+    }
+    /* another constraint already set; no grammar support (501); no tool convention */
+    struct request r;
+    struct err e = {0};
+    request_init(&r);
+    r.constraint = CONSTRAINT_REGEX;
+    r.constraint_src = strdup("a");
+    snprintf(r.constraint_param, sizeof r.constraint_param, "regex");
+    json_t *root = json_loads("{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
+                              "{\"name\":\"a\"}}]}", 0, NULL);
+    cr_assert_eq(forced_read(DIALECT_CHAT, root, true, true, &r, &e), -1);
+    cr_assert_str_eq(e.param, "tool_choice");
+    cr_assert(strstr(e.msg, "'regex'"));
+    request_free(&r);
+    request_init(&r);
+    cr_assert_eq(forced_read(DIALECT_CHAT, root, false, true, &r, &e), -1);
+    cr_assert_eq(err_http_status(e.code), 501);
+    request_free(&r);
+    request_init(&r);
+    cr_assert_eq(forced_read(DIALECT_CHAT, root, true, false, &r, &e), -1);
+    cr_assert_eq(err_http_status(e.code), 400);
+    request_free(&r);
+    json_decref(root);
+}
