@@ -1,15 +1,16 @@
 /* lmserve-maskbench — MaskBench conformance runner and mask-time benchmark.
  *
- *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall] [--trace] [--print]
+ *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall] [--trace]
+ * [--print]
  *
  * MODEL (a .gguf file, or a directory with tokenizer.json) supplies the vocabulary. Each FILE is
  * a MaskBench case {"schema": ..., "tests": [{"valid": bool, "data": ...}, ...]}: the schema is
  * compiled (GRAMMAR_JSON_SCHEMA); each instance is serialized compact and 2-space indented
- * (key order preserved, shortest round-trip reals: see dump), tokenized with the model's tokenizer and fed token by token:
- * every token must be in the mask (and consumable), and eos must be allowed at the end. A valid
- * instance rejected anywhere is a validation error; an invalid one accepted to the end is an
- * invalidation error. `--lark FILE` compiles that lark grammar for every file instead of the
- * schema (engine tests without the schema compiler). Prints one JSON line per file, then a
+ * (key order preserved, shortest round-trip reals: see dump), tokenized with the model's tokenizer
+ * and fed token by token: every token must be in the mask (and consumable), and eos must be allowed
+ * at the end. A valid instance rejected anywhere is a validation error; an invalid one accepted to
+ * the end is an invalidation error. `--lark FILE` compiles that lark grammar for every file instead
+ * of the schema (engine tests without the schema compiler). Prints one JSON line per file, then a
  * summary line. Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
  * time unless --wall. */
 #include <jansson.h>
@@ -74,7 +75,8 @@ static double quantile(struct fvec *f, double q)
 static double mean(const struct fvec *f)
 {
     double s = 0;
-    for (size_t i = 0; i < f->n; i++) s += f->v[i];
+    for (size_t i = 0; i < f->n; i++)
+        s += f->v[i];
     return f->n ? s / (double)f->n : 0;
 }
 
@@ -150,7 +152,8 @@ static int dump(struct buf *b, const json_t *v, int indent, int level)
         const char *k;
         json_t *x;
         bool first = true;
-        json_object_foreach((json_t *)v, k, x) {
+        json_object_foreach((json_t *)v, k, x)
+        {
             if (!first) buf_puts(b, ",");
             first = false;
             if (indent) buf_printf(b, "\n%*s", indent * (level + 1), "");
@@ -187,7 +190,8 @@ static int dump(struct buf *b, const json_t *v, int indent, int level)
         if (ep) {
             int ex = atoi(ep + 1);
             int digits = 0;
-            for (char *q = tmp; q < ep; q++) digits += (*q >= '0' && *q <= '9');
+            for (char *q = tmp; q < ep; q++)
+                digits += (*q >= '0' && *q <= '9');
             if (ex >= -4 && ex < 16) {
                 int frac = digits - 1 - ex;
                 snprintf(tmp, sizeof tmp, "%.*f", frac > 0 ? frac : 0, d);
@@ -234,8 +238,8 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         goto out;
     }
     json_t *schema = json_object_get(root, "schema");
-    char *src = schema ? json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)
-                       : NULL;
+    char *src =
+        schema ? json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : NULL;
     if (!src) {
         snprintf(errmsg, sizeof errmsg, "no schema");
         goto out;
@@ -257,7 +261,8 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
     size_t i;
     json_t *tc;
     long done = 0;
-    json_array_foreach(tests, i, tc) {
+    json_array_foreach(tests, i, tc)
+    {
         if (c->max_tests >= 0 && done >= c->max_tests) break;
         done++;
         json_t *data = json_object_get(tc, "data");
@@ -280,13 +285,15 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
                 vt++;
                 if (r == 0) {
                     ve++;
-                    if (!quiet) fprintf(stderr, "%s: valid instance rejected: %.300s\n", base, text);
+                    if (!quiet)
+                        fprintf(stderr, "%s: valid instance rejected: %.300s\n", base, text);
                 }
             } else {
                 it++;
                 if (r == 1) {
                     ie++;
-                    if (!quiet) fprintf(stderr, "%s: invalid instance accepted: %.300s\n", base, text);
+                    if (!quiet)
+                        fprintf(stderr, "%s: invalid instance accepted: %.300s\n", base, text);
                 }
             }
             free(text);
@@ -304,8 +311,10 @@ out:
     printf("{\"file\":");
     json_str(stdout, base);
     printf(",\"compiled\":%s,\"error\":", compiled ? "true" : "false");
-    if (errmsg[0]) json_str(stdout, errmsg);
-    else printf("null");
+    if (errmsg[0])
+        json_str(stdout, errmsg);
+    else
+        printf("null");
     printf(",\"valid_tested\":%ld,\"invalid_tested\":%ld,\"validation_errors\":%ld,"
            "\"invalidation_errors\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p99\":%.2f,"
            "\"mask_us_max\":%.2f,\"compile_us\":%.1f,\"mismatches\":%ld}\n",
@@ -323,7 +332,8 @@ static char *read_file(const char *path)
     struct buf b = {0};
     char tmp[65536];
     size_t n;
-    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+        buf_append(&b, tmp, n);
     fclose(f);
     buf_puts(&b, "");
     return buf_steal(&b);
@@ -341,12 +351,18 @@ int main(int argc, char **argv)
     const char *lark_path = NULL;
     bool quiet = false;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--max-tests") && i + 1 < argc) c.max_tests = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--lark") && i + 1 < argc) lark_path = argv[++i];
-        else if (!strcmp(argv[i], "--quiet")) quiet = true;
-        else if (!strcmp(argv[i], "--wall")) g_clock = CLOCK_MONOTONIC;
-        else if (!strcmp(argv[i], "--trace")) g_trace = true;
-        else if (!strcmp(argv[i], "--print")) g_print = true;
+        if (!strcmp(argv[i], "--max-tests") && i + 1 < argc)
+            c.max_tests = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--lark") && i + 1 < argc)
+            lark_path = argv[++i];
+        else if (!strcmp(argv[i], "--quiet"))
+            quiet = true;
+        else if (!strcmp(argv[i], "--wall"))
+            g_clock = CLOCK_MONOTONIC;
+        else if (!strcmp(argv[i], "--trace"))
+            g_trace = true;
+        else if (!strcmp(argv[i], "--print"))
+            g_print = true;
     }
     char *lark = NULL;
     if (lark_path && !(lark = read_file(lark_path))) {

@@ -9,7 +9,6 @@
 #include "grammar/grammar_int.h"
 #include "grammar/jsonschema.h"
 
-
 /* ------------------------------------------------------------------------------------------ */
 /* Vocabulary index                                                                            */
 
@@ -18,7 +17,7 @@ struct tnode {
     uint32_t end;   /* one past the subtree */
     uint16_t depth; /* root = 0 */
     uint8_t byte;
-    uint8_t dup;    /* more tokens with the same bytes (tok_next chain) */
+    uint8_t dup; /* more tokens with the same bytes (tok_next chain) */
 };
 
 /* The result of walking the whole trie from a lexer state without crossing a lexeme end: the
@@ -40,8 +39,8 @@ struct shared_inner {
 struct grammar_vocab_index {
     int32_t n_tokens, eos;
     bool *is_special;
-    char *blob;     /* all token bytes */
-    uint64_t *off;  /* token i: blob[off[i] .. off[i]+len[i]) */
+    char *blob;    /* all token bytes */
+    uint64_t *off; /* token i: blob[off[i] .. off[i]+len[i]) */
     uint32_t *len;
     /* byte trie of non-special tokens in DFS order; node 0 = root */
     uint8_t *tbyte;
@@ -51,7 +50,7 @@ struct grammar_vocab_index {
     int32_t *tok_next; /* next token with identical bytes, -1 */
     struct tnode *tn;  /* the same trie packed for the hot loop (walk_inner) */
     uint32_t max_depth;
-    int32_t *rep;      /* per node: a token whose bytes start with the node's path */
+    int32_t *rep; /* per node: a token whose bytes start with the node's path */
     /* inner-walk results shared by all grammars on this vocabulary, keyed by the canonical form
      * of a lexer state (see inner_key); append-only, guarded by mu */
     pthread_mutex_t mu;
@@ -116,7 +115,8 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
     vi->n_tokens = n;
     vi->eos = v->eos;
     uint64_t total = 0;
-    for (int32_t i = 0; i < n; i++) total += v->len[i];
+    for (int32_t i = 0; i < n; i++)
+        total += v->len[i];
     vi->is_special = calloc((size_t)n, sizeof *vi->is_special);
     vi->blob = malloc(total + 1);
     vi->off = malloc((size_t)n * sizeof *vi->off);
@@ -143,8 +143,10 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
         vi->is_special[i] = v->is_special ? v->is_special[i] : false;
         vi->tok_next[i] = -1;
         if (v->len[i] > maxlen) maxlen = v->len[i];
-        if (vi->is_special[i]) vi->specials[vi->n_specials++] = i;
-        else if (v->len[i] > 0) order[n_plain++] = i;
+        if (vi->is_special[i])
+            vi->specials[vi->n_specials++] = i;
+        else if (v->len[i] > 0)
+            order[n_plain++] = i;
     }
     sort_vi = vi; /* qsort has no context argument; index building is not concurrent */
     qsort(order, (size_t)n_plain, sizeof *order, cmp_tok_bytes);
@@ -163,12 +165,14 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
         if (prev >= 0) {
             const uint8_t *pb = (const uint8_t *)vi->blob + vi->off[prev];
             uint32_t pl = vi->len[prev];
-            while (lcp < l && lcp < pl && pb[lcp] == b[lcp]) lcp++;
+            while (lcp < l && lcp < pl && pb[lcp] == b[lcp])
+                lcp++;
             if (lcp == l && l == pl) {
                 /* identical bytes: chain */
                 int32_t node = stack[depth];
                 int32_t x = vi->ttok[node];
-                while (vi->tok_next[x] >= 0) x = vi->tok_next[x];
+                while (vi->tok_next[x] >= 0)
+                    x = vi->tok_next[x];
                 vi->tok_next[x] = t;
                 prev = t;
                 continue;
@@ -199,9 +203,12 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
         int32_t sp = 0;
         stack[0] = 0;
         for (int32_t i = 1; i < vi->n_nodes; i++) {
-            while ((uint32_t)i >= vi->tend[stack[sp]]) sp--;
+            while ((uint32_t)i >= vi->tend[stack[sp]])
+                sp--;
             int32_t tk = vi->ttok[i];
-            vi->tn[i] = (struct tnode){.tok = tk, .end = vi->tend[i], .depth = (uint16_t)(sp + 1),
+            vi->tn[i] = (struct tnode){.tok = tk,
+                                       .end = vi->tend[i],
+                                       .depth = (uint16_t)(sp + 1),
                                        .byte = vi->tbyte[i],
                                        .dup = (uint8_t)(tk >= 0 && vi->tok_next[tk] >= 0)};
             if ((uint32_t)(sp + 1) > vi->max_depth) vi->max_depth = (uint32_t)(sp + 1);
@@ -213,8 +220,10 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
     if (!vi->rep) goto nomem;
     vi->rep[0] = -1;
     for (int32_t i = vi->n_nodes - 1; i >= 1; i--) {
-        if (vi->ttok[i] >= 0) vi->rep[i] = vi->ttok[i];
-        else vi->rep[i] = vi->rep[i + 1]; /* first child (an internal node has one) */
+        if (vi->ttok[i] >= 0)
+            vi->rep[i] = vi->ttok[i];
+        else
+            vi->rep[i] = vi->rep[i + 1]; /* first child (an internal node has one) */
     }
     vi->sh_cap = 1024;
     vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
@@ -242,7 +251,10 @@ int32_t grammar_vocab_find_special(const struct grammar_vocab_index *vi, const c
     }
     return -1;
 }
-int32_t grammar_vocab_n_tokens(const struct grammar_vocab_index *vi) { return vi->n_tokens; }
+int32_t grammar_vocab_n_tokens(const struct grammar_vocab_index *vi)
+{
+    return vi->n_tokens;
+}
 bool grammar_vocab_is_special(const struct grammar_vocab_index *vi, int32_t id)
 {
     return id >= 0 && id < vi->n_tokens && vi->is_special[id];
@@ -342,15 +354,17 @@ int grammar_finish(struct grammar *g, struct err *e)
     }
     int rc = 0;
     if (!productive[g->prods[g->start_prod].lhs]) {
-        rc = err_set(e, ERR_INVALID, "the grammar matches no string (its start rule can never "
-                                     "complete)");
+        rc = err_set(e, ERR_INVALID,
+                     "the grammar matches no string (its start rule can never "
+                     "complete)");
         goto out;
     }
     /* index productive productions by lhs (productions using a non-productive symbol can never
      * complete: predicting them would let the lexer allow dead ends) */
     for (int32_t p = 0; p < g->n_prods; p++)
         if (prod_ok[p]) g->nt_first[g->prods[p].lhs + 1]++;
-    for (int32_t i = 0; i < N; i++) g->nt_first[i + 1] += g->nt_first[i];
+    for (int32_t i = 0; i < N; i++)
+        g->nt_first[i + 1] += g->nt_first[i];
     int32_t *fill = calloc((size_t)N, sizeof *fill);
     if (!fill) {
         rc = err_set(e, ERR_NOMEM, "out of memory");
@@ -386,7 +400,7 @@ struct inner_entry {
     const uint32_t *bits; /* dense form (NULL if sparse) */
     const int32_t *list;  /* sparse form */
     int32_t n_list;
-    uint32_t *bound;      /* pairs (node, accepting state before the node's byte) */
+    uint32_t *bound; /* pairs (node, accepting state before the node's byte) */
     uint32_t n_bound;
     struct shared_inner *own; /* payload owned here when it could not be shared */
 };
@@ -398,10 +412,12 @@ static void grammar_destroy(struct grammar *g)
     if (!g) return;
     rx_dfa_deinit(&g->dfa);
     rx_nfa_deinit(&g->nfa);
-    for (int32_t i = 0; i < g->n_terms; i++) free(g->terms[i].name);
+    for (int32_t i = 0; i < g->n_terms; i++)
+        free(g->terms[i].name);
     free(g->terms);
     free(g->ignore_starts);
-    for (int32_t i = 0; i < g->n_nts; i++) free(g->nt_names[i]);
+    for (int32_t i = 0; i < g->n_nts; i++)
+        free(g->nt_names[i]);
     free(g->nt_names);
     free(g->prods);
     free(g->flat);
@@ -423,7 +439,8 @@ static void grammar_destroy(struct grammar *g)
     }
     free(g->inner);
     free(g->nfa_term);
-    for (uint32_t i = 0; i < g->ls_cap; i++) free(g->ls_tab[i].terms);
+    for (uint32_t i = 0; i < g->ls_cap; i++)
+        free(g->ls_tab[i].terms);
     free(g->ls_tab);
     pthread_mutex_destroy(&g->mu);
     free(g);
@@ -470,7 +487,8 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
     const char *text = src;
     size_t tlen = len;
     switch (kind) {
-    case GRAMMAR_LARK: break;
+    case GRAMMAR_LARK:
+        break;
     case GRAMMAR_JSON_SCHEMA:
         if (jsonschema_to_lark(src, len, "", &lark, e)) {
             buf_free(&lark);
@@ -518,7 +536,8 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
     }
     for (int32_t t = 0; t < g->n_terms; t++)
         if (g->terms[t].nfa_start >= 0)
-            for (int32_t k = g->terms[t].nfa_lo; k < g->terms[t].nfa_hi; k++) g->nfa_term[k] = t;
+            for (int32_t k = g->terms[t].nfa_lo; k < g->terms[t].nfa_hi; k++)
+                g->nfa_term[k] = t;
     g->ls_cap = 64;
     g->ls_tab = calloc(g->ls_cap, sizeof *g->ls_tab);
     if (!g->ls_tab) {
@@ -559,9 +578,9 @@ struct matcher {
     uint32_t n_items, cap_items;
     struct row *rows;
     uint32_t n_rows, cap_rows;
-    uint32_t cur;   /* DFA state in the current lexeme */
-    bool empty;     /* no byte of the current lexeme consumed yet */
-    bool ended;     /* eos consumed */
+    uint32_t cur; /* DFA state in the current lexeme */
+    bool empty;   /* no byte of the current lexeme consumed yet */
+    bool ended;   /* eos consumed */
     bool oom;
     struct hist *hist;
     uint32_t n_hist, cap_hist;
@@ -572,7 +591,9 @@ struct matcher {
     uint32_t gen;
     int32_t *tbuf;
     /* per-mask memo: (row, dfa state) -> row */
-    struct { uint32_t row, state, result, gen; } memo[MEMO_SIZE];
+    struct {
+        uint32_t row, state, result, gen;
+    } memo[MEMO_SIZE];
     uint32_t memo_gen;
     uint32_t *mask; /* output being built */
 };
@@ -632,7 +653,8 @@ static int add_item(struct matcher *m, uint32_t row_start, uint32_t pos, uint32_
         for (uint32_t i = row_start; i < m->n_items; i++) {
             uint64_t k = item_key(m->items[i].pos, m->items[i].origin);
             uint32_t j = hash_key(k) & (nc - 1);
-            while (nd[j]) j = (j + 1) & (nc - 1);
+            while (nd[j])
+                j = (j + 1) & (nc - 1);
             nd[j] = k;
         }
     }
@@ -649,7 +671,8 @@ static int add_item(struct matcher *m, uint32_t row_start, uint32_t pos, uint32_
 static uint64_t hash_terms(const int32_t *t, int32_t n)
 {
     uint64_t h = 1469598103934665603ull;
-    for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)t[i]) * 1099511628211ull;
+    for (int32_t i = 0; i < n; i++)
+        h = (h ^ (uint32_t)t[i]) * 1099511628211ull;
     return h | 1;
 }
 
@@ -686,9 +709,11 @@ static uint32_t lex_start(struct matcher *m, const int32_t *terms, int32_t n)
         return RX_DEAD;
     }
     int32_t ns = 0;
-    for (int32_t i = 0; i < n; i++) starts[ns++] = g->terms[terms[i]].nfa_start;
+    for (int32_t i = 0; i < n; i++)
+        starts[ns++] = g->terms[terms[i]].nfa_start;
     if (n > 0) /* ignored lexemes only between expected lexemes */
-        for (int32_t i = 0; i < g->n_ignore; i++) starts[ns++] = g->ignore_starts[i];
+        for (int32_t i = 0; i < g->n_ignore; i++)
+            starts[ns++] = g->ignore_starts[i];
     uint32_t st = rx_dfa_start(&g->dfa, starts, ns);
     free(starts);
     memcpy(copy, terms, (size_t)n * sizeof *terms);
@@ -702,14 +727,16 @@ static uint32_t lex_start(struct matcher *m, const int32_t *terms, int32_t n)
         for (uint32_t i = 0; i < g->ls_cap; i++) {
             if (!g->ls_tab[i].hash) continue;
             uint32_t k = (uint32_t)g->ls_tab[i].hash & (nc - 1);
-            while (nt[k].hash) k = (k + 1) & (nc - 1);
+            while (nt[k].hash)
+                k = (k + 1) & (nc - 1);
             nt[k] = g->ls_tab[i];
         }
         free(g->ls_tab);
         g->ls_tab = nt;
         g->ls_cap = nc;
         j = (uint32_t)h & (nc - 1);
-        while (g->ls_tab[j].hash) j = (j + 1) & (nc - 1);
+        while (g->ls_tab[j].hash)
+            j = (j + 1) & (nc - 1);
     }
     g->ls_tab[j] = (struct lexstart_entry){.hash = h, .terms = copy, .n = n, .state = st};
     g->ls_n++;
@@ -752,8 +779,7 @@ static int32_t close_row(struct matcher *m, uint32_t start)
             int32_t want = SYM_NT | A;
             for (uint32_t x = o->start; x < o->start + o->n; x++) {
                 struct item oi = m->items[x];
-                if (g->flat[oi.pos] == want && add_item(m, start, oi.pos + 1, oi.origin))
-                    return -1;
+                if (g->flat[oi.pos] == want && add_item(m, start, oi.pos + 1, oi.origin)) return -1;
             }
         } else if (sym & SYM_NT) {
             int32_t B = sym & SYM_IDX;
@@ -786,16 +812,18 @@ static int32_t close_row(struct matcher *m, uint32_t start)
     for (uint32_t k = start; k < m->n_items; k++) {
         uint64_t key = item_key(m->items[k].pos, m->items[k].origin);
         uint32_t j = hash_key(key) & (m->dedup_cap - 1);
-        while (m->dedup[j] && m->dedup[j] != key) j = (j + 1) & (m->dedup_cap - 1);
+        while (m->dedup[j] && m->dedup[j] != key)
+            j = (j + 1) & (m->dedup_cap - 1);
         m->dedup[j] = 0;
         /* later keys of the same probe chain may now be unreachable: clear them too */
-        for (uint32_t q = (j + 1) & (m->dedup_cap - 1); m->dedup[q]; q = (q + 1) & (m->dedup_cap - 1))
+        for (uint32_t q = (j + 1) & (m->dedup_cap - 1); m->dedup[q];
+             q = (q + 1) & (m->dedup_cap - 1))
             m->dedup[q] = 0;
     }
     qsort(m->tbuf, (size_t)nt, sizeof *m->tbuf, cmp_i32);
     uint32_t lex = lex_start(m, m->tbuf, nt);
-    m->rows[ri] = (struct row){.start = start, .n = m->n_items - start, .lex = lex,
-                               .accept = accept};
+    m->rows[ri] =
+        (struct row){.start = start, .n = m->n_items - start, .lex = lex, .accept = accept};
     m->n_rows++;
     return (int32_t)ri;
 }
@@ -921,8 +949,7 @@ void matcher_free(struct matcher *m)
 /* Lexing bytes                                                                                 */
 
 /* One byte from (row *r, state *s, *empty). Returns false if the byte is not allowed. */
-static bool advance(struct matcher *m, uint32_t *r, uint32_t *s, bool *empty, uint8_t b,
-                    bool memo)
+static bool advance(struct matcher *m, uint32_t *r, uint32_t *s, bool *empty, uint8_t b, bool memo)
 {
     struct rx_dfa *d = &m->g->dfa;
     uint32_t t = rx_dfa_next(d, *s, b);
@@ -951,7 +978,10 @@ static int32_t end_lexeme(struct matcher *m, uint32_t r, uint32_t s, bool empty,
     return memo ? scan_memo(m, r, s) : scan(m, r, s);
 }
 
-static inline void set_bit(uint32_t *mask, int32_t t) { mask[t >> 5] |= 1u << (t & 31); }
+static inline void set_bit(uint32_t *mask, int32_t t)
+{
+    mask[t >> 5] |= 1u << (t & 31);
+}
 
 static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool empty)
 {
@@ -969,7 +999,8 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
             s2 = s;
             if (!advance(m, &r2, &s2, &e2, b, true)) continue;
         }
-        for (int32_t tok = vi->ttok[c]; tok >= 0; tok = vi->tok_next[tok]) set_bit(m->mask, tok);
+        for (int32_t tok = vi->ttok[c]; tok >= 0; tok = vi->tok_next[tok])
+            set_bit(m->mask, tok);
         if (vi->tend[c] > c + 1) walk(m, c, r2, s2, false);
     }
 }
@@ -1082,8 +1113,10 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
             if (li >= 0) {
                 const struct rx_loop *L = &g->nfa.loops[li];
                 int64_t c = c1;
-                if (c + D < L->min) cc = 0xfffffff0u;
-                else if (c >= L->min && (L->max < 0 || c + D < L->max)) cc = 0xfffffff1u;
+                if (c + D < L->min)
+                    cc = 0xfffffff0u;
+                else if (c >= L->min && (L->max < 0 || c + D < L->max))
+                    cc = 0xfffffff1u;
             }
         }
         k[i] = (struct kent){t->hash[0], t->hash[1], (uint32_t)(st - t->nfa_lo), cc};
@@ -1092,7 +1125,8 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
     key[n * sizeof(struct kent)] = rx_dfa_accepting(&g->dfa, s) ? 1 : 0;
     *len = n * sizeof(struct kent) + 1;
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < *len; i++) h = (h ^ key[i]) * 1099511628211ull;
+    for (size_t i = 0; i < *len; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
     *hash = h | 1;
     return key;
 }
@@ -1126,7 +1160,8 @@ static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, s
         for (uint32_t i = 0; i < vi->sh_cap; i++) {
             if (!vi->sh[i]) continue;
             uint32_t j = (uint32_t)vi->sh[i]->hash & (nc - 1);
-            while (n[j]) j = (j + 1) & (nc - 1);
+            while (n[j])
+                j = (j + 1) & (nc - 1);
             n[j] = vi->sh[i];
         }
         free(vi->sh);
@@ -1134,7 +1169,8 @@ static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, s
         vi->sh_cap = nc;
     }
     uint32_t j = (uint32_t)x->hash & (vi->sh_cap - 1);
-    while (vi->sh[j]) j = (j + 1) & (vi->sh_cap - 1);
+    while (vi->sh[j])
+        j = (j + 1) & (vi->sh_cap - 1);
     vi->sh[j] = x;
     vi->sh_n++;
     vi->sh_bytes += bytes;
@@ -1224,7 +1260,8 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
         struct inner_entry *pe = inner_get(m, parts[p]);
         if (!pe) goto fail2;
         if (pe->bits)
-            for (size_t w = 0; w < words; w++) bits[w] |= pe->bits[w];
+            for (size_t w = 0; w < words; w++)
+                bits[w] |= pe->bits[w];
         else
             for (int32_t i = 0; i < pe->n_list; i++)
                 bits[pe->list[i] >> 5] |= 1u << (pe->list[i] & 31);
@@ -1234,7 +1271,8 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
             if (!nc) goto fail2;
             cand = nc;
         }
-        for (uint32_t i = 0; i < pe->n_bound; i++) cand[n_cand++] = pe->bound[2 * i];
+        for (uint32_t i = 0; i < pe->n_bound; i++)
+            cand[n_cand++] = pe->bound[2 * i];
     }
     if (rx_dfa_accepting(d, s)) { /* lexeme ends right at the root */
         for (uint32_t c = 1; c < vi->tn[0].end; c = vi->tn[c].end) {
@@ -1268,7 +1306,8 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
     }
     free(cand);
     int32_t count = 0;
-    for (size_t w = 0; w < words; w++) count += __builtin_popcount(bits[w]);
+    for (size_t w = 0; w < words; w++)
+        count += __builtin_popcount(bits[w]);
     size_t bytes = sizeof *x + klen + x->n_nodes * 4;
     if ((size_t)count < words) {
         x->list = malloc(((size_t)count + 1) * sizeof *x->list);
@@ -1318,7 +1357,8 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     if (g->inner_bytes > INNER_CACHE_MAX_BYTES) return NULL;
     if ((int32_t)s >= g->inner_cap) {
         int32_t nc = g->inner_cap ? g->inner_cap : 64;
-        while (nc <= (int32_t)s) nc *= 2;
+        while (nc <= (int32_t)s)
+            nc *= 2;
         struct inner_entry **n = realloc(g->inner, (size_t)nc * sizeof *n);
         if (!n) return NULL;
         memset(n + g->inner_cap, 0, (size_t)(nc - g->inner_cap) * sizeof *n);
@@ -1354,7 +1394,8 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         if (!x || !ib.bits) goto fail;
         walk_inner(m, &ib, s);
         if (ib.oom) goto fail;
-        for (size_t w = 0; w < words; w++) ib.count += __builtin_popcount(ib.bits[w]);
+        for (size_t w = 0; w < words; w++)
+            ib.count += __builtin_popcount(ib.bits[w]);
         size_t bytes = sizeof *x + klen + ib.n_bound / 2 * 4;
         if ((size_t)ib.count < words) {
             x->list = malloc(((size_t)ib.count + 1) * sizeof *x->list);
@@ -1373,7 +1414,8 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         x->n_nodes = ib.n_bound / 2;
         x->nodes = malloc(((size_t)x->n_nodes + 1) * sizeof *x->nodes);
         if (!x->nodes) goto fail;
-        for (uint32_t i = 0; i < x->n_nodes; i++) x->nodes[i] = ib.bound[2 * i];
+        for (uint32_t i = 0; i < x->n_nodes; i++)
+            x->nodes[i] = ib.bound[2 * i];
         x->hash = h;
         x->key = key;
         x->key_len = klen;
@@ -1416,7 +1458,8 @@ static void mask_from(struct matcher *m, uint32_t r, uint32_t s, bool empty)
         size_t words = ((size_t)vi->n_tokens + 31) / 32;
         memcpy(m->mask, x->bits, words * sizeof *x->bits);
     } else {
-        for (int32_t i = 0; i < x->n_list; i++) set_bit(m->mask, x->list[i]);
+        for (int32_t i = 0; i < x->n_list; i++)
+            set_bit(m->mask, x->list[i]);
     }
     for (uint32_t i = 0; i < x->n_bound; i++) {
         uint32_t c = x->bound[2 * i], sa = x->bound[2 * i + 1];
@@ -1425,7 +1468,8 @@ static void mask_from(struct matcher *m, uint32_t r, uint32_t s, bool empty)
         uint8_t b = vi->tbyte[c];
         uint32_t t = rx_dfa_next(d, m->rows[r2].lex, b);
         if (t == RX_DEAD) continue;
-        for (int32_t tok = vi->ttok[c]; tok >= 0; tok = vi->tok_next[tok]) set_bit(m->mask, tok);
+        for (int32_t tok = vi->ttok[c]; tok >= 0; tok = vi->tok_next[tok])
+            set_bit(m->mask, tok);
         if (vi->tend[c] > c + 1) walk(m, c, (uint32_t)r2, t, false);
     }
 }
@@ -1510,7 +1554,8 @@ int matcher_consume(struct matcher *m, int32_t token)
         truncate_to(m, nr, ni);
         ended = true;
     } else if (vi->is_special[token]) {
-        if (r2 < 0) ok = false;
+        if (r2 < 0)
+            ok = false;
         else {
             r = (uint32_t)r2;
             s = m->rows[r2].lex;
@@ -1520,11 +1565,13 @@ int matcher_consume(struct matcher *m, int32_t token)
         const uint8_t *b = (const uint8_t *)vi->blob + vi->off[token];
         uint32_t len = vi->len[token];
         ok = len > 0;
-        for (uint32_t i = 0; i < len && ok; i++) ok = advance(m, &r, &s, &empty, b[i], false);
+        for (uint32_t i = 0; i < len && ok; i++)
+            ok = advance(m, &r, &s, &empty, b[i], false);
         if (ok && !empty && rx_dfa_final(&g->dfa, s)) {
             /* nothing can extend this lexeme: scan it now */
             int32_t r2 = scan(m, r, s);
-            if (r2 < 0) ok = false;
+            if (r2 < 0)
+                ok = false;
             else {
                 r = (uint32_t)r2;
                 s = m->rows[r2].lex;
@@ -1657,8 +1704,8 @@ void grammar_cache_free(struct grammar_cache *c)
     free(c);
 }
 
-struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kind,
-                                  const char *src, size_t len, struct err *e)
+struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kind, const char *src,
+                                  size_t len, struct err *e)
 {
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n; i++) {
@@ -1704,5 +1751,11 @@ size_t grammar_cache_size(struct grammar_cache *c)
 /* ------------------------------------------------------------------------------------------ */
 /* Introspection (tests, tools)                                                                */
 
-int32_t grammar_n_terminals(const struct grammar *g) { return g->n_terms; }
-int32_t grammar_n_productions(const struct grammar *g) { return g->n_prods; }
+int32_t grammar_n_terminals(const struct grammar *g)
+{
+    return g->n_terms;
+}
+int32_t grammar_n_productions(const struct grammar *g)
+{
+    return g->n_prods;
+}

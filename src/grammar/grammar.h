@@ -12,14 +12,19 @@
 
 #include "base/err.h"
 
-enum grammar_kind { GRAMMAR_LARK, GRAMMAR_JSON_SCHEMA, GRAMMAR_JSON_OBJECT, GRAMMAR_REGEX,
-                    GRAMMAR_KIND_COUNT };
+enum grammar_kind {
+    GRAMMAR_LARK,
+    GRAMMAR_JSON_SCHEMA,
+    GRAMMAR_JSON_OBJECT,
+    GRAMMAR_REGEX,
+    GRAMMAR_KIND_COUNT
+};
 
 /* The vocabulary as the grammar sees it: bytes of each token; special tokens are matched only by
  * explicit special-token terminals (<|im_end|>, <[151657]>). eos = the token that ends the turn. */
 struct grammar_vocab {
     int32_t n_tokens;
-    const char *const *bytes;  /* bytes[i], len[i] */
+    const char *const *bytes; /* bytes[i], len[i] */
     const uint32_t *len;
     const bool *is_special;
     int32_t eos;
@@ -48,8 +53,8 @@ int32_t grammar_n_productions(const struct grammar *g);
 struct grammar_cache;
 struct grammar_cache *grammar_cache_new(const struct grammar_vocab_index *vi, size_t capacity);
 void grammar_cache_free(struct grammar_cache *c);
-struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kind,
-                                  const char *src, size_t len, struct err *e);
+struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kind, const char *src,
+                                  size_t len, struct err *e);
 size_t grammar_cache_size(struct grammar_cache *c);
 
 /* A matcher is the per-request state (one thread at a time). It holds a grammar reference. */
@@ -60,8 +65,8 @@ void matcher_free(struct matcher *m);
 void matcher_mask(struct matcher *m, uint32_t *bitset_out);
 /* 0 if token is allowed and consumed; -1 (state unchanged) otherwise. */
 int matcher_consume(struct matcher *m, int32_t token);
-bool matcher_accepting(const struct matcher *m);  /* the grammar accepts here (eos allowed) */
-bool matcher_done(const struct matcher *m);       /* nothing but eos can follow */
+bool matcher_accepting(const struct matcher *m); /* the grammar accepts here (eos allowed) */
+bool matcher_done(const struct matcher *m);      /* nothing but eos can follow */
 /* Undoes the last n consumed tokens (eos included); the state is exactly what it was. 0, or -1
  * if fewer than n tokens were consumed. */
 int matcher_rollback(struct matcher *m, int n_tokens);

@@ -9,7 +9,6 @@
 #include "grammar/grammar_int.h"
 #include "grammar/jsonschema.h"
 
-
 #define LARK_MAX_DEPTH 100
 #define LARK_MAX_EXPAND 20000 /* symbols produced by one {m,n} / ~ m..n */
 
@@ -17,9 +16,30 @@
 /* Lexer                                                                                       */
 
 enum ltok {
-    LT_EOF, LT_NL, LT_RULE, LT_TOKEN, LT_STRING, LT_REGEX, LT_SPECIAL, LT_NUMBER, LT_DIRECTIVE,
-    LT_COLON, LT_VBAR, LT_LPAR, LT_RPAR, LT_LBRACK, LT_RBRACK, LT_LBRACE, LT_RBRACE, LT_COMMA,
-    LT_DOT, LT_DOTDOT, LT_ARROW, LT_TILDE, LT_OP, LT_JSON
+    LT_EOF,
+    LT_NL,
+    LT_RULE,
+    LT_TOKEN,
+    LT_STRING,
+    LT_REGEX,
+    LT_SPECIAL,
+    LT_NUMBER,
+    LT_DIRECTIVE,
+    LT_COLON,
+    LT_VBAR,
+    LT_LPAR,
+    LT_RPAR,
+    LT_LBRACK,
+    LT_RBRACK,
+    LT_LBRACE,
+    LT_RBRACE,
+    LT_COMMA,
+    LT_DOT,
+    LT_DOTDOT,
+    LT_ARROW,
+    LT_TILDE,
+    LT_OP,
+    LT_JSON
 };
 
 struct ltoken {
@@ -52,11 +72,11 @@ enum lname_kind { LN_RULE, LN_TOKEN };
 struct lname {
     enum lname_kind kind;
     char *name;
-    int32_t def_tok;  /* token index of the definition's ':' + 1 (-1: imported regex) */
-    int32_t nt;       /* LN_RULE: nonterminal id */
-    int32_t term;     /* LN_TOKEN: terminal id once compiled, else -1 */
-    int32_t ast;      /* LN_TOKEN: regex AST root once built */
-    int state;        /* LN_TOKEN: 0 not built, 1 building, 2 built */
+    int32_t def_tok; /* token index of the definition's ':' + 1 (-1: imported regex) */
+    int32_t nt;      /* LN_RULE: nonterminal id */
+    int32_t term;    /* LN_TOKEN: terminal id once compiled, else -1 */
+    int32_t ast;     /* LN_TOKEN: regex AST root once built */
+    int state;       /* LN_TOKEN: 0 not built, 1 building, 2 built */
     const char *import_rx;
 };
 
@@ -92,14 +112,24 @@ static int put_utf8(struct buf *b, uint32_t cp)
 {
     char o[4];
     int n;
-    if (cp < 0x80) { o[0] = (char)cp; n = 1; }
-    else if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 63)); n = 2; }
-    else if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 63));
-        o[2] = (char)(0x80 | (cp & 63)); n = 3;
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 63));
+        n = 2;
+    } else if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 63));
+        o[2] = (char)(0x80 | (cp & 63));
+        n = 3;
     } else {
-        o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 63));
-        o[2] = (char)(0x80 | ((cp >> 6) & 63)); o[3] = (char)(0x80 | (cp & 63)); n = 4;
+        o[0] = (char)(0xF0 | (cp >> 18));
+        o[1] = (char)(0x80 | ((cp >> 12) & 63));
+        o[2] = (char)(0x80 | ((cp >> 6) & 63));
+        o[3] = (char)(0x80 | (cp & 63));
+        n = 4;
     }
     return buf_append(b, o, (size_t)n);
 }
@@ -122,21 +152,43 @@ static int lex_string(struct lark *L, size_t *i, int line, struct ltoken *t)
             uint32_t cp = 0;
             int hex = 0;
             switch (d) {
-            case 'n': buf_append(&b, "\n", 1); continue;
-            case 't': buf_append(&b, "\t", 1); continue;
-            case 'r': buf_append(&b, "\r", 1); continue;
-            case 'f': buf_append(&b, "\f", 1); continue;
-            case 'b': buf_append(&b, "\b", 1); continue;
-            case '0': buf_append(&b, "", 1); continue;
-            case 'x': hex = 2; break;
-            case 'u': hex = 4; break;
-            case 'U': hex = 8; break;
-            default: buf_append(&b, &d, 1); continue;
+            case 'n':
+                buf_append(&b, "\n", 1);
+                continue;
+            case 't':
+                buf_append(&b, "\t", 1);
+                continue;
+            case 'r':
+                buf_append(&b, "\r", 1);
+                continue;
+            case 'f':
+                buf_append(&b, "\f", 1);
+                continue;
+            case 'b':
+                buf_append(&b, "\b", 1);
+                continue;
+            case '0':
+                buf_append(&b, "", 1);
+                continue;
+            case 'x':
+                hex = 2;
+                break;
+            case 'u':
+                hex = 4;
+                break;
+            case 'U':
+                hex = 8;
+                break;
+            default:
+                buf_append(&b, &d, 1);
+                continue;
             }
             for (int k = 0; k < hex; k++, j++) {
                 char h = j < L->len ? s[j] : 0;
-                int v = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                      : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+                int v = (h >= '0' && h <= '9')   ? h - '0'
+                        : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                 : -1;
                 if (v < 0) {
                     buf_free(&b);
                     return lerr(L, line, "%s", "bad escape in string literal");
@@ -175,7 +227,8 @@ static int lex_json(struct lark *L, size_t *i, int line, struct ltoken *t)
 {
     const char *s = L->src;
     size_t j = *i;
-    while (j < L->len && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r')) j++;
+    while (j < L->len && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r'))
+        j++;
     if (j >= L->len || s[j] != '{')
         return lerr(L, line, "%s", "%json must be followed by an inline schema {...}");
     size_t start = j;
@@ -184,12 +237,16 @@ static int lex_json(struct lark *L, size_t *i, int line, struct ltoken *t)
     for (; j < L->len; j++) {
         char c = s[j];
         if (in_str) {
-            if (c == '\\') j++;
-            else if (c == '"') in_str = false;
+            if (c == '\\')
+                j++;
+            else if (c == '"')
+                in_str = false;
             continue;
         }
-        if (c == '"') in_str = true;
-        else if (c == '{' || c == '[') depth++;
+        if (c == '"')
+            in_str = true;
+        else if (c == '{' || c == '[')
+            depth++;
         else if (c == '}' || c == ']') {
             if (--depth == 0) break;
         }
@@ -212,7 +269,10 @@ static int lex_all(struct lark *L)
     while (i < L->len) {
         char c = s[i];
         struct ltoken t = {.line = line, .off = i, .len = 1};
-        if (c == ' ' || c == '\t' || c == '\r') { i++; continue; }
+        if (c == ' ' || c == '\t' || c == '\r') {
+            i++;
+            continue;
+        }
         if (c == '\n') {
             t.kind = LT_NL;
             line++;
@@ -221,7 +281,8 @@ static int lex_all(struct lark *L)
             continue;
         }
         if ((c == '/' && i + 1 < L->len && s[i + 1] == '/') || c == '#') {
-            while (i < L->len && s[i] != '\n') i++;
+            while (i < L->len && s[i] != '\n')
+                i++;
             continue;
         }
         if (c == '"') {
@@ -261,14 +322,17 @@ static int lex_all(struct lark *L)
             i = j;
         } else if (c == '<' && i + 1 < L->len && s[i + 1] != ' ' && s[i + 1] != '\n') {
             size_t j = i + 1;
-            while (j < L->len && s[j] != '>' && s[j] != '\n' && s[j] != ' ') j++;
-            if (j >= L->len || s[j] != '>') return lerr(L, line, "%s", "unterminated <special token>");
+            while (j < L->len && s[j] != '>' && s[j] != '\n' && s[j] != ' ')
+                j++;
+            if (j >= L->len || s[j] != '>')
+                return lerr(L, line, "%s", "unterminated <special token>");
             t.kind = LT_SPECIAL;
             t.len = j + 1 - i;
             i = j + 1;
         } else if (c == '%') {
             size_t j = i + 1;
-            while (j < L->len && is_name_char(s[j])) j++;
+            while (j < L->len && is_name_char(s[j]))
+                j++;
             t.kind = LT_DIRECTIVE;
             t.off = i + 1;
             t.len = j - i - 1;
@@ -279,32 +343,60 @@ static int lex_all(struct lark *L)
             }
         } else if (is_name_char(c) && !(c >= '0' && c <= '9')) {
             size_t j = i;
-            while (j < L->len && is_name_char(s[j])) j++;
+            while (j < L->len && is_name_char(s[j]))
+                j++;
             size_t k = i;
-            while (k < j && s[k] == '_') k++;
+            while (k < j && s[k] == '_')
+                k++;
             t.kind = (k < j && s[k] >= 'A' && s[k] <= 'Z') ? LT_TOKEN : LT_RULE;
             t.len = j - i;
             i = j;
         } else if (c >= '0' && c <= '9') {
             size_t j = i;
-            while (j < L->len && s[j] >= '0' && s[j] <= '9') j++;
+            while (j < L->len && s[j] >= '0' && s[j] <= '9')
+                j++;
             t.kind = LT_NUMBER;
             t.len = j - i;
             i = j;
         } else {
             i++;
             switch (c) {
-            case ':': t.kind = LT_COLON; break;
-            case '|': t.kind = LT_VBAR; break;
-            case '(': t.kind = LT_LPAR; break;
-            case ')': t.kind = LT_RPAR; break;
-            case '[': t.kind = LT_LBRACK; break;
-            case ']': t.kind = LT_RBRACK; break;
-            case '{': t.kind = LT_LBRACE; break;
-            case '}': t.kind = LT_RBRACE; break;
-            case ',': t.kind = LT_COMMA; break;
-            case '~': t.kind = LT_TILDE; break;
-            case '*': case '+': case '?': case '!': t.kind = LT_OP; break;
+            case ':':
+                t.kind = LT_COLON;
+                break;
+            case '|':
+                t.kind = LT_VBAR;
+                break;
+            case '(':
+                t.kind = LT_LPAR;
+                break;
+            case ')':
+                t.kind = LT_RPAR;
+                break;
+            case '[':
+                t.kind = LT_LBRACK;
+                break;
+            case ']':
+                t.kind = LT_RBRACK;
+                break;
+            case '{':
+                t.kind = LT_LBRACE;
+                break;
+            case '}':
+                t.kind = LT_RBRACE;
+                break;
+            case ',':
+                t.kind = LT_COMMA;
+                break;
+            case '~':
+                t.kind = LT_TILDE;
+                break;
+            case '*':
+            case '+':
+            case '?':
+            case '!':
+                t.kind = LT_OP;
+                break;
             case '.':
                 if (i < L->len && s[i] == '.') {
                     i++;
@@ -340,9 +432,9 @@ static int lex_all(struct lark *L)
 enum ekind { E_SEQ, E_ALT, E_REP, E_STR, E_RANGE, E_REGEX, E_RULE, E_TOKEN, E_SPECIAL, E_JSON };
 struct expr {
     enum ekind kind;
-    int32_t tok;          /* source token (names, strings, regexes) */
-    int32_t tok2;         /* E_RANGE: second string */
-    int32_t min, max;     /* E_REP */
+    int32_t tok;      /* source token (names, strings, regexes) */
+    int32_t tok2;     /* E_RANGE: second string */
+    int32_t min, max; /* E_REP */
     struct expr **kids;
     int32_t n, cap;
     int line;
@@ -351,7 +443,8 @@ struct expr {
 static void expr_free(struct expr *x)
 {
     if (!x) return;
-    for (int32_t i = 0; i < x->n; i++) expr_free(x->kids[i]);
+    for (int32_t i = 0; i < x->n; i++)
+        expr_free(x->kids[i]);
     free(x->kids);
     free(x);
 }
@@ -380,12 +473,16 @@ static int expr_add(struct expr *x, struct expr *k)
     return 0;
 }
 
-static struct ltoken *cur(struct lark *L) { return &L->t[L->pos]; }
+static struct ltoken *cur(struct lark *L)
+{
+    return &L->t[L->pos];
+}
 
 static void skip_nl_in_parens(struct lark *L)
 {
     if (L->depth > 0)
-        while (cur(L)->kind == LT_NL) L->pos++;
+        while (cur(L)->kind == LT_NL)
+            L->pos++;
 }
 
 static struct expr *parse_expansions(struct lark *L);
@@ -453,11 +550,31 @@ static struct expr *parse_atom(struct lark *L)
         if (x) x->tok = L->pos;
         L->pos++;
         break;
-    case LT_REGEX: x = expr_new(E_REGEX, t->line); if (x) x->tok = L->pos; L->pos++; break;
-    case LT_RULE: x = expr_new(E_RULE, t->line); if (x) x->tok = L->pos; L->pos++; break;
-    case LT_TOKEN: x = expr_new(E_TOKEN, t->line); if (x) x->tok = L->pos; L->pos++; break;
-    case LT_SPECIAL: x = expr_new(E_SPECIAL, t->line); if (x) x->tok = L->pos; L->pos++; break;
-    case LT_JSON: x = expr_new(E_JSON, t->line); if (x) x->tok = L->pos; L->pos++; break;
+    case LT_REGEX:
+        x = expr_new(E_REGEX, t->line);
+        if (x) x->tok = L->pos;
+        L->pos++;
+        break;
+    case LT_RULE:
+        x = expr_new(E_RULE, t->line);
+        if (x) x->tok = L->pos;
+        L->pos++;
+        break;
+    case LT_TOKEN:
+        x = expr_new(E_TOKEN, t->line);
+        if (x) x->tok = L->pos;
+        L->pos++;
+        break;
+    case LT_SPECIAL:
+        x = expr_new(E_SPECIAL, t->line);
+        if (x) x->tok = L->pos;
+        L->pos++;
+        break;
+    case LT_JSON:
+        x = expr_new(E_JSON, t->line);
+        if (x) x->tok = L->pos;
+        L->pos++;
+        break;
     case LT_DIRECTIVE: {
         char nm[64];
         snprintf(nm, sizeof nm, "%%%.*s", (int)(t->len > 60 ? 60 : t->len), L->src + t->off);
@@ -595,7 +712,8 @@ static struct expr *parse_expansions(struct lark *L)
         }
         /* continuation lines start with '|' */
         int32_t p = L->pos;
-        while (L->t[p].kind == LT_NL) p++;
+        while (L->t[p].kind == LT_NL)
+            p++;
         if (L->t[p].kind != LT_VBAR) break;
         L->pos = p + 1;
     }
@@ -633,7 +751,9 @@ static struct lname *add_name(struct lark *L, enum lname_kind k, const char *s, 
 }
 
 /* %import common.X — the subset of lark's common.lark used in practice. */
-static const struct { const char *name, *rx; } common_terms[] = {
+static const struct {
+    const char *name, *rx;
+} common_terms[] = {
     {"DIGIT", "[0-9]"},
     {"HEXDIGIT", "[a-fA-F0-9]"},
     {"INT", "[0-9]+"},
@@ -787,7 +907,8 @@ static int32_t term_ast(struct lark *L, const struct expr *x)
     }
     case E_SPECIAL:
         return lerr(L, x->line, "%s", "special tokens cannot be part of a terminal");
-    case E_JSON: return lerr(L, x->line, "%s", "%json cannot be part of a terminal");
+    case E_JSON:
+        return lerr(L, x->line, "%s", "%json cannot be part of a terminal");
     }
     if (r < 0 && L->e && L->e->code == ERR_OK) err_set(L->e, ERR_NOMEM, "out of memory");
     return r;
@@ -975,7 +1096,8 @@ static int32_t lower_single(struct lark *L, const struct expr *x, const char *ct
         int32_t nt = helper_nt(L, ctx);
         if (nt < 0) return -1;
         int rc = 0;
-        for (int32_t i = 0; i < min && !rc; i++) rc = sb_push(&b, s);
+        for (int32_t i = 0; i < min && !rc; i++)
+            rc = sb_push(&b, s);
         if (rc) goto nomem;
         if (max < 0) {
             /* star: S -> S s | ε (left recursive: no stack growth in Earley) */
@@ -1064,8 +1186,10 @@ static int32_t lower_single(struct lark *L, const struct expr *x, const char *ct
         }
         return SYM_NT | nm->nt;
     }
-    case E_SPECIAL: return special_terminal(L, x->tok);
-    case E_JSON: return compile_json(L, x->tok);
+    case E_SPECIAL:
+        return special_terminal(L, x->tok);
+    case E_JSON:
+        return compile_json(L, x->tok);
     }
     return -1;
 }
@@ -1103,7 +1227,8 @@ static int32_t compile_json(struct lark *L, int32_t tok)
 
 static int skip_to_eol(struct lark *L)
 {
-    while (cur(L)->kind != LT_NL && cur(L)->kind != LT_EOF) L->pos++;
+    while (cur(L)->kind != LT_NL && cur(L)->kind != LT_EOF)
+        L->pos++;
     return 0;
 }
 
@@ -1124,16 +1249,19 @@ static int collect(struct lark *L)
         if (t->kind == LT_RULE || t->kind == LT_TOKEN) {
             int32_t p = L->pos + 1;
             if (L->t[p].kind == LT_DOT && L->t[p + 1].kind == LT_NUMBER) p += 2; /* priority */
-            if (L->t[p].kind == LT_LBRACK) return lerr(L, t->line, "%s", "rule parameters [..] are not supported");
-            if (L->t[p].kind == LT_LBRACE) return lerr(L, t->line, "%s", "rule templates are not supported");
-            if (L->t[p].kind != LT_COLON) return lerr(L, t->line, "%s", "expected ':' after a rule or terminal name");
+            if (L->t[p].kind == LT_LBRACK)
+                return lerr(L, t->line, "%s", "rule parameters [..] are not supported");
+            if (L->t[p].kind == LT_LBRACE)
+                return lerr(L, t->line, "%s", "rule templates are not supported");
+            if (L->t[p].kind != LT_COLON)
+                return lerr(L, t->line, "%s", "expected ':' after a rule or terminal name");
             if (find_name(L, L->src + t->off, t->len)) {
                 char n[80];
                 snprintf(n, sizeof n, "%.*s", (int)(t->len > 60 ? 60 : t->len), L->src + t->off);
                 return lerr(L, t->line, "%s is defined twice", n);
             }
-            struct lname *nm = add_name(L, t->kind == LT_RULE ? LN_RULE : LN_TOKEN,
-                                        L->src + t->off, t->len);
+            struct lname *nm =
+                add_name(L, t->kind == LT_RULE ? LN_RULE : LN_TOKEN, L->src + t->off, t->len);
             if (!nm) return err_set(L->e, ERR_NOMEM, "out of memory");
             nm->def_tok = p + 1;
             if (nm->kind == LN_RULE) {
@@ -1150,7 +1278,8 @@ static int collect(struct lark *L)
                 if (k == LT_RPAR || k == LT_RBRACK) paren--;
                 if (k == LT_NL && paren <= 0) {
                     int32_t q = L->pos;
-                    while (L->t[q].kind == LT_NL) q++;
+                    while (L->t[q].kind == LT_NL)
+                        q++;
                     if (L->t[q].kind != LT_VBAR) break;
                     L->pos = q;
                     continue;
@@ -1187,7 +1316,8 @@ static int collect(struct lark *L)
                 } else {
                     return lerr(L, t->line, "%s", "bad %import");
                 }
-                if (cur(L)->kind == LT_ARROW) return lerr(L, t->line, "%s", "%import aliases are not supported");
+                if (cur(L)->kind == LT_ARROW)
+                    return lerr(L, t->line, "%s", "%import aliases are not supported");
                 continue;
             }
             if (n == 6 && !memcmp(d, "ignore", 6)) {
@@ -1265,8 +1395,8 @@ static int compile_all(struct lark *L)
 static int lark_module(struct grammar *g, const char *src, size_t len, const char *root_name,
                        int32_t *root_nt, int depth, int *json_counter, struct err *e)
 {
-    struct lark L = {.g = g, .src = src, .len = len, .e = e, .json_depth = depth,
-                     .json_count = *json_counter};
+    struct lark L = {
+        .g = g, .src = src, .len = len, .e = e, .json_depth = depth, .json_count = *json_counter};
     int rc = -1;
     if (lex_all(&L)) goto out;
     if (collect(&L)) goto out;
@@ -1280,9 +1410,11 @@ static int lark_module(struct grammar *g, const char *src, size_t len, const cha
     rc = 0;
 out:
     *json_counter = L.json_count;
-    for (int32_t i = 0; i < L.nt; i++) free(L.t[i].val);
+    for (int32_t i = 0; i < L.nt; i++)
+        free(L.t[i].val);
     free(L.t);
-    for (int32_t i = 0; i < L.n_names; i++) free(L.names[i].name);
+    for (int32_t i = 0; i < L.n_names; i++)
+        free(L.names[i].name);
     free(L.names);
     rx_ast_deinit(&L.ast);
     return rc;

@@ -1,4 +1,5 @@
-/* regex — parser, UTF-8 NFA construction and lazy DFA. See regex.h for the syntax and invariants. */
+/* regex — parser, UTF-8 NFA construction and lazy DFA. See regex.h for the syntax and invariants.
+ */
 #include "grammar/regex.h"
 
 #include <stdlib.h>
@@ -9,7 +10,8 @@
 
 void rx_ast_deinit(struct rx_ast *a)
 {
-    for (int32_t i = 0; i < a->n; i++) free(a->nodes[i].ranges);
+    for (int32_t i = 0; i < a->n; i++)
+        free(a->nodes[i].ranges);
     free(a->nodes);
     memset(a, 0, sizeof *a);
 }
@@ -159,13 +161,24 @@ static int32_t cp_node(struct rx_ast *a, uint32_t cp)
 
 static int utf8_encode(uint32_t cp, uint8_t *o)
 {
-    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
-    if (cp < 0x800) { o[0] = 0xC0 | (cp >> 6); o[1] = 0x80 | (cp & 63); return 2; }
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = 0xC0 | (cp >> 6);
+        o[1] = 0x80 | (cp & 63);
+        return 2;
+    }
     if (cp < 0x10000) {
-        o[0] = 0xE0 | (cp >> 12); o[1] = 0x80 | ((cp >> 6) & 63); o[2] = 0x80 | (cp & 63);
+        o[0] = 0xE0 | (cp >> 12);
+        o[1] = 0x80 | ((cp >> 6) & 63);
+        o[2] = 0x80 | (cp & 63);
         return 3;
     }
-    o[0] = 0xF0 | (cp >> 18); o[1] = 0x80 | ((cp >> 12) & 63); o[2] = 0x80 | ((cp >> 6) & 63);
+    o[0] = 0xF0 | (cp >> 18);
+    o[1] = 0x80 | ((cp >> 12) & 63);
+    o[2] = 0x80 | ((cp >> 6) & 63);
     o[3] = 0x80 | (cp & 63);
     return 4;
 }
@@ -305,11 +318,13 @@ static int64_t read_hex(struct rparse *P, int n)
 static int add_perl_class(struct ranges *rs, char c)
 {
     switch (c) {
-    case 'd': return ranges_add(rs, '0', '9');
+    case 'd':
+        return ranges_add(rs, '0', '9');
     case 'w':
         return ranges_add(rs, '0', '9') | ranges_add(rs, 'A', 'Z') | ranges_add(rs, 'a', 'z') |
                ranges_add(rs, '_', '_');
-    case 's': return ranges_add(rs, '\t', '\r') | ranges_add(rs, ' ', ' ');
+    case 's':
+        return ranges_add(rs, '\t', '\r') | ranges_add(rs, ' ', ' ');
     }
     return -1;
 }
@@ -322,14 +337,30 @@ static int parse_escape(struct rparse *P, uint32_t *cp, struct ranges *rs)
     char c = P->p[P->i++];
     int64_t v;
     switch (c) {
-    case 'n': *cp = '\n'; return 0;
-    case 'r': *cp = '\r'; return 0;
-    case 't': *cp = '\t'; return 0;
-    case 'f': *cp = '\f'; return 0;
-    case 'v': *cp = '\v'; return 0;
-    case 'a': *cp = 7; return 0;
-    case 'e': *cp = 27; return 0;
-    case '0': *cp = 0; return 0;
+    case 'n':
+        *cp = '\n';
+        return 0;
+    case 'r':
+        *cp = '\r';
+        return 0;
+    case 't':
+        *cp = '\t';
+        return 0;
+    case 'f':
+        *cp = '\f';
+        return 0;
+    case 'v':
+        *cp = '\v';
+        return 0;
+    case 'a':
+        *cp = 7;
+        return 0;
+    case 'e':
+        *cp = 27;
+        return 0;
+    case '0':
+        *cp = 0;
+        return 0;
     case 'x':
         v = (P->i < P->len && P->p[P->i] == '{') ? read_hex(P, 0) : read_hex(P, 2);
         if (v < 0) return perr(P, "bad \\x escape");
@@ -352,22 +383,36 @@ static int parse_escape(struct rparse *P, uint32_t *cp, struct ranges *rs)
         }
         *cp = (uint32_t)v;
         return 0;
-    case 'd': case 'w': case 's':
+    case 'd':
+    case 'w':
+    case 's':
         if (add_perl_class(rs, c)) return perr(P, "out of memory");
         return 1;
-    case 'D': case 'W': case 'S': {
+    case 'D':
+    case 'W':
+    case 'S': {
         /* negate only this class, then merge into rs (which may hold earlier class items) */
         struct ranges neg = {0};
         int bad = add_perl_class(&neg, (char)(c + 32)) || ranges_negate(&neg);
-        for (int32_t i = 0; !bad && i < neg.n; i += 2) bad = ranges_add(rs, neg.r[i], neg.r[i + 1]);
+        for (int32_t i = 0; !bad && i < neg.n; i += 2)
+            bad = ranges_add(rs, neg.r[i], neg.r[i + 1]);
         free(neg.r);
         if (bad) return perr(P, "out of memory");
         return 1;
     }
-    case 'b': case 'B': return perr(P, "word boundary \\b / \\B is not supported");
-    case 'p': case 'P': return perr(P, "Unicode property classes \\p{..} are not supported");
-    case 'A': case 'z': case 'Z': case 'G': return perr(P, "anchor escapes are not supported");
-    case 'k': return perr(P, "named backreferences are not supported");
+    case 'b':
+    case 'B':
+        return perr(P, "word boundary \\b / \\B is not supported");
+    case 'p':
+    case 'P':
+        return perr(P, "Unicode property classes \\p{..} are not supported");
+    case 'A':
+    case 'z':
+    case 'Z':
+    case 'G':
+        return perr(P, "anchor escapes are not supported");
+    case 'k':
+        return perr(P, "named backreferences are not supported");
     default:
         if (c >= '1' && c <= '9') return perr(P, "backreferences are not supported");
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return perr(P, "unknown escape");
@@ -466,7 +511,8 @@ static int32_t parse_atom(struct rparse *P)
                 if (P->i >= P->len || P->p[P->i] != '<') return perr(P, "bad group syntax");
                 if (P->i + 1 < P->len && (P->p[P->i + 1] == '=' || P->p[P->i + 1] == '!'))
                     return perr(P, "lookbehind is not supported");
-                while (P->i < P->len && P->p[P->i] != '>') P->i++;
+                while (P->i < P->len && P->p[P->i] != '>')
+                    P->i++;
                 if (P->i >= P->len) return perr(P, "unterminated group name");
                 P->i++;
             } else if (P->i < P->len && (P->p[P->i] == '=' || P->p[P->i] == '!')) {
@@ -483,7 +529,9 @@ static int32_t parse_atom(struct rparse *P)
         P->i++;
         return r;
     }
-    case '[': P->i++; return parse_class(P);
+    case '[':
+        P->i++;
+        return parse_class(P);
     case '.': {
         P->i++;
         struct ranges rs = {0};
@@ -493,8 +541,12 @@ static int32_t parse_atom(struct rparse *P)
         }
         return class_node(P->a, &rs);
     }
-    case '^': P->i++; return node_new(P->a, RX_BOL);
-    case '$': P->i++; return node_new(P->a, RX_EOL);
+    case '^':
+        P->i++;
+        return node_new(P->a, RX_BOL);
+    case '$':
+        P->i++;
+        return node_new(P->a, RX_EOL);
     case '\\': {
         P->i++;
         uint32_t cp;
@@ -504,8 +556,12 @@ static int32_t parse_atom(struct rparse *P)
         if (k == 1) return class_node(P->a, &rs);
         return cp_node(P->a, cp);
     }
-    case '*': case '+': case '?': return perr(P, "quantifier without operand");
-    default: return cp_node(P->a, read_cp(P));
+    case '*':
+    case '+':
+    case '?':
+        return perr(P, "quantifier without operand");
+    default:
+        return cp_node(P->a, read_cp(P));
     }
 }
 
@@ -557,15 +613,26 @@ static int32_t parse_seq(struct rparse *P)
             if (P->i >= P->len) break;
             char q = P->p[P->i];
             int32_t min, max;
-            if (q == '*') { min = 0; max = -1; P->i++; }
-            else if (q == '+') { min = 1; max = -1; P->i++; }
-            else if (q == '?') { min = 0; max = 1; P->i++; }
-            else if (q == '{') {
+            if (q == '*') {
+                min = 0;
+                max = -1;
+                P->i++;
+            } else if (q == '+') {
+                min = 1;
+                max = -1;
+                P->i++;
+            } else if (q == '?') {
+                min = 0;
+                max = 1;
+                P->i++;
+            } else if (q == '{') {
                 int k = parse_braces(P, &min, &max);
                 if (k < 0) return -1;
                 if (k == 0) break;
-            } else break;
-            if (P->i < P->len && P->p[P->i] == '?') P->i++; /* lazy: same language */
+            } else
+                break;
+            if (P->i < P->len && P->p[P->i] == '?')
+                P->i++; /* lazy: same language */
             else if (P->i < P->len && P->p[P->i] == '+')
                 return perr(P, "possessive quantifiers are not supported");
             enum rx_kind k = P->a->nodes[x].kind;
@@ -622,8 +689,10 @@ static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, in
 {
     struct rx_nfa *n = B->n;
     if (n->n >= RX_MAX_NFA_STATES) {
-        err_set(B->e, ERR_INVALID, "regex too large (more than %d automaton states; reduce {m,n} "
-                                   "repetition counts)", RX_MAX_NFA_STATES);
+        err_set(B->e, ERR_INVALID,
+                "regex too large (more than %d automaton states; reduce {m,n} "
+                "repetition counts)",
+                RX_MAX_NFA_STATES);
         return -1;
     }
     if (n->n == n->cap) {
@@ -636,8 +705,8 @@ static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, in
         n->s = ns;
         n->cap = nc;
     }
-    n->s[n->n] = (struct rx_nstate){.kind = kind, .lo = lo, .hi = hi, .out = out, .out2 = out2,
-                                    .loop = -1};
+    n->s[n->n] =
+        (struct rx_nstate){.kind = kind, .lo = lo, .hi = hi, .out = out, .out2 = out2, .loop = -1};
     return n->n++;
 }
 
@@ -700,11 +769,19 @@ static bool ast_nullable(const struct rx_ast *a, int32_t x)
 {
     const struct rx_node *nd = &a->nodes[x];
     switch (nd->kind) {
-    case RX_EMPTY: case RX_BOL: case RX_EOL: return true;
-    case RX_CLASS: case RX_BYTES: return false;
-    case RX_CAT: return ast_nullable(a, nd->a) && ast_nullable(a, nd->b);
-    case RX_ALT: return ast_nullable(a, nd->a) || ast_nullable(a, nd->b);
-    case RX_REPEAT: return nd->min == 0 || ast_nullable(a, nd->a);
+    case RX_EMPTY:
+    case RX_BOL:
+    case RX_EOL:
+        return true;
+    case RX_CLASS:
+    case RX_BYTES:
+        return false;
+    case RX_CAT:
+        return ast_nullable(a, nd->a) && ast_nullable(a, nd->b);
+    case RX_ALT:
+        return ast_nullable(a, nd->a) || ast_nullable(a, nd->b);
+    case RX_REPEAT:
+        return nd->min == 0 || ast_nullable(a, nd->a);
     }
     return false;
 }
@@ -750,8 +827,8 @@ static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t 
     int32_t enter = ns_new(B, NS_CNT_ENTER, 0, 0, body, next);
     if (enter < 0) return -1;
     n->s[enter].loop = id;
-    n->loops[id] = (struct rx_loop){.min = min, .max = max, .body = body, .cont = next,
-                                    .lo = end + 1, .hi = enter};
+    n->loops[id] = (struct rx_loop){
+        .min = min, .max = max, .body = body, .cont = next, .lo = end + 1, .hi = enter};
     return enter;
 }
 
@@ -760,9 +837,12 @@ int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s)
     int32_t lo = 0, hi = n->n_loops;
     while (lo < hi) { /* loops are in increasing, disjoint state ranges */
         int32_t mid = (lo + hi) / 2;
-        if (s < n->loops[mid].lo) hi = mid;
-        else if (s >= n->loops[mid].hi) lo = mid + 1;
-        else return mid;
+        if (s < n->loops[mid].lo)
+            hi = mid;
+        else if (s >= n->loops[mid].hi)
+            lo = mid + 1;
+        else
+            return mid;
     }
     return -1;
 }
@@ -781,9 +861,12 @@ void rx_ast_hash(const struct rx_ast *a, int32_t root, uint64_t h[2])
     switch (nd->kind) {
     case RX_CLASS:
         hmix(h, (uint64_t)nd->n_ranges);
-        for (int32_t i = 0; i < 2 * nd->n_ranges; i++) hmix(h, nd->ranges[i]);
+        for (int32_t i = 0; i < 2 * nd->n_ranges; i++)
+            hmix(h, nd->ranges[i]);
         break;
-    case RX_BYTES: hmix(h, (uint64_t)nd->min << 8 | (uint64_t)nd->max); break;
+    case RX_BYTES:
+        hmix(h, (uint64_t)nd->min << 8 | (uint64_t)nd->max);
+        break;
     case RX_REPEAT:
         hmix(h, (uint64_t)(uint32_t)nd->min << 32 | (uint32_t)nd->max);
         rx_ast_hash(a, nd->a, h);
@@ -794,7 +877,8 @@ void rx_ast_hash(const struct rx_ast *a, int32_t root, uint64_t h[2])
         hmix(h, 0x55);
         rx_ast_hash(a, nd->b, h);
         break;
-    default: break;
+    default:
+        break;
     }
     hmix(h, 0xAA);
 }
@@ -805,8 +889,10 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
 {
     const struct rx_node *nd = &B->a->nodes[x];
     switch (nd->kind) {
-    case RX_EMPTY: return next;
-    case RX_BYTES: return ns_new(B, NS_BYTE, (uint8_t)nd->min, (uint8_t)nd->max, next, -1);
+    case RX_EMPTY:
+        return next;
+    case RX_BYTES:
+        return ns_new(B, NS_BYTE, (uint8_t)nd->min, (uint8_t)nd->max, next, -1);
     case RX_CLASS: {
         int32_t acc = -1;
         for (int32_t i = 0; i < nd->n_ranges; i++) {
@@ -843,8 +929,10 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
         if (b < 0) return -1;
         return ns_new(B, NS_SPLIT, 0, 0, a, b);
     }
-    case RX_BOL: return ns_new(B, NS_BOL, 0, 0, next, -1);
-    case RX_EOL: return ns_new(B, NS_EOL, 0, 0, next, -1);
+    case RX_BOL:
+        return ns_new(B, NS_BOL, 0, 0, next, -1);
+    case RX_EOL:
+        return ns_new(B, NS_EOL, 0, 0, next, -1);
     case RX_REPEAT: {
         int32_t s = next;
         int32_t min = nd->min, max = nd->max;
@@ -901,14 +989,23 @@ bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start)
         const struct rx_nstate *st = &n->s[s];
         int32_t outs[2] = {-1, -1};
         switch (st->kind) {
-        case NS_ACCEPT: found = true; break;
-        case NS_BYTE: break;
-        case NS_CNT_END: break; /* bodies of counted loops are never nullable */
+        case NS_ACCEPT:
+            found = true;
+            break;
+        case NS_BYTE:
+            break;
+        case NS_CNT_END:
+            break; /* bodies of counted loops are never nullable */
         case NS_CNT_ENTER:
             if (n->loops[st->loop].min == 0) outs[0] = st->out2;
             break;
-        case NS_SPLIT: outs[0] = st->out; outs[1] = st->out2; break;
-        default: outs[0] = st->out; break;
+        case NS_SPLIT:
+            outs[0] = st->out;
+            outs[1] = st->out2;
+            break;
+        default:
+            outs[0] = st->out;
+            break;
         }
         for (int k = 0; k < 2; k++)
             if (outs[k] >= 0 && !seen[outs[k]]) {
@@ -951,7 +1048,8 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
         rx_dfa_deinit(d);
         return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
     }
-    for (int b = 0; b < 256; b++) d->trans[b] = RX_DEAD;
+    for (int b = 0; b < 256; b++)
+        d->trans[b] = RX_DEAD;
     d->n = 1;
     return 0;
 }
@@ -978,9 +1076,11 @@ void rx_dfa_deinit(struct rx_dfa *d)
 static uint64_t hash_sets(const uint64_t *k, int32_t nk, const int32_t *a, int32_t na)
 {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)nk;
-    for (int32_t i = 0; i < nk; i++) h = (h ^ k[i]) * 1099511628211ull;
+    for (int32_t i = 0; i < nk; i++)
+        h = (h ^ k[i]) * 1099511628211ull;
     h = (h ^ 0x9e3779b9u) * 1099511628211ull;
-    for (int32_t i = 0; i < na; i++) h = (h ^ (uint32_t)a[i]) * 1099511628211ull;
+    for (int32_t i = 0; i < na; i++)
+        h = (h ^ (uint32_t)a[i]) * 1099511628211ull;
     return h ^ (h >> 29);
 }
 
@@ -1005,7 +1105,8 @@ static int dfa_rehash(struct rx_dfa *d)
         const struct rx_dstate *s = &d->st[i];
         uint64_t h = hash_sets(s->kernel, s->n_kernel, s->accept, s->n_accept);
         uint32_t j = (uint32_t)h & (nc - 1);
-        while (nt[j]) j = (j + 1) & (nc - 1);
+        while (nt[j])
+            j = (j + 1) & (nc - 1);
         nt[j] = (uint32_t)i + 1;
     }
     free(d->htab);
@@ -1093,7 +1194,8 @@ static int vis_grow(struct rx_dfa *d)
     for (uint32_t i = 0; i < d->vis_cap; i++) {
         if (d->vis_gen[i] != d->gen) continue;
         uint32_t j = mix64(d->vis_key[i]) & (nc - 1);
-        while (ng[j] == d->gen) j = (j + 1) & (nc - 1);
+        while (ng[j] == d->gen)
+            j = (j + 1) & (nc - 1);
         nk[j] = d->vis_key[i];
         ng[j] = d->gen;
     }
@@ -1188,11 +1290,15 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
             push(d, &sp, TH(st->out, end, c1));
             push(d, &sp, TH(st->out2, end, c1));
             break;
-        case NS_EPS: push(d, &sp, TH(st->out, end, c1)); break;
+        case NS_EPS:
+            push(d, &sp, TH(st->out, end, c1));
+            break;
         case NS_BOL:
             if (at_start) push(d, &sp, TH(st->out, end, c1));
             break;
-        case NS_EOL: push(d, &sp, TH(st->out, 1, c1)); break;
+        case NS_EOL:
+            push(d, &sp, TH(st->out, 1, c1));
+            break;
         case NS_CNT_ENTER: {
             const struct rx_loop *L = &d->nfa->loops[st->loop];
             if (L->max != 0) push(d, &sp, TH(L->body, end, 1));
@@ -1230,7 +1336,8 @@ uint32_t rx_dfa_start(struct rx_dfa *d, const int32_t *starts, int32_t n)
     if (n == 0 || d->failed) return RX_DEAD;
     next_gen(d);
     int32_t sp = 0;
-    for (int32_t i = 0; i < n; i++) push(d, &sp, TH(starts[i], 0, 0));
+    for (int32_t i = 0; i < n; i++)
+        push(d, &sp, TH(starts[i], 0, 0));
     int32_t nk = 0, na = 0;
     closure(d, sp, true, &nk, &na);
     if (d->failed) return RX_DEAD;
@@ -1291,7 +1398,8 @@ int rx_match_full(const char *pattern, size_t plen, const char *s, size_t len, s
         /* nullable ignores where anchors sit; ^$-only patterns are the only empty matches here */
     } else {
         uint32_t q = rx_dfa_start(&d, &start, 1);
-        for (size_t i = 0; i < len && q != RX_DEAD; i++) q = rx_dfa_next(&d, q, (uint8_t)s[i]);
+        for (size_t i = 0; i < len && q != RX_DEAD; i++)
+            q = rx_dfa_next(&d, q, (uint8_t)s[i]);
         rc = rx_dfa_accepting(&d, q) ? 1 : 0;
         if (d.failed) rc = err_set(e, ERR_NOMEM, "lexer automaton limit reached");
     }

@@ -33,9 +33,9 @@ enum rx_kind { RX_EMPTY, RX_CLASS, RX_BYTES, RX_CAT, RX_ALT, RX_REPEAT, RX_BOL, 
 
 struct rx_node {
     enum rx_kind kind;
-    int32_t a, b;      /* CAT/ALT: children; REPEAT: a = child */
-    int32_t min, max;  /* REPEAT: max = -1 for unbounded; BYTES: byte range [min,max] */
-    uint32_t *ranges;  /* CLASS: code point ranges, pairs lo,hi sorted, merged */
+    int32_t a, b;     /* CAT/ALT: children; REPEAT: a = child */
+    int32_t min, max; /* REPEAT: max = -1 for unbounded; BYTES: byte range [min,max] */
+    uint32_t *ranges; /* CLASS: code point ranges, pairs lo,hi sorted, merged */
     int32_t n_ranges;
 };
 
@@ -71,7 +71,7 @@ struct rx_nstate {
 struct rx_loop {
     int32_t min, max; /* max -1: unbounded */
     int32_t body, cont;
-    int32_t lo, hi;   /* NFA states [lo, hi) are the body's (loops never nest) */
+    int32_t lo, hi; /* NFA states [lo, hi) are the body's (loops never nest) */
 };
 struct rx_nfa {
     struct rx_nstate *s;
@@ -87,9 +87,9 @@ int32_t rx_nfa_add(struct rx_nfa *n, const struct rx_ast *a, int32_t root, int32
 
 /* ---- DFA ---- */
 struct rx_dstate {
-    uint64_t *kernel;  /* NFA byte states (state | (counter + 1) << 32), sorted */
+    uint64_t *kernel; /* NFA byte states (state | (counter + 1) << 32), sorted */
     int32_t n_kernel;
-    int32_t *accept;   /* accepted terminal ids, sorted */
+    int32_t *accept; /* accepted terminal ids, sorted */
     int32_t n_accept;
 };
 struct rx_dfa {
@@ -97,10 +97,10 @@ struct rx_dfa {
     struct rx_dstate *st;
     int32_t n, cap;
     uint32_t *trans; /* [cap][256] transitions, RX_UNKNOWN until computed; moves on growth */
-    uint32_t *htab; /* hash -> state id + 1 */
+    uint32_t *htab;  /* hash -> state id + 1 */
     uint32_t hcap;
     /* scratch */
-    uint32_t *mark;   /* per NFA state: generation (counter-less threads) */
+    uint32_t *mark; /* per NFA state: generation (counter-less threads) */
     uint32_t *mark_end;
     uint32_t gen;
     uint64_t *vis_key; /* visited (state, counter, end) for counted threads */
@@ -125,8 +125,14 @@ int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s);
 /* 128-bit structural hash of AST subtree root (equal for equal regexes, whatever the arena). */
 void rx_ast_hash(const struct rx_ast *a, int32_t root, uint64_t h[2]);
 /* A DFA kernel entry: NFA state and loop counter + 1 (0 outside counted loops). */
-static inline int32_t rx_thread_state(uint64_t v) { return (int32_t)(v & 0x7fffffffu); }
-static inline uint32_t rx_thread_c1(uint64_t v) { return (uint32_t)(v >> 32); }
+static inline int32_t rx_thread_state(uint64_t v)
+{
+    return (int32_t)(v & 0x7fffffffu);
+}
+static inline uint32_t rx_thread_c1(uint64_t v)
+{
+    return (uint32_t)(v >> 32);
+}
 
 /* Whether the NFA start state `start` can match the empty string. */
 bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start);

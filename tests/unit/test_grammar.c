@@ -84,19 +84,54 @@ static void consume_ok(const struct hv *h, struct matcher *m, const char *t)
 /* ---- regex vs PCRE2 ---- */
 
 static const char *rx_patterns[] = {
-    "abc", "a|b|cd", "(ab)*c", "a+b?", "[a-c]+", "[^a-c]*", "\\d{2,4}", "\\w+\\s\\w+",
-    "a{3}", "a{2,}", "(a|bc){1,3}d", "[\\-a]+", "x.y", "(?:ab|a)(?:bc|c)", "[é-ü]+a",
-    "\\u00e9+", "[^\"\\\\]*", "^ab$", "^(a|b)+$", "a*(^b)?", "[a-z0-9._%+-]+@[a-z0-9.-]+",
-    "(\\([0-9]{3}\\))?[0-9]{3}-[0-9]{4}", "[\\s\\S]", "\\D\\W\\S", "[.]+", "\\.\\*",
-    "a{0,3}b{1,2}", "(a?){3}", "[^\\n]*", "\\x41\\x{e9}", "ab|", "(|a)b", "[]a]+", "[a-]+",
-    "日本+語?", "(ab|cd)*(ef)?", "[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?", "a.{2}b",
+    "abc",
+    "a|b|cd",
+    "(ab)*c",
+    "a+b?",
+    "[a-c]+",
+    "[^a-c]*",
+    "\\d{2,4}",
+    "\\w+\\s\\w+",
+    "a{3}",
+    "a{2,}",
+    "(a|bc){1,3}d",
+    "[\\-a]+",
+    "x.y",
+    "(?:ab|a)(?:bc|c)",
+    "[é-ü]+a",
+    "\\u00e9+",
+    "[^\"\\\\]*",
+    "^ab$",
+    "^(a|b)+$",
+    "a*(^b)?",
+    "[a-z0-9._%+-]+@[a-z0-9.-]+",
+    "(\\([0-9]{3}\\))?[0-9]{3}-[0-9]{4}",
+    "[\\s\\S]",
+    "\\D\\W\\S",
+    "[.]+",
+    "\\.\\*",
+    "a{0,3}b{1,2}",
+    "(a?){3}",
+    "[^\\n]*",
+    "\\x41\\x{e9}",
+    "ab|",
+    "(|a)b",
+    "[]a]+",
+    "[a-]+",
+    "日本+語?",
+    "(ab|cd)*(ef)?",
+    "[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?",
+    "a.{2}b",
     /* counted loops (above RX_NATIVE_COUNT) */
-    "a{0,40}", "(ab|a){0,35}b?", "[^a]{1,33}", "(a|bc){0,50}(a{0,40}|x)",
+    "a{0,40}",
+    "(ab|a){0,35}b?",
+    "[^a]{1,33}",
+    "(a|bc){0,50}(a{0,40}|x)",
 };
 
-static const char *alphabet[] = {"a", "b", "c", "d", "e", "f", "x", "y", "0", "1", "9", " ",
-                                 "\n", "-", ".", "@", "(", ")", "é", "ü", "日", "本", "語",
-                                 "\"", "\\", "A", "_", "%", "\t"};
+static const char *alphabet[] = {"a",  "b",  "c",  "d",  "e",  "f", "x", "y", "0", "1",
+                                 "9",  " ",  "\n", "-",  ".",  "@", "(", ")", "é", "ü",
+                                 "日", "本", "語", "\"", "\\", "A", "_", "%", "\t"};
 
 static uint64_t rng_state = 88172645463325252ull;
 static uint32_t rnd(void)
@@ -128,9 +163,9 @@ static pcre2_code *pcre_compile_full(const char *pat)
     snprintf(wrapped, sizeof wrapped, "(?:%s)\\z", conv);
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)wrapped, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY, &ec, &eo,
-                                   NULL);
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)wrapped, PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
     cr_assert(re, "pcre2 rejects %s", pat);
     return re;
 }
@@ -157,9 +192,11 @@ static size_t random_string(char *buf, size_t cap, const char *pat)
         if (rnd() % 2) { /* a character of the pattern itself */
             size_t pl = strlen(pat);
             size_t k = rnd() % pl;
-            while (k > 0 && ((unsigned char)pat[k] & 0xC0) == 0x80) k--;
+            while (k > 0 && ((unsigned char)pat[k] & 0xC0) == 0x80)
+                k--;
             size_t e = k + 1;
-            while (e < pl && ((unsigned char)pat[e] & 0xC0) == 0x80) e++;
+            while (e < pl && ((unsigned char)pat[e] & 0xC0) == 0x80)
+                e++;
             memcpy(one, pat + k, e - k);
             one[e - k] = 0;
             piece = one;
@@ -196,7 +233,7 @@ Test(grammar_regex, full_match_vs_pcre2)
 /* Counted loops at and around their bounds, against PCRE2. */
 Test(grammar_regex, counted_loops_vs_pcre2)
 {
-    static const char *pats[] = {"[ab]{40,45}c?", "(ab|a){33,}c", "(x[0-9]){0,34}", "é{35}",
+    static const char *pats[] = {"[ab]{40,45}c?",   "(ab|a){33,}c",   "(x[0-9]){0,34}", "é{35}",
                                  "(a{2,40}b){1,3}", "[^\"]{2,100}\"", "a{100}|a{50,60}"};
     for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
         pcre2_code *re = pcre_compile_full(pats[p]);
@@ -227,12 +264,16 @@ Test(grammar_regex, counted_loops_vs_pcre2)
 
 Test(grammar_regex, errors_name_the_construct)
 {
-    static const struct { const char *pat, *needle; } bad[] = {
-        {"a(?=b)", "lookahead"}, {"(?<=a)b", "lookbehind"}, {"(a)\\1", "backreference"},
-        {"\\bword", "word boundary"}, {"\\p{L}", "Unicode property"}, {"(ab", "missing )"},
-        {"ab)", "unmatched )"}, {"[ab", "unterminated character class"}, {"*a", "quantifier"},
-        {"a{3,2}", "m < n"}, {"[z-a]", "out of order"}, {"a{2000000}", "above 1000000"},
-        {"(?i)ab", "inline flags"}, {"a\\", "trailing backslash"},
+    static const struct {
+        const char *pat, *needle;
+    } bad[] = {
+        {"a(?=b)", "lookahead"},        {"(?<=a)b", "lookbehind"},
+        {"(a)\\1", "backreference"},    {"\\bword", "word boundary"},
+        {"\\p{L}", "Unicode property"}, {"(ab", "missing )"},
+        {"ab)", "unmatched )"},         {"[ab", "unterminated character class"},
+        {"*a", "quantifier"},           {"a{3,2}", "m < n"},
+        {"[z-a]", "out of order"},      {"a{2000000}", "above 1000000"},
+        {"(?i)ab", "inline flags"},     {"a\\", "trailing backslash"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct err e = {0};
@@ -246,10 +287,10 @@ Test(grammar_regex, errors_name_the_construct)
 /* Masks of `start: /R/` equal PCRE2's viable-prefix test for every token, along random paths. */
 Test(grammar_regex, masks_are_viable_prefixes)
 {
-    static const char *toks[] = {"<eos>", "a", "b", "c", "d", "ab", "bc", "abc", "0", "1", "9",
-                                 "12", "-", ".", "@", " ", "\n", "é", "ü", "日", "本語", "(", ")",
-                                 "x", "y", "e", "E", "+", "\"", "\\", "aa", "ba", "0.", ".5",
-                                 "é日"};
+    static const char *toks[] = {"<eos>", "a",  "b",    "c",  "d",  "ab", "bc", "abc", "0",
+                                 "1",     "9",  "12",   "-",  ".",  "@",  " ",  "\n",  "é",
+                                 "ü",     "日", "本語", "(",  ")",  "x",  "y",  "e",   "E",
+                                 "+",     "\"", "\\",   "aa", "ba", "0.", ".5", "é日"};
     int n = sizeof toks / sizeof toks[0];
     struct hv h;
     hv_init(&h, toks, n, 1);
@@ -302,10 +343,11 @@ Test(grammar_regex, masks_are_viable_prefixes)
 
 /* ---- lark ---- */
 
-static const char *small_toks[] = {"<|im_end|>", "<tool_call>", "</tool_call>", "a", "b", "c",
-                                   "ab", "abc", "{", "}", "\"", "\":", "\",", "\"}", "{\"", ":",
-                                   ",", " ", "\n", "1", "2", "12", "true", "x", "y", "aa", "bb",
-                                   "[", "]", "-", "<|im_end|>x"};
+static const char *small_toks[] = {
+    "<|im_end|>", "<tool_call>", "</tool_call>", "a",   "b",   "c",   "ab",         "abc",
+    "{",          "}",           "\"",           "\":", "\",", "\"}", "{\"",        ":",
+    ",",          " ",           "\n",           "1",   "2",   "12",  "true",       "x",
+    "y",          "aa",          "bb",           "[",   "]",   "-",   "<|im_end|>x"};
 
 Test(grammar_lark, errors)
 {
@@ -480,8 +522,8 @@ Test(grammar_rollback, restores_state_exactly)
                                    "STR: /\"[a-z]*\"/\n"
                                    "NUM: /-?[0-9]+/\n"
                                    "%ignore /[ \\n]+/\n");
-    const char *seq[] = {"{\"", "ab", "\":", " ", "12", ",", "\"", "b", "\":", "{", "}", "}",
-                         "<|im_end|>"};
+    const char *seq[] = {"{\"", "ab",  "\":", " ", "12", ",",         "\"",
+                         "b",   "\":", "{",   "}", "}",  "<|im_end|>"};
     int n = sizeof seq / sizeof seq[0];
     struct err e = {0};
     struct matcher *m = matcher_new(g, &e);
@@ -502,12 +544,14 @@ Test(grammar_rollback, restores_state_exactly)
         cr_assert_str_eq(now, before[i], "after rollback to %d", i);
         cr_assert_eq(matcher_accepting(m), acc[i]);
     }
-    for (int i = 0; i < n; i++) consume_ok(&h, m, seq[i]);
+    for (int i = 0; i < n; i++)
+        consume_ok(&h, m, seq[i]);
     cr_assert_eq(matcher_rollback(m, 7), 0);
     char now[2048];
     mask_str(&h, m, now, sizeof now);
     cr_assert_str_eq(now, before[n - 7]);
-    for (int i = n - 7; i < n; i++) consume_ok(&h, m, seq[i]);
+    for (int i = n - 7; i < n; i++)
+        consume_ok(&h, m, seq[i]);
     cr_assert(matcher_done(m));
     matcher_free(m);
     grammar_free(g);
@@ -609,12 +653,12 @@ Test(grammar_json, json_subgrammars_scoped_and_specials)
     hv_init(&h, small_toks, sizeof small_toks / sizeof small_toks[0], 3);
     char buf[2048];
     /* two %json sub-grammars (their rule names must not clash), between special tokens */
-    struct grammar *g = compile_ok(
-        &h, GRAMMAR_LARK,
-        "start: <tool_call> call <[2]>\n"
-        "call: %json{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
-        "\"required\":[\"a\"],\"additionalProperties\":false}\n"
-        "    | \"x\" %json{\"enum\":[true]}\n");
+    struct grammar *g =
+        compile_ok(&h, GRAMMAR_LARK,
+                   "start: <tool_call> call <[2]>\n"
+                   "call: %json{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+                   "\"required\":[\"a\"],\"additionalProperties\":false}\n"
+                   "    | \"x\" %json{\"enum\":[true]}\n");
     struct err e = {0};
     struct matcher *m = matcher_new(g, &e);
     consume_ok(&h, m, "<tool_call>");
@@ -701,9 +745,14 @@ Test(grammar_lark, mutated_sources_fail_cleanly)
         for (int j = 0; j < edits; j++) {
             size_t pos = rnd() % n;
             switch (rnd() % 3) {
-            case 0: src[pos] = junk[rnd() % (sizeof junk - 1)]; break;       /* replace */
-            case 1: memmove(src + pos, src + pos + 1, n - pos); n--; break;  /* delete */
-            default:                                                          /* insert */
+            case 0:
+                src[pos] = junk[rnd() % (sizeof junk - 1)];
+                break; /* replace */
+            case 1:
+                memmove(src + pos, src + pos + 1, n - pos);
+                n--;
+                break; /* delete */
+            default:   /* insert */
                 if (n + 2 < sizeof src) {
                     memmove(src + pos + 1, src + pos, n - pos + 1);
                     src[pos] = junk[rnd() % (sizeof junk - 1)];
@@ -736,7 +785,8 @@ Test(grammar_lark, mutated_sources_fail_cleanly)
     for (int k = 0; k < 3000; k++) {
         char pat[24];
         int n = 1 + (int)(rnd() % 16);
-        for (int j = 0; j < n; j++) pat[j] = junk[rnd() % (sizeof junk - 1)];
+        for (int j = 0; j < n; j++)
+            pat[j] = junk[rnd() % (sizeof junk - 1)];
         struct err e = {0};
         int rc = rx_match_full(pat, (size_t)n, "ab", 2, &e);
         cr_assert(rc == 0 || rc == 1 || (rc == -1 && e.msg[0]));
