@@ -53,6 +53,24 @@ static json_t *usage_obj(const struct usage *u)
                      "total_tokens", (json_int_t)(u->prompt_tokens + u->completion_tokens));
 }
 
+/* The declared function tools in the Responses shape ({type, name, description?, parameters?});
+ * the request holds them in the chat shape ({type, function:{…}}). */
+static json_t *responses_tools(const json_t *tools)
+{
+    json_t *a = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(fn)) continue;
+        json_t *o = json_deep_copy(fn);
+        json_object_set_new(o, "type", json_string("function"));
+        if (!json_object_get(o, "strict")) json_object_set_new(o, "strict", json_false());
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 /* The response object; final = every item closed (completed / incomplete / failed). */
 static json_t *response_obj(struct enc *en, const char *status, const struct usage *u, bool final,
                             const struct err *e)
@@ -83,8 +101,9 @@ static json_t *response_obj(struct enc *en, const char *status, const struct usa
         "error", error, "incomplete_details", incomplete, "model", r->model, "output", output,
         "usage", u ? usage_obj(u) : json_null(), "parallel_tool_calls", true, "temperature",
         shortest(r->sp.temperature), "top_p", shortest(r->sp.top_p), "max_output_tokens",
-        (json_int_t)r->max_tokens, "tool_choice", "auto", "tools",
-        r->tools ? json_incref(r->tools) : json_array(), "text", "format", "type", "text",
+        (json_int_t)r->max_tokens, "tool_choice",
+        !strcmp(r->constraint_param, "tool_choice") ? "required" : "auto", "tools",
+        responses_tools(r->tools), "text", "format", "type", "text",
         "reasoning", "effort", r->reasoning ? json_string("medium") : json_null(), "summary",
         "metadata", r->metadata ? json_incref(r->metadata) : json_object(), "truncation",
         "disabled", "store", false);

@@ -292,6 +292,9 @@ test('responses: tool round trip with Codex-style input (reasoning items, hosted
   assert.equal(fc.arguments, '{"city": "Paris", "days": 2}');
   assert.match(fc.call_id, /^call_/);
   assert.match(fc.id, /^fc_/);
+  // the declared function tools echo back in the Responses shape (hosted ones were skipped)
+  assert.deepEqual(r.tools.map((t) => [t.type, t.name, t.parameters]), [['function', 'get_weather', WEATHER], ['function', 'get_time', TIME]]);
+  assert.equal(r.tool_choice, 'auto');
   const { fin, events } = await rspStreamed({ ...base, lark: ONE_CALL });
   assert.equal(checkCallEvents(events), 1);
   assert.deepEqual(fin.output.map((o) => o.type), ['message', 'function_call']);
@@ -341,6 +344,7 @@ test('responses: forced call (required / named, hosted tools skipped) validates,
   for (const tool_choice of ['required', { type: 'function', name: 'get_weather' }]) {
     const r = await oai.responses.create({ ...base, tool_choice });
     assert.deepEqual(r.output.map((o) => o.type), ['function_call'], JSON.stringify(r.output));
+    assert.equal(r.tool_choice, 'required');
     const a = JSON.parse(r.output[0].arguments);
     assert.ok(r.output[0].name === 'get_weather' ? validWeather(a) : validTime(a), r.output[0].arguments);
     const { fin, events } = await rspStreamed({ ...base, tool_choice });
