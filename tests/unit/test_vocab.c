@@ -695,3 +695,91 @@ Test(vocab, nfc_inert_code_points_are_nfc_stable)
         cr_assert_not(vocab_nfc_inert_run(b, (size_t)l), "U+%04X judged inert", (unsigned)not_inert[k]);
     }
 }
+
+/* ---- hf_tokenizer on small hand-written tokenizer.json files ---- */
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int load_json_pair(const char *pre_tok, const char *normalizer, const char *merges,
+                          struct hf_tokenizer *t, struct err *e)
+{
+    char dir[] = "/tmp/lms-hftok-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char tj[4096];
+    snprintf(tj, sizeof tj,
+             "{\"normalizer\": %s, \"pre_tokenizer\": %s, \"decoder\": {\"type\": \"ByteLevel\"},"
+             " \"added_tokens\": [{\"id\": 3, \"content\": \"<|x|>\", \"special\": false},"
+             " {\"id\": 4, \"content\": \"<t>\", \"special\": false},"
+             " {\"id\": 6, \"content\": \"<s>\", \"special\": true}],"
+             " \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2},"
+             " \"merges\": %s}}",
+             normalizer, pre_tok, merges);
+    write_file(dir, "tokenizer.json", tj);
+    write_file(dir, "tokenizer_config.json",
+               "{\"eos_token\": {\"content\": \"<s>\"}, \"pad_token\": \"<|x|>\", \"bos_token\": null,"
+               " \"chat_template\": [{\"name\": \"default\", \"template\": \"T\"}]}");
+    int rc = hf_tokenizer_load(dir, 8, t, e);
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    unlink(path);
+    rmdir(dir);
+    return rc;
+}
+
+#define PRE_SPLIT(re)                                                                              \
+    "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"" re \
+    "\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "             \
+    "\"add_prefix_space\": false, \"use_regex\": false}]}"
+#define QWEN_RE_JSON                                                                               \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "                  \
+    "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
+
+Test(vocab, hf_tokenizer_small_files)
+{
+    struct hf_tokenizer t;
+    struct err e = {0};
+    /* merges as pairs, NFC + qwen2 regex */
+    cr_assert_eq(load_json_pair(PRE_SPLIT(QWEN_RE_JSON), "{\"type\": \"NFC\"}", "[[\"a\", \"b\"]]", &t, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(t.pre, "qwen2");
+    cr_assert_eq(t.n_tokens, 8);
+    cr_assert_str_eq(t.merges[0], "a b");
+    cr_assert_eq(t.types[2], TOK_NORMAL);
+    cr_assert_eq(t.types[3], TOK_CONTROL);      /* <|x|>: looks special */
+    cr_assert_eq(t.types[4], TOK_USER_DEFINED); /* <t> */
+    cr_assert_eq(t.types[6], TOK_CONTROL);
+    cr_assert_str_eq(t.tokens[5], "[PAD5]");    /* a gap */
+    cr_assert_eq(t.types[5], TOK_UNUSED);
+    cr_assert_str_eq(t.tokens[7], "[PAD7]");    /* padding */
+    cr_assert_eq(t.eos, 6);
+    cr_assert_eq(t.eot, 6); /* no <|im_end|>: eos */
+    cr_assert_eq(t.pad, 3);
+    cr_assert_eq(t.bos, -1);
+    cr_assert_str_eq(t.chat_template, "T");
+    hf_tokenizer_free(&t);
+    /* merges as strings, plain ByteLevel = gpt2 */
+    cr_assert_eq(load_json_pair("{\"type\": \"ByteLevel\", \"add_prefix_space\": false}", "null", "[\"a b\"]", &t, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(t.pre, "gpt2");
+    cr_assert_str_eq(t.merges[0], "a b");
+    hf_tokenizer_free(&t);
+    /* qwen2 regex without NFC: GGUF cannot say so */
+    cr_assert_neq(load_json_pair(PRE_SPLIT(QWEN_RE_JSON), "null", "[]", &t, &e), 0);
+    cr_assert_eq(e.code, ERR_UNSUPPORTED);
+    cr_assert(strstr(e.msg, "normalizer"), "%s", e.msg);
+    /* an unknown split regex */
+    cr_assert_neq(load_json_pair(PRE_SPLIT("\\\\w+"), "null", "[]", &t, &e), 0);
+    cr_assert_eq(e.code, ERR_UNSUPPORTED);
+    cr_assert(strstr(e.msg, "pre_tokenizer"), "%s", e.msg);
+    /* a malformed merge */
+    cr_assert_neq(load_json_pair(PRE_SPLIT(QWEN_RE_JSON), "{\"type\": \"NFC\"}", "[42]", &t, &e), 0);
+    cr_assert_eq(e.code, ERR_FORMAT);
+}
