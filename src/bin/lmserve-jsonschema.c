@@ -44,7 +44,7 @@ static int cmp_d(const void *a, const void *b)
 static char *schema_text(const char *path, struct err *e)
 {
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_DECODE_ANY, &je);
+    json_t *j = json_load_file(path, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!j) {
         err_set(e, ERR_INVALID, "%s: %s", path, je.text);
         return NULL;
@@ -151,7 +151,7 @@ static int check_main(int argc, char **argv, int first)
     int files = 0, compiled = 0, vt = 0, it = 0, ve = 0, ie = 0, pcre_fail = 0;
     for (int i = first; i < argc; i++) {
         json_error_t je;
-        json_t *j = json_load_file(argv[i], JSON_DECODE_ANY, &je);
+        json_t *j = json_load_file(argv[i], JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
         if (!j) continue;
         files++;
         char *t = json_dumps(json_object_get(j, "schema"), JSON_ENCODE_ANY | JSON_COMPACT);

@@ -1628,6 +1628,22 @@ static char *emit_string(struct js *c, struct sn *s)
         if (len && !one.ok && one.anchored && one.mn >= s->min_len &&
             (s->max_len < 0 || (one.mx >= 0 && one.mx <= s->max_len)))
             len = false; /* the pattern already implies the length bounds */
+        if (len && !one.ok && !one.anchored && one.mn == one.mx && one.mx == s->max_len &&
+            one.mn >= s->min_len && !strpbrk(s->pattern, "^$")) {
+            /* a match is as long as the whole string may be: the string IS the match */
+            struct buf anch = {0};
+            buf_printf(&anch, "^(?:%s)$", s->pattern);
+            buf_reset(&body);
+            int r = jsrx_pattern(anch.data, anch.len, &body, NULL, c->e);
+            buf_free(&anch);
+            if (r) {
+                buf_free(&body);
+                buf_free(&one.set);
+                buf_free(&rx);
+                return NULL;
+            }
+            len = false;
+        }
         if (len) {
             if (!one.ok) {
                 buf_free(&body);
