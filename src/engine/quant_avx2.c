@@ -38,6 +38,13 @@ static inline __m256i dot_u8(__m256i u, __m256i y)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
 }
 
+/* Prefetch the block `ahead` bytes past p (weights stream once per token; DRAM latency). */
+#define PF_AHEAD 4096
+static inline void prefetch_block(const void *p, size_t size)
+{
+    for (size_t o = 0; o < size; o += 64) _mm_prefetch((const char *)p + PF_AHEAD + o, _MM_HINT_T0);
+}
+
 static inline __m256i nibbles32(const uint8_t *p)
 {
     __m128i t = _mm_loadu_si128((const __m128i *)p);
@@ -308,39 +315,66 @@ static float q5_1_dot(int64_t n, const void *vx, const void *vy)
 
 /* ------------------------------------------------------------ K-quants x Q8_K */
 
-/* mins part shared by Q2_K/Q4_K/Q5_K: sum_g m[g] * bsums[g] with m per 16 elements (int16). */
-static inline int mins_dot16(const int16_t *m16, const int16_t *bsums)
+/* Q4_K/Q5_K packed 6-bit scales and mins -> 8 int16 each (lane j = sub-block j). */
+static inline void k4_scales(const uint8_t *s, __m128i *sc, __m128i *mn)
 {
-    __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)m16), _mm256_loadu_si256((const __m256i *)bsums));
-    return hsum8i(p);
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    *sc = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc_hi, (int)sc_lo));
+    *mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+}
+
+/* sum_j mn[j] * (bsums[2j] + bsums[2j+1]) */
+static inline int k4_mins(__m128i mn, const int16_t *bsums)
+{
+    __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), _mm256_set1_epi16(1));
+    __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+    __m128i r = _mm_madd_epi16(p16, mn);
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+    return _mm_cvtsi128_si32(r);
+}
+
+/* int16 lane j of sc (8 lanes) broadcast to all 16 lanes */
+static inline __m256i bcast16(__m256i sc2, int j)
+{
+    return _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))));
+}
+
+/* the 32 q4 of sub-blocks 2c (low nibbles) and 2c+1 (high) of a Q4_K/Q5_K block dotted with y,
+ * each scaled by its int16 scale: 8 int32 lanes */
+static inline __m256i k4_chunk(__m256i lo, __m256i hi, const int8_t *y, __m256i sc2, int c)
+{
+    __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
+    __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
+    return _mm256_add_epi32(_mm256_madd_epi16(p0, bcast16(sc2, 2 * c)), _mm256_madd_epi16(p1, bcast16(sc2, 2 * c + 1)));
 }
 
 static float q4_K_dot(int64_t n, const void *vx, const void *vy)
 {
     const struct block_q4_K *x = vx;
     const struct block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps();
     float macc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int16_t sc16[16], m16[16];
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            quant_scale_min_k4(j, x[i].scales, &sc, &m);
-            sc16[2 * j] = sc16[2 * j + 1] = sc;
-            m16[2 * j] = m16[2 * j + 1] = m;
-        }
+        prefetch_block(x + i, sizeof(struct block_q4_K));
+        __m128i sc, mn;
+        k4_scales(x[i].scales, &sc, &mn);
         float dy = y[i].d;
-        macc += fp16_to_f32(x[i].dmin) * dy * (float)mins_dot16(m16, y[i].bsums);
+        macc += fp16_to_f32(x[i].dmin) * dy * (float)k4_mins(mn, y[i].bsums);
+        __m256i sc2 = _mm256_broadcastsi128_si256(sc);
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            __m256i lo = _mm256_and_si256(b, _mm256_set1_epi8(15));
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(15));
-            __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
-            __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
-            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc16[4 * c]));
-            p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc16[4 * c + 2]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            __m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+            sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc2, c));
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy), acc);
     }
@@ -351,34 +385,27 @@ static float q5_K_dot(int64_t n, const void *vx, const void *vy)
 {
     const struct block_q5_K *x = vx;
     const struct block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(15), b16 = _mm256_set1_epi8(16);
     __m256 acc = _mm256_setzero_ps();
     float macc = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int16_t sc16[16], m16[16];
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            quant_scale_min_k4(j, x[i].scales, &sc, &m);
-            sc16[2 * j] = sc16[2 * j + 1] = sc;
-            m16[2 * j] = m16[2 * j + 1] = m;
-        }
+        prefetch_block(x + i, sizeof(struct block_q5_K));
+        __m128i sc, mn;
+        k4_scales(x[i].scales, &sc, &mn);
         float dy = y[i].d;
-        macc += fp16_to_f32(x[i].dmin) * dy * (float)mins_dot16(m16, y[i].bsums);
+        macc += fp16_to_f32(x[i].dmin) * dy * (float)k4_mins(mn, y[i].bsums);
+        __m256i sc2 = _mm256_broadcastsi128_si256(sc);
         __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
         __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            __m256i lo = _mm256_and_si256(b, _mm256_set1_epi8(15));
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(15));
-            /* bit 2c of qh -> 16 for lo, bit 2c+1 -> 16 for hi */
-            __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c), 4), _mm256_set1_epi8(16));
-            __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c + 1), 4), _mm256_set1_epi8(16));
-            lo = _mm256_or_si256(lo, h0);
-            hi = _mm256_or_si256(hi, h1);
-            __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
-            __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
-            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc16[4 * c]));
-            p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc16[4 * c + 2]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            /* bit 2c of qh -> 16 for the low nibbles, bit 2c+1 for the high ones */
+            __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c), 4), b16);
+            __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c + 1), 4), b16);
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(b, m4), h0);
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), h1);
+            sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc2, c));
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy), acc);
     }
@@ -392,12 +419,12 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
     const struct block_q8_K *y = vy;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_block(x + i, sizeof(struct block_q6_K));
         const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
         __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         /* offset: 32 * sum_g sc[g] * bsums[g] */
         int off = 32 * hsum8i(_mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y[i].bsums)));
-        int16_t s16[16];
-        _mm256_storeu_si256((__m256i *)s16, sc);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
@@ -411,10 +438,14 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k)));
                 /* two 16-element groups per 32: scales g = 8h + 2k, 8h + 2k + 1 */
-                __m256i s = _mm256_set_m128i(_mm_set1_epi16(s16[8 * h + 2 * k + 1]), _mm_set1_epi16(s16[8 * h + 2 * k]));
+                int g = 8 * h + 2 * k; /* scales g (first 16) and g + 1 (second 16) */
+                __m128i ctl = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(g + 1)),
+                                             (long long)(0x0101010101010101ULL * (uint64_t)g));
+                __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, ctl));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
             }
         }
