@@ -321,6 +321,34 @@ Test(model, prefill_equals_decode_moe) { check_prefill_vs_decode(&MOE, 1e-5, 2e-
  * of their range; the bound is set above that noise and far below a wrong computation. */
 Test(model, prefill_equals_decode_dense_q8_0) { check_prefill_vs_decode(&DENSE_Q8, 2e-2, 5e-2); }
 
+/* A prompt longer than one micro-batch (512 tokens) is processed in chunks: the last logits and
+ * the cache must equal token-by-token decoding. */
+Test(model, prefill_longer_than_a_microbatch)
+{
+    struct model *m = load(&DENSE, 2);
+    int V = model_config(m)->n_vocab, n = 530;
+    struct err e = {0};
+    struct kv_cache *a = kv_new(m, n, &e), *b = kv_new(m, n, &e);
+    cr_assert(a && b, "%s", e.msg);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n);
+    struct kv_cache **seq = malloc(sizeof *seq * (size_t)n);
+    for (int i = 0; i < n; i++) tok[i] = (i * 37 + 5) % V, pos[i] = i, seq[i] = a;
+    float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
+    struct batch pb = {.token = tok, .pos = pos, .seq = seq, .n = n};
+    cr_assert(model_forward(m, &pb, la, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < n; i++) {
+        struct batch db = {.token = tok + i, .pos = pos + i, .seq = &b, .n = 1};
+        cr_assert(model_forward(m, &db, lb, &e) == 0, "%s", e.msg);
+    }
+    cr_expect(kv_rows(a) == n && kv_rows(b) == n);
+    double d = max_abs_diff(la, lb, V) / fmax(1.0, max_abs(lb, V));
+    cr_expect(d <= 1e-5, "chunked prefill vs decode: %g", d);
+    free(tok), free(pos), free(seq), free(la), free(lb);
+    kv_free(a);
+    kv_free(b);
+    model_free(m);
+}
+
 /* Lockstep decode of three sequences in one batch == each sequence decoded alone; a copied
  * prefix continues exactly like its donor. */
 Test(model, lockstep_batch_and_prefix_copy)
