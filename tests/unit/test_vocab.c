@@ -3,6 +3,7 @@
  * long inputs, lossy UTF-8, NFC), the streaming detokenizer, and load errors.
  * The full corpus comparison against Hugging Face's tokenizer is tests/suites/40-tokenizer.sh. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -782,4 +783,53 @@ Test(vocab, hf_tokenizer_small_files)
     /* a malformed merge */
     cr_assert_neq(load_json_pair(PRE_SPLIT(QWEN_RE_JSON), "{\"type\": \"NFC\"}", "[42]", &t, &e), 0);
     cr_assert_eq(e.code, ERR_FORMAT);
+}
+
+/* A vocab is shared read-only: threads encoding at once get the same ids as one thread alone. */
+struct enc_job {
+    const struct vocab *v;
+    const char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n;
+    int rc;
+};
+
+static void *enc_thread(void *p)
+{
+    struct enc_job *j = p;
+    size_t cap = 0;
+    struct err e = {0};
+    for (int r = 0; r < 5 && j->rc == 0; r++) {
+        free(j->ids);
+        j->ids = NULL;
+        j->n = cap = 0;
+        j->rc = tok_encode(j->v, j->text, j->len, NULL, 0, r % 2 == 0, &j->ids, &j->n, &cap, &e);
+    }
+    return NULL;
+}
+
+Test(vocab, concurrent_encodes_agree)
+{
+    struct vocab *v = qwen(NULL);
+    struct buf text = {0};
+    for (int i = 0; i < 400; i++)
+        buf_printf(&text, "Line %d: naïve café — 東京 %d <|im_start|>x 😀 it's\n", i, i * 7919);
+    int32_t *want;
+    size_t nw = enc(v, text.data, text.len, NULL, 0, true, &want);
+    pthread_t th[4];
+    struct enc_job jobs[4];
+    for (int k = 0; k < 4; k++) {
+        jobs[k] = (struct enc_job){.v = v, .text = text.data, .len = text.len};
+        cr_assert_eq(pthread_create(&th[k], NULL, enc_thread, &jobs[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        cr_assert_eq(jobs[k].rc, 0);
+        cr_assert(jobs[k].n == nw && memcmp(jobs[k].ids, want, nw * sizeof *want) == 0, "thread %d", k);
+        free(jobs[k].ids);
+    }
+    free(want);
+    buf_free(&text);
+    vocab_free(v);
 }
