@@ -39,7 +39,8 @@ static json_t *load_json(const char *dir, const char *name, struct err *e)
     json_error_t je;
     json_t *j = json_load_file(path, JSON_DECODE_ANY, &je);
     if (!j) {
-        err_set(e, ERR_FORMAT, "%s: line %d: %s", path, je.line, je.text);
+        if (je.line < 1) err_set(e, ERR_IO, "%s", je.text); /* could not open/read */
+        else err_set(e, ERR_FORMAT, "%s: line %d: %s", path, je.line, je.text);
         return NULL;
     }
     if (!json_is_object(j)) {
