@@ -439,6 +439,10 @@ static void grammar_destroy(struct grammar *g)
     }
     free(g->inner);
     free(g->nfa_term);
+    free(g->fh);
+    free(g->fh_queue);
+    free(g->fh_local);
+    free(g->fh_stamp);
     for (uint32_t i = 0; i < g->ls_cap; i++)
         free(g->ls_tab[i].terms);
     free(g->ls_tab);
@@ -530,7 +534,11 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
     if (lark_build(g, text, tlen, e)) goto fail;
     if (rx_dfa_init(&g->dfa, &g->nfa, e)) goto fail;
     g->nfa_term = malloc(((size_t)g->nfa.n + 1) * sizeof *g->nfa_term);
-    if (!g->nfa_term) {
+    g->fh = calloc(((size_t)g->nfa.n + 1) * 2, sizeof *g->fh);
+    g->fh_queue = malloc(((size_t)g->nfa.n + 1) * sizeof *g->fh_queue);
+    g->fh_local = malloc(((size_t)g->nfa.n + 1) * sizeof *g->fh_local);
+    g->fh_stamp = calloc((size_t)g->nfa.n + 1, sizeof *g->fh_stamp);
+    if (!g->nfa_term || !g->fh || !g->fh_queue || !g->fh_local || !g->fh_stamp) {
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -1006,12 +1014,30 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
 }
 
 struct inner_build {
+    int32_t *list; /* token list mode (bits == NULL) */
+    int32_t n_list, cap_list;
     uint32_t *bits;
     int32_t count;
     uint32_t *bound;
     uint32_t n_bound, cap_bound;
     bool oom;
 };
+
+static int list_push(struct inner_build *ib, int32_t t)
+{
+    if (ib->n_list == ib->cap_list) {
+        int32_t nc = ib->cap_list ? ib->cap_list * 2 : 256;
+        int32_t *n = realloc(ib->list, (size_t)nc * sizeof *n);
+        if (!n) {
+            ib->oom = true;
+            return -1;
+        }
+        ib->list = n;
+        ib->cap_list = nc;
+    }
+    ib->list[ib->n_list++] = t;
+    return 0;
+}
 
 static int bound_push(struct inner_build *ib, uint32_t c, uint32_t s)
 {
@@ -1033,12 +1059,16 @@ static int bound_push(struct inner_build *ib, uint32_t c, uint32_t s)
 /* Iterative DFS over the trie from the root in lexer state s0, never crossing a lexeme end.
  * The hot loop of mask computation: nodes are visited in DFS order and each node's parent state
  * is S[depth-1], so there is no explicit stack and few unpredictable branches. */
-static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
+/* Iterative DFS over the subtree of trie node r (r itself excluded) from lexer state s0, never
+ * crossing a lexeme end. The hot loop of mask computation: nodes are visited in DFS order and a
+ * node's parent state is S[depth - depth(r) - 1], so there is no explicit stack and few
+ * unpredictable branches. Tokens go to ib->bits, or to ib->list when ib->bits is NULL. */
+static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r, uint32_t s0)
 {
     const struct grammar_vocab_index *vi = m->g->vi;
     struct rx_dfa *d = &m->g->dfa;
     const struct tnode *tn = vi->tn;
-    /* S[k]: state after the first k bytes of the current path, premultiplied by 256 */
+    /* S[k]: state after the first k bytes below r, premultiplied by 256 */
     size_t *S = malloc(((size_t)vi->max_depth + 2) * sizeof *S);
     if (!S) {
         ib->oom = true;
@@ -1048,10 +1078,11 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
     const uint32_t *trans = d->trans;
     uint32_t *bits = ib->bits;
     const uint32_t dummy = (uint32_t)vi->n_tokens; /* bits has a spare word for it */
-    uint32_t n = tn[0].end;
-    for (uint32_t i = 1; i < n;) {
+    uint32_t n = tn[r].end;
+    uint32_t base = tn[r].depth + 1u;
+    for (uint32_t i = r + 1; i < n;) {
         const struct tnode *x = &tn[i];
-        uint32_t pd = x->depth - 1u;
+        uint32_t pd = x->depth - base;
         uint32_t t = trans[S[pd] + x->byte];
         if (__builtin_expect(t == RX_UNKNOWN, 0)) {
             t = rx_dfa_compute(d, (uint32_t)(S[pd] / 256), x->byte);
@@ -1063,22 +1094,104 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
             i = x->end;
             continue;
         }
-        uint32_t tk = x->tok >= 0 ? (uint32_t)x->tok : dummy;
-        bits[tk >> 5] |= 1u << (tk & 31);
-        if (__builtin_expect(x->dup, 0))
-            for (int32_t o = vi->tok_next[x->tok]; o >= 0; o = vi->tok_next[o])
-                bits[o >> 5] |= 1u << (o & 31);
+        if (bits) {
+            uint32_t tk = x->tok >= 0 ? (uint32_t)x->tok : dummy;
+            bits[tk >> 5] |= 1u << (tk & 31);
+            if (__builtin_expect(x->dup, 0))
+                for (int32_t o = vi->tok_next[x->tok]; o >= 0; o = vi->tok_next[o])
+                    bits[o >> 5] |= 1u << (o & 31);
+        } else if (x->tok >= 0) {
+            for (int32_t o = x->tok; o >= 0; o = vi->tok_next[o])
+                if (list_push(ib, o)) {
+                    free(S);
+                    return;
+                }
+        }
         S[pd + 1] = (size_t)t * 256;
         i++;
     }
-    bits[dummy >> 5] &= ~(1u << (dummy & 31));
+    if (bits) bits[dummy >> 5] &= ~(1u << (dummy & 31));
     free(S);
 }
 
-/* Canonical form of lexer state s: its NFA threads as (terminal regex hash, offset in the
- * terminal's automaton, loop counter class), sorted, plus whether s accepts. Two states with the
- * same form (in any grammars on this vocabulary) have the same inner walk. Counters that are
- * more than a token's length away from both loop bounds are interchangeable. */
+static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
+{
+    walk_inner_at(m, ib, 0, s0);
+}
+
+/* Structural hash of the automaton reachable from NFA state q (breadth-first, successors
+ * numbered in discovery order): equal hashes mean isomorphic automata, hence equal futures, even
+ * for states of different terminals or grammars. Terminal ids are left out (walks only need to
+ * know that a lexeme can end). Memoized per state. Caller holds g->mu. */
+static const uint64_t *fh_get(struct grammar *g, int32_t q)
+{
+    uint64_t *h = &g->fh[2 * (size_t)q];
+    if (h[0] | h[1]) return h;
+    const struct rx_nfa *n = &g->nfa;
+    if (++g->fh_gen == 0) {
+        memset(g->fh_stamp, 0, ((size_t)n->n + 1) * sizeof *g->fh_stamp);
+        g->fh_gen = 1;
+    }
+    uint64_t a = 1469598103934665603ull, b = 0x243f6a8885a308d3ull;
+#define FHMIX(v)                                                                                   \
+    do {                                                                                           \
+        uint64_t v_ = (v);                                                                         \
+        a = (a ^ v_) * 1099511628211ull;                                                           \
+        b = (b ^ (v_ + 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;                            \
+        b ^= b >> 29;                                                                              \
+    } while (0)
+    int32_t head = 0, tail = 0;
+    g->fh_stamp[q] = g->fh_gen;
+    g->fh_local[q] = tail;
+    g->fh_queue[tail++] = q;
+    while (head < tail) {
+        const struct rx_nstate *st = &n->s[g->fh_queue[head++]];
+        int32_t succ[2] = {-1, -1};
+        FHMIX((uint64_t)st->kind << 16 | (uint64_t)st->lo << 8 | st->hi);
+        switch (st->kind) {
+        case NS_BYTE:
+        case NS_EPS:
+        case NS_BOL:
+        case NS_EOL:
+            succ[0] = st->out;
+            break;
+        case NS_SPLIT:
+            succ[0] = st->out;
+            succ[1] = st->out2;
+            break;
+        case NS_CNT_ENTER:
+        case NS_CNT_END: {
+            const struct rx_loop *L = &n->loops[st->loop];
+            FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
+            succ[0] = L->body;
+            succ[1] = L->cont;
+            break;
+        }
+        default:
+            break; /* ACCEPT */
+        }
+        for (int k = 0; k < 2; k++) {
+            int32_t o = succ[k];
+            if (o < 0) continue;
+            if (g->fh_stamp[o] != g->fh_gen) {
+                g->fh_stamp[o] = g->fh_gen;
+                g->fh_local[o] = tail;
+                g->fh_queue[tail++] = o;
+            }
+            FHMIX((uint64_t)g->fh_local[o] + 7);
+        }
+    }
+#undef FHMIX
+    h[0] = a | 1;
+    h[1] = b;
+    return h;
+}
+
+/* Canonical form of lexer state s: its NFA threads as (structural hash of the automaton
+ * reachable from the thread, loop counter class), sorted and deduplicated, plus whether s
+ * accepts. Two states with the same form (in any grammars on this vocabulary) have the same
+ * inner walk. Counters more than a token's length away from both loop bounds are
+ * interchangeable. The key has 4 spare bytes (sub-walk keys append a trie node). */
 struct kent {
     uint64_t h0, h1;
     uint32_t off, cc;
@@ -1096,16 +1209,15 @@ static int cmp_kent(const void *x, const void *y)
 static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *hash)
 {
     const struct grammar *g = m->g;
-    const struct rx_dstate *ds = &g->dfa.st[s];
-    size_t n = (size_t)ds->n_kernel;
-    uint8_t *key = malloc(n * sizeof(struct kent) + 1);
+    size_t n = (size_t)g->dfa.st[s].n_kernel;
+    uint8_t *key = malloc(n * sizeof(struct kent) + 5);
     if (!key) return NULL;
     struct kent *k = (struct kent *)key;
     int64_t D = (int64_t)g->vi->max_depth + 2;
     for (size_t i = 0; i < n; i++) {
-        uint64_t v = ds->kernel[i];
+        uint64_t v = g->dfa.st[s].kernel[i];
         int32_t st = rx_thread_state(v);
-        const struct gterm *t = &g->terms[g->nfa_term[st]];
+        const uint64_t *fh = fh_get((struct grammar *)g, st);
         uint32_t c1 = rx_thread_c1(v);
         uint32_t cc = c1;
         if (c1) {
@@ -1119,9 +1231,13 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
                     cc = 0xfffffff1u;
             }
         }
-        k[i] = (struct kent){t->hash[0], t->hash[1], (uint32_t)(st - t->nfa_lo), cc};
+        k[i] = (struct kent){fh[0], fh[1], 0, cc};
     }
     qsort(k, n, sizeof *k, cmp_kent);
+    size_t w = 0; /* equal futures: keep one */
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || cmp_kent(&k[w - 1], &k[i])) k[w++] = k[i];
+    n = w;
     key[n * sizeof(struct kent)] = rx_dfa_accepting(&g->dfa, s) ? 1 : 0;
     *len = n * sizeof(struct kent) + 1;
     uint64_t h = 1469598103934665603ull;
@@ -1348,6 +1464,177 @@ fail:
     return NULL;
 }
 
+/* The walk of the subtree under root child c from state t (= s after c's byte), c's own tokens
+ * included: cached and shared by (canonical form of t, c). Returns the payload, published or
+ * (*priv) to be freed by the caller; NULL on failure. */
+static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, bool *priv)
+{
+    struct grammar_vocab_index *vi = (struct grammar_vocab_index *)m->g->vi;
+    size_t klen;
+    uint64_t h;
+    uint8_t *key = inner_key(m, t, &klen, &h);
+    if (!key) return NULL;
+    memcpy(key + klen, &c, 4);
+    klen += 4;
+    h = (h ^ c) * 1099511628211ull | 1;
+    *priv = false;
+    struct shared_inner *x = shared_find(vi, key, klen, h);
+    if (x) {
+        free(key);
+        return x;
+    }
+    struct inner_build ib = {0};
+    x = calloc(1, sizeof *x);
+    if (!x) goto fail;
+    for (int32_t o = vi->tn[c].tok; o >= 0; o = vi->tok_next[o])
+        if (list_push(&ib, o)) goto fail;
+    walk_inner_at(m, &ib, c, t);
+    if (ib.oom) goto fail;
+    x->list = ib.list;
+    x->n_list = ib.n_list;
+    ib.list = NULL;
+    x->n_nodes = ib.n_bound / 2;
+    x->nodes = malloc(((size_t)x->n_nodes + 1) * sizeof *x->nodes);
+    if (!x->nodes) goto fail;
+    for (uint32_t i = 0; i < x->n_nodes; i++)
+        x->nodes[i] = ib.bound[2 * i];
+    free(ib.bound);
+    x->hash = h;
+    x->key = key;
+    x->key_len = klen;
+    if (!shared_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4))
+        *priv = true;
+    return x;
+fail:
+    free(ib.list);
+    free(ib.bound);
+    if (x) free(x->nodes);
+    free(x);
+    free(key);
+    return NULL;
+}
+
+static void payload_free(struct shared_inner *x)
+{
+    if (!x) return;
+    free(x->key);
+    free(x->bits);
+    free(x->list);
+    free(x->nodes);
+    free(x);
+}
+
+#define COMPOSE_MIN_CHILDREN 8
+
+/* A state that lets many first bytes through (free text): its walk is the union of the walks
+ * of the root's subtrees from s's successor states, each cached by (canonical successor, first
+ * byte). States that are new as a whole (every prefix of a key of an object that also allows
+ * other keys) mostly reach successors seen before, so they cost lookups instead of a walk.
+ * Lexeme ends are kept where s's own automaton ends. Returns the payload (published, or owned by
+ * e) or NULL (not worth it / failure: the caller walks). */
+static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t *key, size_t klen,
+                                          uint64_t h, struct inner_entry *e)
+{
+    struct grammar *g = m->g;
+    struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
+    struct rx_dfa *d = &g->dfa;
+    const struct tnode *tn = vi->tn;
+    int alive = 0;
+    for (uint32_t c = 1; c < tn[0].end; c = tn[c].end)
+        alive += rx_dfa_next(d, s, tn[c].byte) != RX_DEAD;
+    if (alive < COMPOSE_MIN_CHILDREN) return NULL;
+    size_t words = ((size_t)vi->n_tokens + 31) / 32;
+    bool acc = rx_dfa_accepting(d, s);
+    uint32_t *bits = calloc(words, sizeof *bits);
+    uint32_t *cand = NULL;
+    size_t n_cand = 0, cap_cand = 0;
+    struct shared_inner *x = calloc(1, sizeof *x);
+    if (!bits || !x) goto fail;
+    for (uint32_t c = 1; c < tn[0].end; c = tn[c].end) {
+        uint32_t t = rx_dfa_next(d, s, tn[c].byte);
+        size_t need = n_cand + 1;
+        struct shared_inner *sub = NULL;
+        bool priv = false;
+        if (t != RX_DEAD) {
+            sub = sub_get(m, t, c, &priv);
+            if (!sub) goto fail;
+            for (int32_t i = 0; i < sub->n_list; i++)
+                bits[sub->list[i] >> 5] |= 1u << (sub->list[i] & 31);
+            need += sub->n_nodes;
+        } else if (!acc) {
+            continue;
+        }
+        if (need > cap_cand) {
+            cap_cand = need * 2 + 64;
+            uint32_t *nc = realloc(cand, cap_cand * sizeof *nc);
+            if (!nc) {
+                if (priv) payload_free(sub);
+                goto fail;
+            }
+            cand = nc;
+        }
+        if (sub) {
+            memcpy(cand + n_cand, sub->nodes, sub->n_nodes * sizeof *cand);
+            n_cand += sub->n_nodes;
+        } else {
+            cand[n_cand++] = c; /* the lexeme ends right at the root */
+        }
+        if (priv) payload_free(sub);
+    }
+    e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
+    x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
+    if (!e->bound || !x->nodes) goto fail;
+    for (size_t i = 0; i < n_cand; i++) {
+        uint32_t c = cand[i];
+        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
+        uint32_t q = s;
+        for (uint32_t j = 0; j + 1 < tn[c].depth && q != RX_DEAD; j++)
+            q = rx_dfa_next(d, q, path[j]);
+        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
+        if (rx_dfa_next(d, q, tn[c].byte) != RX_DEAD) continue;
+        e->bound[2 * e->n_bound] = c;
+        e->bound[2 * e->n_bound + 1] = q;
+        e->n_bound++;
+        x->nodes[x->n_nodes++] = c;
+    }
+    free(cand);
+    cand = NULL;
+    int32_t count = 0;
+    for (size_t w = 0; w < words; w++)
+        count += __builtin_popcount(bits[w]);
+    size_t bytes = sizeof *x + klen + x->n_nodes * 4;
+    if ((size_t)count < words) {
+        x->list = malloc(((size_t)count + 1) * sizeof *x->list);
+        if (!x->list) goto fail;
+        for (size_t w = 0; w < words; w++)
+            for (uint32_t v = bits[w]; v; v &= v - 1)
+                x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
+        free(bits);
+        bytes += (size_t)x->n_list * 4;
+    } else {
+        x->bits = bits;
+        bytes += words * 4;
+    }
+    bits = NULL;
+    x->hash = h;
+    x->key = key;
+    x->key_len = klen;
+    if (!shared_add(vi, x, bytes)) e->own = x;
+    return x;
+fail:
+    free(bits);
+    free(cand);
+    free(e->bound);
+    e->bound = NULL;
+    e->n_bound = 0;
+    if (x) {
+        free(x->nodes);
+        free(x->list);
+    }
+    free(x);
+    return NULL;
+}
+
 /* The cached inner entry of state s, computing it if needed; NULL when over budget / no memory.
  * Caller holds g->mu. */
 static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
@@ -1378,6 +1665,10 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     }
     struct shared_inner *x = shared_find(vi, key, klen, h);
     if (!x && (x = union_inner(m, s, key, klen, h, e)) != NULL) {
+        key = NULL; /* owned by x */
+        goto done;
+    }
+    if (!x && (x = compose_inner(m, s, key, klen, h, e)) != NULL) {
         key = NULL; /* owned by x */
         goto done;
     }

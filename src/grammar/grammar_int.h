@@ -64,6 +64,11 @@ struct grammar {
 
     /* cache: DFA state -> tokens that stay inside the lexeme, + lexeme-end points (grammar.c) */
     int32_t *nfa_term; /* NFA state -> terminal */
+    uint64_t *fh;      /* per NFA state: structural hash of the automaton reachable from it
+                        * (2 words; 0,0 = not computed yet) */
+    int32_t *fh_queue, *fh_local;
+    uint32_t *fh_stamp;
+    uint32_t fh_gen;
     struct inner_entry **inner;
     int32_t inner_cap;
     size_t inner_bytes;
