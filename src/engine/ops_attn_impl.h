@@ -54,8 +54,16 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
             int active = 0;
             _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) active |= rpos[r0 + i] >= kt0;
             if (!active) continue; /* the whole tile is in these rows' future */
+            /* keys any row of the block can see: [0, kb); scores are computed for [0, jn) */
+            int kb = 0;
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
+                int kr = rpos[r0 + i] - kt0 + 1 < kn ? rpos[r0 + i] - kt0 + 1 : kn;
+                kb = kr > kb ? kr : kb;
+            }
+            const int jn = (kb + VW - 1) / VW * VW;
             /* S[r0..r0+RB) = Q · K^T over the tile */
-            for (int j0 = 0; j0 < KT; j0 += 4 * VW) {
+            int j0 = 0;
+            for (; j0 + 4 * VW <= jn; j0 += 4 * VW) {
                 VEC s[RB][4];
                 _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = VZERO();
                 const uint16_t *kp = Kt + j0;
@@ -73,31 +81,43 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
                 _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++)
                     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) VSTORE(S + (r0 + i) * KT + j0 + c * VW, s[i][c]);
             }
-            /* online softmax per row; rows that see nothing of this tile keep their state */
+            for (; j0 < jn; j0 += VW) { /* the diagonal tile's last few key vectors */
+                VEC s[RB];
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) s[i] = VZERO();
+                const uint16_t *kp = Kt + j0;
+                const float *qp = Q + r0 * hd;
+                for (int d = 0; d < hd; d++, kp += KT) {
+                    VEC k0 = VLOADH(kp);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) s[i] = VFMA(VSET1(qp[i * hd + d]), k0, s[i]);
+                }
+                _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) VSTORE(S + (r0 + i) * KT + j0, s[i]);
+            }
+            /* online softmax per row over [0, jn); rows that see nothing of this tile keep their
+             * state (P = 0, corr = 1) */
             int krmax = 0;
             _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
                 int r = r0 + i;
                 float *sr = S + r * KT;
                 if (rpos[r] < kt0) {
-                    for (int j = 0; j < KT; j++) sr[j] = 0.0f;
+                    for (int j = 0; j < jn; j++) sr[j] = 0.0f;
                     corr[r] = 1.0f;
                     continue;
                 }
                 int kr = rpos[r] - kt0 + 1 < kn ? rpos[r] - kt0 + 1 : kn; /* keys visible to row */
                 krmax = kr > krmax ? kr : krmax;
-                for (int j = kr; j < KT; j++) sr[j] = -INFINITY;
+                for (int j = kr; j < jn; j++) sr[j] = -INFINITY;
                 VEC vm = VSET1(-INFINITY);
-                for (int j = 0; j < KT; j += VW) vm = VMAX(vm, VLOAD(sr + j));
+                for (int j = 0; j < jn; j += VW) vm = VMAX(vm, VLOAD(sr + j));
                 float tmax = VHMAX(vm);
                 float mnew = tmax > mx[r] ? tmax : mx[r];
                 corr[r] = expf(mx[r] - mnew); /* 0 on the first tile (mx = -inf) */
                 VEC vmn = VSET1(mnew), vs = VZERO();
-                for (int j = 0; j < KT; j += VW) {
+                for (int j = 0; j < jn; j += VW) {
                     VEC p = VEXP(VSUB(VLOAD(sr + j), vmn));
                     VSTORE(sr + j, p);
                     vs = VADD(vs, p);
                 }
-                for (int j = kr; j < KT; j++) sr[j] = 0.0f; /* exactly nothing from the future */
+                for (int j = kr; j < jn; j++) sr[j] = 0.0f; /* exactly nothing from the future */
                 sum[r] = sum[r] * corr[r] + VHSUM(vs);
                 mx[r] = mnew;
             }
