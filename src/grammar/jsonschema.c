@@ -1214,7 +1214,8 @@ static bool provably_disjoint(struct js *c, struct sn *a, struct sn *b, int dept
                     if (x->plens[j] == len && !memcmp(x->pnames[j], x->req[i], len)) xs = x->pschemas[j];
                 for (int j = 0; j < y->n_props; j++)
                     if (y->plens[j] == len && !memcmp(y->pnames[j], x->req[i], len)) ys = y->pschemas[j];
-                if (!ys && !y->n_ppat && y->addl && sn_unsat(resolve(c, y->addl))) return true;
+                struct sn *ya = y->addl ? resolve(c, y->addl) : NULL;
+                if (!ys && !y->n_ppat && ya && sn_unsat(ya)) return true;
                 if (xs && ys && provably_disjoint(c, xs, ys, depth + 1)) return true;
             }
         }
@@ -1622,6 +1623,7 @@ static char *emit_string(struct js *c, struct sn *s)
         if (jsrx_pattern(s->pattern, strlen(s->pattern), &body, len ? &one : NULL, c->e)) {
             buf_free(&body);
             buf_free(&one.set);
+            buf_free(&one.notset);
             buf_free(&rx);
             return NULL;
         }
@@ -1639,6 +1641,7 @@ static char *emit_string(struct js *c, struct sn *s)
             if (r) {
                 buf_free(&body);
                 buf_free(&one.set);
+                buf_free(&one.notset);
                 buf_free(&rx);
                 return NULL;
             }
@@ -1648,6 +1651,7 @@ static char *emit_string(struct js *c, struct sn *s)
             if (!one.ok) {
                 buf_free(&body);
                 buf_free(&one.set);
+                buf_free(&one.notset);
                 err_set(c->e, ERR_UNSUPPORTED,
                         "pattern /%.100s/ combined with minLength/maxLength is supported only for "
                         "patterns of the form ^X{m,n}$ (one character class)",
@@ -1660,6 +1664,7 @@ static char *emit_string(struct js *c, struct sn *s)
             if (hi >= 0 && lo > hi) {
                 buf_free(&body);
                 buf_free(&one.set);
+                buf_free(&one.notset);
                 return NULL;
             }
             if (hi < 0) buf_printf(&rx, "\"%s{%lld,}\"", one.set.data, (long long)lo);
@@ -1667,6 +1672,7 @@ static char *emit_string(struct js *c, struct sn *s)
         } else buf_printf(&rx, "\"%s\"", body.data);
         buf_free(&body);
         buf_free(&one.set);
+        buf_free(&one.notset);
     } else if (len) {
         if (s->max_len < 0) buf_printf(&rx, "\"" JSRX_CHAR "{%lld,}\"", (long long)s->min_len);
         else buf_printf(&rx, "\"" JSRX_CHAR "{%lld,%lld}\"", (long long)s->min_len, (long long)s->max_len);
@@ -1826,9 +1832,26 @@ static char *emit_object(struct js *c, struct sn *s)
         if (!r) return NULL;
         if (!sn_is_any(r)) ppat_any = false;
     }
+    /* one pattern and no declared names: other keys are the pattern's complement (when we can
+     * write it) and take additionalProperties */
+    struct sn *addl_r = s->addl ? resolve(c, s->addl) : NULL;
+    if (s->addl && !addl_r) return NULL;
+    bool addl_false = addl_r && sn_unsat(addl_r);
+    struct buf compl = {0};
+    if (s->n_ppat == 1 && !ppat_any && n_all == 0 && !addl_false &&
+        !universal_pattern(s->ppat[0])) {
+        struct err save = *c->e;
+        buf_puts(&compl, "\"");
+        if (jsrx_pattern_complement(s->ppat[0], strlen(s->ppat[0]), &compl, c->e)) {
+            *c->e = save; /* not expressible: the errors below explain */
+            buf_free(&compl);
+        } else buf_puts(&compl, "\"");
+    }
     if (s->n_ppat && !ppat_any) { /* (pattern keys with any value and no additionalProperties:
                                    * every extra key takes any value) */
-        if (s->addl && !sn_unsat(resolve(c, s->addl))) {
+        if (compl.len) {
+            /* handled: complement keys below */
+        } else if (s->addl && !addl_false) {
             bool all_univ = true;
             for (int j = 0; j < s->n_ppat; j++)
                 if (!universal_pattern(s->ppat[j])) all_univ = false;
@@ -1840,7 +1863,7 @@ static char *emit_object(struct js *c, struct sn *s)
                 return NULL;
             }
         }
-        if (!s->addl) {
+        if (!s->addl && !compl.len) {
             bool all_univ = true;
             for (int j = 0; j < s->n_ppat; j++)
                 if (!universal_pattern(s->ppat[j])) all_univ = false;
@@ -1888,6 +1911,19 @@ static char *emit_object(struct js *c, struct sn *s)
             buf_free(&key);
             buf_printf(&xb, "%s %s %s", kr, cl, pv);
         }
+        if (compl.len) {
+            const char *av = s->addl ? emit(c, s->addl) : r_value(c);
+            if (!av && c->e->msg[0]) {
+                buf_free(&compl);
+                buf_free(&xb);
+                return NULL;
+            }
+            if (av) {
+                const char *kr = mk_regex_rule(c, compl.data);
+                buf_printf(&xb, "%s%s %s %s", xb.len ? " | " : "", kr, cl, av);
+            }
+        }
+        buf_free(&compl);
     } else {
         const char *av = s->addl ? emit(c, s->addl) : r_value(c);
         if (!av && c->e->msg[0]) return NULL;

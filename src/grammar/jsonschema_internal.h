@@ -42,9 +42,14 @@ struct jsrx_single {
     int64_t lo, hi;
     bool anchored;
     int64_t mn, mx;
+    struct buf notset; /* when ok: one character NOT in X (content regex) */
 };
 int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_single *single,
                  struct err *e);
+
+/* Content regex for the strings a pattern does NOT match; only for patterns of the form ^X{m,n}$
+ * (one character set), else -1 with an error. */
+int jsrx_pattern_complement(const char *pat, size_t len, struct buf *out, struct err *e);
 
 /* Regex over JSON string content for `format` (date-time, date, time, duration, email, hostname,
  * ipv4, ipv6, uuid, uri). Unknown format → -1, "unsupported format". */

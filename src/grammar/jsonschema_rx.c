@@ -684,6 +684,10 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
         single->ok = true;
         buf_reset(&single->set);
         emit_set(&single->set, &last_set, false);
+        struct cpset neg = last_set;
+        cp_negate(&neg);
+        buf_reset(&single->notset);
+        emit_set(&single->notset, &neg, false);
         single->lo = last_lo;
         single->hi = last_hi;
     }
@@ -1381,5 +1385,34 @@ int jsrx_number(const struct jsrx_dec *lo, bool lo_excl, const struct jsrx_dec *
     else buf_printf(out, "-%s", neg.data);
     buf_free(&pos);
     buf_free(&neg);
+    return 0;
+}
+
+int jsrx_pattern_complement(const char *pat, size_t len, struct buf *out, struct err *e)
+{
+    struct jsrx_single one = {0};
+    struct buf body = {0};
+    int r = jsrx_pattern(pat, len, &body, &one, e);
+    buf_free(&body);
+    if (r) {
+        buf_free(&one.set);
+        buf_free(&one.notset);
+        return -1;
+    }
+    if (!one.ok) {
+        buf_free(&one.set);
+        buf_free(&one.notset);
+        return err_set(e, ERR_UNSUPPORTED,
+                       "the complement of pattern /%.100s/ is supported only for the form ^X{m,n}$ "
+                       "(one character class)",
+                       pat);
+    }
+    /* not ^X{lo,hi}$: some character outside X, or a length outside [lo, hi] */
+    buf_printf(out, "(?:" JSRX_CHAR "*(?:%s)" JSRX_CHAR "*", one.notset.data);
+    if (one.lo > 0) buf_printf(out, "|" JSRX_CHAR "{0,%lld}", (long long)one.lo - 1);
+    if (one.hi >= 0) buf_printf(out, "|" JSRX_CHAR "{%lld,}", (long long)one.hi + 1);
+    buf_puts(out, ")");
+    buf_free(&one.set);
+    buf_free(&one.notset);
     return 0;
 }

@@ -224,6 +224,12 @@ Test(jsonschema, objects_order_required_additional)
     check("{\"type\":\"object\",\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},"
           "\"additionalProperties\":false}",
           L("{\"x-a\":1}", "{}"), L("{\"y\":1}", "{\"x-a\":\"s\"}"));
+    /* map object: keys matching the pattern take its schema, every other key takes any value */
+    check("{\"type\":\"object\",\"patternProperties\":{\"^[a-z]{1,3}$\":{\"type\":\"integer\"}}}",
+          L("{\"ab\":1}", "{\"abcd\":\"s\"}", "{\"A\":true}", "{\"\":null}", "{\"ab\":1,\"X1\":[]}"),
+          L("{\"ab\":\"s\"}", "{\"x\":null}"));
+    expect_error("{\"type\":\"object\",\"patternProperties\":{\"^a|b\":{\"type\":\"integer\"}}}",
+                 "patternProperties");
     check("{\"type\":\"object\",\"properties\":{\"a\":true},\"minProperties\":1}", L("{\"a\":1}", "{\"q\":1}"),
           L("{}"));
     /* required property not declared: takes additionalProperties */
