@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "http/server.h"
@@ -137,6 +138,33 @@ static int parse_args(int argc, char **argv, struct opts *o)
     return 0;
 }
 
+/* Signals: a dedicated thread takes SIGINT/SIGTERM (blocked everywhere else). While the model is
+ * still loading there is nothing to drain, so it exits at once; afterwards it wakes main, which
+ * drains. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool loaded, signalled;
+    int sig;
+    sigset_t set;
+} sigs = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, 0, {{0}}};
+
+static void *signal_thread(void *arg)
+{
+    int sig = 0;
+    sigwait(&sigs.set, &sig);
+    pthread_mutex_lock(&sigs.mu);
+    if (!sigs.loaded) {
+        log_info("%s while loading: exiting", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        _exit(0);
+    }
+    sigs.signalled = true;
+    sigs.sig = sig;
+    pthread_cond_broadcast(&sigs.cv);
+    pthread_mutex_unlock(&sigs.mu);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o = {.host = "127.0.0.1", .port = 8080, .queue = 16, .conns = 64,
@@ -148,12 +176,17 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &o) < 0) return 2;
 
     /* Signals are taken by sigwait in main only; every thread inherits the mask. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sigemptyset(&sigs.set);
+    sigaddset(&sigs.set, SIGINT);
+    sigaddset(&sigs.set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs.set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    pthread_t st;
+    if (pthread_create(&st, NULL, signal_thread, NULL) != 0) {
+        fprintf(stderr, "lmserve: cannot start the signal thread\n");
+        return 1;
+    }
+    pthread_detach(st);
 
     static struct http_app app;
     struct err e;
@@ -188,8 +221,11 @@ int main(int argc, char **argv)
     log_info("ready: model %s, context %d, queue %ld, conns %ld, max tokens %d", b->model_id,
              b->n_ctx, o.queue, o.conns, b->max_tokens_cap);
 
-    int sig = 0;
-    sigwait(&set, &sig);
+    pthread_mutex_lock(&sigs.mu);
+    sigs.loaded = true;
+    while (!sigs.signalled) pthread_cond_wait(&sigs.cv, &sigs.mu);
+    int sig = sigs.sig;
+    pthread_mutex_unlock(&sigs.mu);
     log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     atomic_store(&app.stopping, true);
     http_quiesce(srv);   /* no new connections */

@@ -82,3 +82,23 @@ test('/health is 503 while the model loads (a FIFO holds the load), API calls ar
     fs.unlinkSync(fifo);
   }
 });
+
+test('SIGTERM while the model is still loading exits 0 at once', { timeout: 20000 }, async () => {
+  const fifo = path.join(os.tmpdir(), `lmserve-fifo2-${process.pid}.gguf`);
+  execFileSync('mkfifo', [fifo]);
+  const port = await new Promise((res) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
+  const proc = spawn(BIN, [fifo, '--port', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise((r) => proc.on('exit', (code) => r(code)));
+  try {
+    let h = null;
+    for (let i = 0; i < 400 && !h; i++) {
+      try { h = await fetch(`http://127.0.0.1:${port}/health`); } catch { await new Promise((r) => setTimeout(r, 25)); }
+    }
+    assert.equal(h?.status, 503, 'listening and loading');
+    proc.kill('SIGTERM');
+    assert.equal(await exited, 0);
+  } finally {
+    proc.kill('SIGKILL');
+    fs.unlinkSync(fifo);
+  }
+});
