@@ -54,11 +54,12 @@ test('a model that cannot be loaded exits 1 with the reason', () => {
   }
 });
 
-test('/health is 503 while the model loads (a FIFO holds the load), API calls are 503 too', async () => {
+test('/health is 503 while the model loads (a FIFO holds the load), API calls are 503 too', { timeout: 30000 }, async (t) => {
   const fifo = path.join(os.tmpdir(), `lmserve-fifo-${process.pid}.gguf`);
   execFileSync('mkfifo', [fifo]);
   const port = await new Promise((res) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
   const proc = spawn(BIN, [fifo, '--port', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.after(() => { proc.kill('SIGKILL'); fs.rmSync(fifo, { force: true }); }); // also on a timeout
   let err = '';
   proc.stderr.on('data', (d) => (err += d));
   const exited = new Promise((r) => proc.on('exit', (code) => r(code)));
@@ -79,15 +80,15 @@ test('/health is 503 while the model loads (a FIFO holds the load), API calls ar
     assert.match(err, /cannot load/);
   } finally {
     proc.kill('SIGKILL');
-    fs.unlinkSync(fifo);
   }
 });
 
-test('SIGTERM while the model is still loading exits 0 at once', { timeout: 20000 }, async () => {
+test('SIGTERM while the model is still loading exits 0 at once', { timeout: 20000 }, async (t) => {
   const fifo = path.join(os.tmpdir(), `lmserve-fifo2-${process.pid}.gguf`);
   execFileSync('mkfifo', [fifo]);
   const port = await new Promise((res) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
   const proc = spawn(BIN, [fifo, '--port', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.after(() => { proc.kill('SIGKILL'); fs.rmSync(fifo, { force: true }); }); // also on a timeout
   const exited = new Promise((r) => proc.on('exit', (code) => r(code)));
   try {
     let h = null;
@@ -99,6 +100,5 @@ test('SIGTERM while the model is still loading exits 0 at once', { timeout: 2000
     assert.equal(await exited, 0);
   } finally {
     proc.kill('SIGKILL');
-    fs.unlinkSync(fifo);
   }
 });
