@@ -95,7 +95,9 @@ test('a queued request whose client goes away is removed without running', async
 test('a client that reads nothing does not hold up a sibling; it later gets the whole stream', async () => {
   await until(async () => !(await health()).busy, 'idle worker');
   const N = 600;
-  const stalled = rawStream(srv.port, { messages: USER, max_tokens: N, stream: true, temperature: 0 });
+  // top_logprobs 20 makes each frame ~3 KB: ~2 MB in all, far more than the socket buffers hold,
+  // so most of the reply has to wait in the server-side pipe while nobody reads
+  const stalled = rawStream(srv.port, { messages: USER, max_tokens: N, stream: true, temperature: 0, logprobs: true, top_logprobs: 20 });
   stalled.sock.pause(); // read nothing
   await until(async () => (await health()).busy, 'the stalled request to run');
   const sibling = await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
@@ -104,6 +106,7 @@ test('a client that reads nothing does not hold up a sibling; it later gets the 
   stalled.sock.resume();
   await until(async () => stalled.ended, 'the stalled stream to end');
   const text = stalled.data.toString('utf8');
+  assert.ok(stalled.data.length > 1_000_000, `only ${stalled.data.length} bytes`);
   assert.ok(text.includes('"finish_reason":"length"'));
   assert.ok(text.includes('data: [DONE]'));
   const ours = logLines().filter((l) => l.completion === N);
