@@ -77,6 +77,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--layers") && v) n_layer = atoi(v), i++;
         else if (!strcmp(a, "--pp") && v) pp = atoi(v), i++;
         else if (!strcmp(a, "--reps") && v) reps = atoi(v), i++;
+        else if (!strcmp(a, "--no-amx")) mm_set_amx(0);
         else if (!strcmp(a, "--type") && v) {
             int found = 0;
             for (int k = 0; k < GGML_TYPE_COUNT; k++) {
@@ -89,7 +90,7 @@ int main(int argc, char **argv)
             }
             i++;
         } else {
-            fprintf(stderr, "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] [--no-amx]\n", argv[0]);
             return 2;
         }
     }
@@ -131,7 +132,7 @@ int main(int argc, char **argv)
     struct err e;
 
     printf("lmserve-kbench: type %s, %d threads, isa %s, gemm %s, %d layers (Qwen3-0.6B geometry)\n",
-           quant_traits(t)->name, nth, quant_isa(), mm_gemm_supported(t) ? "packed-vnni" : "vec_dot", n_layer);
+           quant_traits(t)->name, nth, quant_isa(), mm_gemm_name(t), n_layer);
     printf("weights: %.1f MiB per token (layers %.1f + output %.1f)\n", (layer_bytes * n_layer + out_bytes) / 1048576.0,
            layer_bytes * n_layer / 1048576.0, out_bytes / 1048576.0);
 

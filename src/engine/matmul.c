@@ -53,16 +53,30 @@ int mm_gemm_supported(enum ggml_type wtype)
     return g && (g->supported(wtype) || (g->gemm_f_supported && g->gemm_f_supported(wtype)));
 }
 
-enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F };
+enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F, PATH_GEMM_AMX };
+
+static int g_amx_enabled = 1;
+void mm_set_amx(int on) { g_amx_enabled = on; }
 
 static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok, int64_t cols)
 {
     if (!g) return PATH_DOT;
     if (n_tok >= g_gemm_min_tok && g->gemm_f_supported && g->gemm_f_supported(wtype)) return PATH_GEMM_F;
     if (cols % 32) return PATH_DOT;
+    if (n_tok >= g_gemm_min_tok && g_amx_enabled && g->amx_supported && g->amx_supported(wtype)) return PATH_GEMM_AMX;
     if (n_tok >= g_gemm_min_tok && g->supported(wtype)) return PATH_GEMM;
     if (g->gemv_supported && g->gemv_supported(wtype)) return PATH_GEMV_A8;
     return PATH_DOT;
+}
+
+const char *mm_gemm_name(enum ggml_type wtype)
+{
+    switch (choose_path(gemm_impl(), wtype, INT64_MAX / 2, 256)) {
+    case PATH_GEMM_AMX: return "amx";
+    case PATH_GEMM: return "vnni";
+    case PATH_GEMM_F: return "avx512-fma";
+    default: return "vec_dot";
+    }
 }
 
 enum mm_act_kind mm_act_kind(enum ggml_type wtype, int64_t n_tok, int64_t cols)
@@ -70,6 +84,7 @@ enum mm_act_kind mm_act_kind(enum ggml_type wtype, int64_t n_tok, int64_t cols)
     switch (choose_path(gemm_impl(), wtype, n_tok, cols)) {
     case PATH_GEMM_F: return MM_ACT_F32;
     case PATH_GEMM:
+    case PATH_GEMM_AMX:
     case PATH_GEMV_A8: return MM_ACT_A8;
     default: return MM_ACT_VEC_DOT;
     }
@@ -152,6 +167,10 @@ struct mm_act {
     uint8_t *q;               /* GEMV rows or A8 q */
     float *ad, *as, *as16;    /* A8 only */
     int32_t *ai;
+    int amx;                  /* also the AMX B panel (bp, dyp) */
+    uint8_t *bp;
+    float *dyp;
+    int64_t unit_begin;       /* prefix of 16-token groups over sets */
     int64_t tok_begin;        /* prefix over sets, for splitting the quantization work */
 };
 
@@ -170,7 +189,7 @@ struct mm_job {
     struct mm_plan_op pops[MM_MAX_OPS];
     struct mm_act acts[MM_MAX_OPS];
     int n_ops, n_acts;
-    int64_t total_tok, total_tiles;
+    int64_t total_tok, total_tiles, total_units;
     const struct mm_gemm_impl *g;
     struct mm_scratch *s;
     _Atomic int64_t next_tile;
@@ -178,22 +197,29 @@ struct mm_job {
     int par_quant;
 };
 
+/* Work units are groups of 16 tokens (the AMX B panel is built per group). */
 static void quantize_part(struct mm_job *j, int ith, int nth)
 {
-    int64_t t0 = j->total_tok * ith / nth, t1 = j->total_tok * (ith + 1) / nth;
+    int64_t u0 = j->total_units * ith / nth, u1 = j->total_units * (ith + 1) / nth;
     for (int a = 0; a < j->n_acts; a++) {
         struct mm_act *A = &j->acts[a];
-        int64_t lo = t0 > A->tok_begin ? t0 - A->tok_begin : 0;
-        int64_t hi = t1 - A->tok_begin < A->n_tok ? t1 - A->tok_begin : A->n_tok;
-        for (int64_t t = lo; t < hi; t++) {
-            const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
-            if (A->a8) {
-                int64_t nb = A->cols / 32;
-                j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb,
-                                A->ai + t * nb, A->as16 + t * 2 * nb);
-            } else {
-                quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
+        int64_t nu = (A->n_tok + 15) / 16;
+        int64_t lo = u0 > A->unit_begin ? u0 - A->unit_begin : 0;
+        int64_t hi = u1 - A->unit_begin < nu ? u1 - A->unit_begin : nu;
+        const int64_t nb = A->cols / 32;
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t t1 = 16 * u + 16 < A->n_tok ? 16 * u + 16 : A->n_tok;
+            for (int64_t t = 16 * u; t < t1; t++) {
+                const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
+                if (A->a8)
+                    j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb,
+                                    A->ai + t * nb, A->as16 + t * 2 * nb);
+                else
+                    quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
             }
+            if (A->amx)
+                j->g->amx_act((const int8_t *)A->q + 16 * u * A->cols, A->ad + 16 * u * nb, t1 - 16 * u, A->cols,
+                              A->bp + u * nb * 512, A->dyp + u * nb * 16);
         }
     }
 }
@@ -208,6 +234,11 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
     if (p->path == PATH_GEMM_F) {
         j->g->gemm_f(op->wtype, W, p->w_stride, r1 - r0, op->cols, op->X, p->x_stride, op->x_idx, op->n_tok, op->Y, ys,
                      op->y_idx, r0);
+        return;
+    }
+    if (p->path == PATH_GEMM_AMX) {
+        j->g->amx_kernel(op->wtype, W, p->w_stride, r1 - r0, op->cols, A->bp, A->dyp, op->n_tok, op->Y, ys, op->y_idx,
+                         r0, j->s->panel[ith]);
         return;
     }
     if (p->path == PATH_GEMV_A8) {
@@ -260,10 +291,10 @@ static void worker(void *ctx, int ith, int nth)
     }
 }
 
-static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int a8, enum ggml_type vdt)
+static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int a8, int amx, enum ggml_type vdt)
 {
     return A->X == op->X && A->x_stride == xs && A->x_idx == op->x_idx && A->n_tok == op->n_tok &&
-           A->cols == op->cols && A->a8 == a8 && (a8 || A->vdt == vdt);
+           A->cols == op->cols && A->a8 == a8 && A->amx == amx && (a8 || A->vdt == vdt);
 }
 
 int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s, struct err *e)
@@ -275,7 +306,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     if (!s->job && !(s->job = malloc(sizeof *s->job))) return err_set(e, ERR_NOMEM, "matmul: out of memory");
     struct mm_job *j = s->job;
     j->n_ops = j->n_acts = 0;
-    j->total_tok = j->total_tiles = 0;
+    j->total_tok = j->total_tiles = j->total_units = 0;
     atomic_store(&j->next_tile, 0);
     atomic_store(&j->barrier, 0);
     const struct mm_gemm_impl *g = gemm_impl();
@@ -305,18 +336,22 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         }
         int64_t xs = op->x_stride ? op->x_stride : op->cols;
         enum mm_path path = choose_path(g, op->wtype, op->n_tok, op->cols);
-        int a8 = path == PATH_GEMV_A8 || path == PATH_GEMM, gemm = path == PATH_GEMM;
+        int amx = path == PATH_GEMM_AMX;
+        int a8 = path == PATH_GEMV_A8 || path == PATH_GEMM || amx, gemm = path == PATH_GEMM;
         /* find or add the activation set (float GEMM reads X in place: no set) */
         int a = -1;
         if (path != PATH_GEMM_F) {
             for (a = 0; a < j->n_acts; a++)
-                if (same_act(&j->acts[a], op, xs, a8, tr->vec_dot_type)) break;
+                if (same_act(&j->acts[a], op, xs, a8, amx, tr->vec_dot_type)) break;
         }
         if (path != PATH_GEMM_F && a == j->n_acts) {
             struct mm_act *A = &j->acts[j->n_acts++];
             *A = (struct mm_act){.X = op->X, .x_stride = xs, .n_tok = op->n_tok, .cols = op->cols,
-                                 .x_idx = op->x_idx, .a8 = a8, .vdt = tr->vec_dot_type};
+                                 .x_idx = op->x_idx, .a8 = a8, .amx = amx, .vdt = tr->vec_dot_type};
             A->tok_begin = j->total_tok;
+            A->unit_begin = j->total_units;
+            j->total_units += (op->n_tok + 15) / 16;
+            if (amx) act_bytes += (size_t)((op->n_tok + 15) / 16) * (size_t)(op->cols / 32) * (512 + 64) + 2 * 64;
             j->total_tok += op->n_tok;
             total_elems += op->n_tok * op->cols;
             if (a8) {
@@ -334,10 +369,11 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         p->path = path;
         p->w_stride = ws;
         p->dot = tr->vec_dot;
-        p->tile_rows = gemm ? MM_TILE_ROWS : MM_GEMV_TILE_ROWS;
+        p->tile_rows = gemm || amx ? MM_TILE_ROWS : MM_GEMV_TILE_ROWS;
         p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;
         p->tile_begin = j->total_tiles;
         j->total_tiles += p->n_tiles;
+        if (amx && MM_AMX_TMP_BYTES(op->cols) > panel_need) panel_need = MM_AMX_TMP_BYTES(op->cols);
         if (gemm) {
             size_t need = (size_t)op->cols * MM_TILE_ROWS + 4 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);
             if (need > panel_need) panel_need = need;
@@ -361,6 +397,13 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
             off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
             A->as16 = (float *)(s->act + off);
             off += ((size_t)A->n_tok * (size_t)(A->cols / 16) * 4 + 63) / 64 * 64;
+            if (A->amx) {
+                size_t ng = (size_t)((A->n_tok + 15) / 16), nb = (size_t)(A->cols / 32);
+                A->bp = s->act + off;
+                off += (ng * nb * 512 + 63) / 64 * 64;
+                A->dyp = (float *)(s->act + off);
+                off += (ng * nb * 64 + 63) / 64 * 64;
+            }
         } else {
             off += ((size_t)A->n_tok * A->row_bytes + 63) / 64 * 64;
         }

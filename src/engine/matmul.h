@@ -59,6 +59,11 @@ int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t r
  * tokens and the CPU and weight type support it. mm_set_gemm_min_tokens(0) restores the default;
  * a huge value forces the GEMV path everywhere. Not thread-safe; for tests and benchmarks. */
 void mm_set_gemm_min_tokens(int64_t n);
+/* Enables (default) or disables the AMX int8 GEMM where the CPU has it (tests, benchmarks). */
+void mm_set_amx(int on);
+/* Name of the kernel many-token products of this type run on ("amx", "vnni", "avx512-fma",
+ * "vec_dot"), for reports. */
+const char *mm_gemm_name(enum ggml_type wtype);
 /* Whether the packed GEMM path exists for this weight type on this CPU. */
 int mm_gemm_supported(enum ggml_type wtype);
 /* What an op of this type and shape does to its activations, so tests can compute the exact

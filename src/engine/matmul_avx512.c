@@ -6,6 +6,8 @@
  * per-32-block scales are applied once per 16 rows x token x block (cvt, mul, 2 fma). */
 #include <immintrin.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "engine/fp16.h"
@@ -379,9 +381,24 @@ static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64
 
 static float g_f16[65536]; /* fp16 -> f32 table: a block scale costs two loads, no ALU */
 
+static void amx_probe(void);
+static const struct mm_gemm_impl g_impl;
+static struct mm_gemm_impl g_impl_amx;
+static int amx_supported(enum ggml_type t);
+static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp, float *dyp);
+static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const uint8_t *bp,
+                       const float *dyp, int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx, int64_t r0,
+                       void *tmp);
+
 static void init_tables(void)
 {
     for (uint32_t h = 0; h < 65536; h++) g_f16[h] = fp16_to_f32_sw((uint16_t)h);
+    amx_probe();
+    g_impl_amx = g_impl;
+    g_impl_amx.name = "avx512-vnni+amx";
+    g_impl_amx.amx_supported = amx_supported;
+    g_impl_amx.amx_act = amx_act;
+    g_impl_amx.amx_kernel = amx_kernel;
 }
 
 AI float hsum8(__m256 v)
@@ -568,6 +585,126 @@ static void gemm_f(enum ggml_type t, const void *W, size_t ws, int64_t nrows, in
     }
 }
 
+/* ------------------------------------------------------------ AMX (q8_0) */
+
+#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,f16c")))
+
+struct amx_cfg {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+static int g_amx;
+
+static void amx_probe(void)
+{
+#if defined(__linux__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8")) return;
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): the kernel must enable the
+     * 8 KiB tile state for this process before any tile instruction */
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return;
+    g_amx = 1;
+#endif
+}
+
+static int amx_supported(enum ggml_type t) { return t == GGML_TYPE_Q8_0; }
+
+/* 16 tokens x 32 bytes (rows[] as ymm) are exactly the weight-panel transpose. */
+static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp, float *dyp)
+{
+    const int64_t nb = cols / 32;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i rows[16];
+        for (int t = 0; t < 16; t++) {
+            rows[t] = t < ntok ? _mm256_loadu_si256((const __m256i *)(aq + t * cols + 32 * b)) : _mm256_setzero_si256();
+            dyp[b * 16 + t] = t < ntok ? ad[t * nb + b] : 0.f;
+        }
+        transpose_store(rows, bp + b * 512);
+    }
+}
+
+/* C = A (weights, nrows x 32 s8 straight from the q8_0 rows, row stride ws) . B (16 tokens);
+ * two tile sets alternate between even and odd blocks so the AVX-512 scaling of one block
+ * overlaps the tile work of the next. Per block and row: cvt, mul by the token scales, FMA with
+ * the row's block scale. */
+AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                                  const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y, int64_t ys,
+                                  const int32_t *y_idx, int64_t r0, void *tmp)
+{
+    (void)t;
+    const int64_t nb = cols / 32;
+    float *dx = (float *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63); /* [b][16] */
+    int32_t *cbuf = (int32_t *)(dx + nb * 16);                       /* 2 x 16 x 16 */
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 16; r++)
+            dx[b * 16 + r] = r < nrows ? g_f16[((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws) + b)->d] : 0.f;
+    struct amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int k = 0; k < 2; k++) {
+        cfg.rows[3 * k + 0] = (uint8_t)nrows, cfg.colsb[3 * k + 0] = 32; /* A */
+        cfg.rows[3 * k + 1] = 8, cfg.colsb[3 * k + 1] = 64;               /* B */
+        cfg.rows[3 * k + 2] = (uint8_t)nrows, cfg.colsb[3 * k + 2] = 64; /* C */
+    }
+    _tile_loadconfig(&cfg);
+    const uint8_t *wq = (const uint8_t *)W + 2; /* qs of block 0 of row 0 */
+    for (int64_t g0 = 0; g0 < n_tok; g0 += 16) {
+        const int64_t G = g0 / 16;
+        const uint8_t *bg = bp + G * nb * 512;
+        const float *dg = dyp + G * nb * 16;
+        __m512 acc[16];
+        for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            _tile_loadd(0, wq + b * 34, (long)ws);
+            _tile_loadd(1, bg + b * 512, 64);
+            _tile_zero(2);
+            _tile_loadd(3, wq + (b + 1) * 34, (long)ws);
+            _tile_loadd(4, bg + (b + 1) * 512, 64);
+            _tile_zero(5);
+            _tile_dpbssd(2, 0, 1);
+            _tile_dpbssd(5, 3, 4);
+            _tile_stored(2, cbuf, 64);
+            _tile_stored(5, cbuf + 256, 64);
+            for (int k = 0; k < 2; k++) {
+                __m512 dy = _mm512_loadu_ps(dg + (b + k) * 16);
+                const float *dxb = dx + (b + k) * 16;
+                const int32_t *c = cbuf + 256 * k;
+#pragma GCC unroll 16
+                for (int r = 0; r < 16; r++) {
+                    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(c + 16 * r)), dy);
+                    acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(dxb[r]), acc[r]);
+                }
+            }
+        }
+        for (; b < nb; b++) {
+            _tile_loadd(0, wq + b * 34, (long)ws);
+            _tile_loadd(1, bg + b * 512, 64);
+            _tile_zero(2);
+            _tile_dpbssd(2, 0, 1);
+            _tile_stored(2, cbuf, 64);
+            __m512 dy = _mm512_loadu_ps(dg + b * 16);
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) {
+                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(cbuf + 16 * r)), dy);
+                acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(dx[b * 16 + r]), acc[r]);
+            }
+        }
+        /* acc[r] holds 16 tokens of row r; Y is token-major */
+        float out[16][16];
+        for (int r = 0; r < 16; r++) _mm512_storeu_ps(out[r], acc[r]);
+        int64_t tt = n_tok - g0 < 16 ? n_tok - g0 : 16;
+        for (int64_t k = 0; k < tt; k++) {
+            float *yrow = Y + (y_idx ? y_idx[g0 + k] : g0 + k) * ys + r0;
+            for (int64_t r = 0; r < nrows; r++) yrow[r] = out[r][k];
+        }
+    }
+    _tile_release();
+}
+
 static const struct mm_gemm_impl g_impl = {
     .name = "avx512-vnni",
     .supported = supported,
@@ -581,9 +718,11 @@ static const struct mm_gemm_impl g_impl = {
     .gemm_f = gemm_f,
 };
 
+static struct mm_gemm_impl g_impl_amx;
+
 const struct mm_gemm_impl *mm_gemm_avx512(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_tables);
-    return &g_impl;
+    return g_amx ? &g_impl_amx : &g_impl;
 }

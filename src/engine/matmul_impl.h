@@ -21,6 +21,7 @@
 #include "engine/quant.h"
 
 #define MM_TILE_ROWS 16
+#define MM_AMX_TMP_BYTES(cols) ((size_t)(cols) / 32 * 16 * 4 + 4 * 1024 + 64)
 
 struct mm_gemm_impl {
     const char *name;
@@ -48,6 +49,17 @@ struct mm_gemm_impl {
     /* Float-weight GEMM (f32/f16/bf16) on f32 activations read in place: rows [0, nrows) of W,
      * tokens [0, n_tok) (token t at X + (x_idx ? x_idx[t] : t) * x_stride), outputs as gemv. */
     int (*gemm_f_supported)(enum ggml_type wtype);
+    /* AMX int8 GEMM (NULL when the CPU/OS has no AMX). Activations: per group of 16 tokens G and
+     * 32-column block b, bp[(G * nb + b) * 512 + g * 64 + t * 4 + i] = q of token 16G + t,
+     * column 32b + 4g + i (the tdpbssd B layout; missing tokens zero) and
+     * dyp[(G * nb + b) * 16 + t] = its scale. amx_act builds one group from the A8 panel. The
+     * kernel does rows [0, nrows <= 16) of W; tmp: MM_AMX_TMP_BYTES(cols) per thread. */
+    int (*amx_supported)(enum ggml_type wtype);
+    void (*amx_act)(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp,
+                    float *dyp);
+    void (*amx_kernel)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
+                       int64_t cols, const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y,
+                       int64_t y_stride, const int32_t *y_idx, int64_t r0, void *tmp);
     void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                    const float *X, int64_t x_stride, const int32_t *x_idx, int64_t n_tok, float *Y,
                    int64_t y_stride, const int32_t *y_idx, int64_t r0);

@@ -97,9 +97,11 @@ static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch 
     const struct quant_traits *tr = quant_traits(t);
     int64_t cols = tr->blck_size >= 256 ? 768 : 224;
     static const int64_t rows_list[] = {1, 17, 37};
-    for (int path = 0; path < 2; path++) {
-        if (path == 1 && !mm_gemm_supported(t)) continue;
-        mm_set_gemm_min_tokens(path == 1 ? 1 : INT64_MAX);
+    /* path 0: GEMV/vec_dot everywhere; 1: GEMM (AMX where the CPU has it); 2: GEMM without AMX */
+    for (int path = 0; path < 3; path++) {
+        if (path >= 1 && !mm_gemm_supported(t)) continue;
+        mm_set_gemm_min_tokens(path >= 1 ? 1 : INT64_MAX);
+        mm_set_amx(path != 2);
         for (int ri = 0; ri < 3; ri++) {
             struct wmat m;
             wmat_make(&m, t, rows_list[ri], cols, ri == 2 ? 6 : 0);
@@ -118,6 +120,7 @@ static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch 
         }
     }
     mm_set_gemm_min_tokens(0);
+    mm_set_amx(1);
 }
 
 Test(matmul, all_types_both_paths_1_thread)
