@@ -195,14 +195,18 @@ static int check_main(int argc, char **argv, int first)
                 else it++;
                 if (m < 0 && m != PCRE2_ERROR_NOMATCH) {
                     printf("{\"file\":\"%s\",\"test\":%zu,\"pcre_match_error\":%d}\n", argv[i], k, m);
-                } else if (valid && m < 0) {
-                    fve++;
-                    printf("{\"file\":\"%s\",\"test\":%zu,\"validation_error\":true,\"indent\":%d,\"instance\":\"%.200s\"}\n",
-                           argv[i], k, ind, inst.data);
-                } else if (!valid && m >= 0) {
-                    fie++;
-                    printf("{\"file\":\"%s\",\"test\":%zu,\"invalidation_error\":true,\"indent\":%d,\"instance\":\"%.200s\"}\n",
-                           argv[i], k, ind, inst.data);
+                } else if ((valid && m < 0) || (!valid && m >= 0)) {
+                    if (valid) fve++;
+                    else fie++;
+                    size_t cut = inst.len < 200 ? inst.len : 200;
+                    while (cut < inst.len && (inst.data[cut] & 0xC0) == 0x80) cut--;
+                    json_t *line = json_pack("{s:s, s:i, s:b, s:i, s:s%}", "file", argv[i], "test",
+                                             (int)k, valid ? "validation_error" : "invalidation_error",
+                                             1, "indent", ind, "instance", inst.data, cut);
+                    char *ls = line ? json_dumps(line, JSON_COMPACT) : NULL;
+                    if (ls) puts(ls);
+                    free(ls);
+                    json_decref(line);
                 }
                 buf_free(&inst);
             }
