@@ -193,35 +193,30 @@ struct mm_job {
     const struct mm_gemm_impl *g;
     struct mm_scratch *s;
     _Atomic int64_t next_tile;
-    _Atomic int barrier;
+    _Atomic int64_t next_unit, units_done;
     int par_quant;
 };
 
-/* Work units are groups of 16 tokens (the AMX B panel is built per group). */
-static void quantize_part(struct mm_job *j, int ith, int nth)
+/* Quantizes unit u (a group of 16 tokens of one activation set; the AMX B panel is per group). */
+static void quantize_unit(struct mm_job *j, int64_t unit)
 {
-    int64_t u0 = j->total_units * ith / nth, u1 = j->total_units * (ith + 1) / nth;
-    for (int a = 0; a < j->n_acts; a++) {
-        struct mm_act *A = &j->acts[a];
-        int64_t nu = (A->n_tok + 15) / 16;
-        int64_t lo = u0 > A->unit_begin ? u0 - A->unit_begin : 0;
-        int64_t hi = u1 - A->unit_begin < nu ? u1 - A->unit_begin : nu;
-        const int64_t nb = A->cols / 32;
-        for (int64_t u = lo; u < hi; u++) {
-            int64_t t1 = 16 * u + 16 < A->n_tok ? 16 * u + 16 : A->n_tok;
-            for (int64_t t = 16 * u; t < t1; t++) {
-                const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
-                if (A->a8)
-                    j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb,
-                                    A->ai + t * nb, A->as16 + t * 2 * nb);
-                else
-                    quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
-            }
-            if (A->amx)
-                j->g->amx_act((const int8_t *)A->q + 16 * u * A->cols, A->ad + 16 * u * nb, t1 - 16 * u, A->cols,
-                              A->bp + u * nb * 512, A->dyp + u * nb * 16);
-        }
+    int a = 0;
+    while (unit >= j->acts[a].unit_begin + (j->acts[a].n_tok + 15) / 16) a++;
+    struct mm_act *A = &j->acts[a];
+    int64_t u = unit - A->unit_begin;
+    const int64_t nb = A->cols / 32;
+    int64_t t1 = 16 * u + 16 < A->n_tok ? 16 * u + 16 : A->n_tok;
+    for (int64_t t = 16 * u; t < t1; t++) {
+        const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
+        if (A->a8)
+            j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb, A->ai + t * nb,
+                            A->as16 + t * 2 * nb);
+        else
+            quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
     }
+    if (A->amx)
+        j->g->amx_act((const int8_t *)A->q + 16 * u * A->cols, A->ad + 16 * u * nb, t1 - 16 * u, A->cols,
+                      A->bp + u * nb * 512, A->dyp + u * nb * 16);
 }
 
 static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t tile)
@@ -265,10 +260,11 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
     }
 }
 
-static void barrier_wait(_Atomic int *b, int nth)
+/* Waits until every quantization unit is done (not until every thread arrived: a thread that
+ * never started must not hold the others up). */
+static void wait_units(struct mm_job *j)
 {
-    atomic_fetch_add(b, 1);
-    for (int i = 0; atomic_load(b) < nth; i++) {
+    for (int i = 0; atomic_load(&j->units_done) < j->total_units; i++) {
         if ((i & 255) == 255) sched_yield();
         else cpu_relax();
     }
@@ -277,9 +273,15 @@ static void barrier_wait(_Atomic int *b, int nth)
 static void worker(void *ctx, int ith, int nth)
 {
     struct mm_job *j = ctx;
+    (void)nth;
     if (j->par_quant) {
-        quantize_part(j, ith, nth);
-        if (nth > 1) barrier_wait(&j->barrier, nth);
+        for (;;) {
+            int64_t u = atomic_fetch_add(&j->next_unit, 1);
+            if (u >= j->total_units) break;
+            quantize_unit(j, u);
+            atomic_fetch_add(&j->units_done, 1);
+        }
+        wait_units(j);
     }
     /* dynamic tiles: op boundaries found by a forward scan (tiles are handed out in order) */
     int o = 0;
@@ -308,7 +310,8 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     j->n_ops = j->n_acts = 0;
     j->total_tok = j->total_tiles = j->total_units = 0;
     atomic_store(&j->next_tile, 0);
-    atomic_store(&j->barrier, 0);
+    atomic_store(&j->next_unit, 0);
+    atomic_store(&j->units_done, 0);
     const struct mm_gemm_impl *g = gemm_impl();
     j->g = g;
     j->s = s;
@@ -411,8 +414,9 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     /* Small activation sets (decode) are quantized here: no barrier inside the parallel part,
      * so a worker that is late (descheduled) holds nobody up until the final join. */
     j->par_quant = nth > 1 && total_elems >= MM_PAR_QUANT_MIN;
-    if (!j->par_quant) quantize_part(j, 0, 1);
-    tp_run(tp, worker, j);
+    if (!j->par_quant)
+        for (int64_t u = 0; u < j->total_units; u++) quantize_unit(j, u);
+    tp_run_dynamic(tp, worker, j);
     return 0;
 }
 

@@ -51,7 +51,13 @@ struct threadpool {
     _Atomic int32_t sleepers;
     _Atomic int32_t owner_sleeping;
     _Atomic int32_t stop;
+    /* tp_run_dynamic: (generation << 32) | TP_CLOSED | number of workers inside fn */
+    _Atomic int dynamic;
+    _Atomic uint64_t dyn_state;
 };
+
+#define TP_CLOSED (1ull << 31)
+#define TP_COUNT_MASK (TP_CLOSED - 1)
 
 /* Pause, and now and then give the CPU away: with more threads than cores (or a busy machine)
  * the thread we wait for may need our core. */
@@ -101,8 +107,28 @@ static void *worker_main(void *arg)
             while ((g = atomic_load(&tp->gen)) == seen) futex_wait(&tp->gen, seen);
             atomic_fetch_sub(&tp->sleepers, 1);
         }
+        int dyn = atomic_load_explicit(&tp->dynamic, memory_order_relaxed);
+        if (atomic_load(&tp->gen) != g) continue; /* a newer job was published meanwhile: retry */
         seen = g;
         if (atomic_load(&tp->stop)) break;
+        if (dyn) {
+            /* join only while the job is open: a late worker must not hold the owner up */
+            uint64_t st = atomic_load(&tp->dyn_state);
+            int joined = 0;
+            while ((uint32_t)(st >> 32) == g && !(st & TP_CLOSED))
+                if (atomic_compare_exchange_weak(&tp->dyn_state, &st, st + 1)) {
+                    joined = 1;
+                    break;
+                }
+            if (!joined) continue;
+            tp->fn(tp->ctx, w->ith, tp->n);
+            st = atomic_fetch_sub(&tp->dyn_state, 1) - 1;
+            if ((st & TP_CLOSED) && (st & TP_COUNT_MASK) == 0) {
+                atomic_fetch_add(&tp->done, 1);
+                if (atomic_load(&tp->owner_sleeping)) futex_wake(&tp->done);
+            }
+            continue;
+        }
         tp->fn(tp->ctx, w->ith, tp->n);
         if (atomic_fetch_sub(&tp->pending, 1) == 1) {
             atomic_fetch_add(&tp->done, 1);
@@ -160,6 +186,7 @@ void tp_run(struct threadpool *tp, tp_fn fn, void *ctx)
     }
     tp->fn = fn;
     tp->ctx = ctx;
+    atomic_store_explicit(&tp->dynamic, 0, memory_order_relaxed);
     atomic_store(&tp->pending, tp->n - 1);
     atomic_fetch_add(&tp->gen, 1);
     if (atomic_load(&tp->sleepers) > 0) futex_wake(&tp->gen);
@@ -172,6 +199,35 @@ void tp_run(struct threadpool *tp, tp_fn fn, void *ctx)
     for (;;) {
         uint32_t d = atomic_load(&tp->done);
         if (atomic_load(&tp->pending) == 0) break;
+        futex_wait(&tp->done, d);
+    }
+    atomic_store(&tp->owner_sleeping, 0);
+}
+
+void tp_run_dynamic(struct threadpool *tp, tp_fn fn, void *ctx)
+{
+    if (!tp || tp->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    tp->fn = fn;
+    tp->ctx = ctx;
+    atomic_store_explicit(&tp->dynamic, 1, memory_order_relaxed);
+    uint32_t g = atomic_load(&tp->gen) + 1;
+    atomic_store(&tp->dyn_state, (uint64_t)g << 32);
+    atomic_store(&tp->gen, g);
+    if (atomic_load(&tp->sleepers) > 0) futex_wake(&tp->gen);
+    fn(ctx, 0, tp->n);
+    uint64_t st = atomic_fetch_or(&tp->dyn_state, TP_CLOSED) | TP_CLOSED;
+    for (int i = 0; (st & TP_COUNT_MASK) && i < TP_SPIN_ITERS; i++) {
+        spin_step(i);
+        st = atomic_load(&tp->dyn_state);
+    }
+    if (!(st & TP_COUNT_MASK)) return;
+    atomic_store(&tp->owner_sleeping, 1);
+    for (;;) {
+        uint32_t d = atomic_load(&tp->done);
+        if (!(atomic_load(&tp->dyn_state) & TP_COUNT_MASK)) break;
         futex_wait(&tp->done, d);
     }
     atomic_store(&tp->owner_sleeping, 0);

@@ -6,6 +6,8 @@
 
 #include "engine/threadpool.h"
 
+static void cover_noop(void *ctx, int ith, int nth) { (void)ctx, (void)ith, (void)nth; }
+
 struct cover_ctx {
     int64_t n;
     _Atomic int *hits;
@@ -82,4 +84,46 @@ Test(threadpool, limits_and_default)
     int d = tp_default_threads();
     cr_assert(d >= 1 && d <= sysconf(_SC_NPROCESSORS_ONLN), "default threads %d", d);
     tp_free(NULL);
+}
+
+/* tp_run_dynamic: work taken from a counter; every item done exactly once whoever joins, and the
+ * caller returns only when all joined workers left fn. */
+struct dyn_ctx {
+    _Atomic int64_t next;
+    int64_t n;
+    _Atomic int *hits;
+    _Atomic int inside;
+};
+
+static void dyn_fn(void *vctx, int ith, int nth)
+{
+    struct dyn_ctx *c = vctx;
+    (void)ith, (void)nth;
+    atomic_fetch_add(&c->inside, 1);
+    for (;;) {
+        int64_t i = atomic_fetch_add(&c->next, 1);
+        if (i >= c->n) break;
+        atomic_fetch_add(&c->hits[i], 1);
+    }
+    atomic_fetch_sub(&c->inside, 1);
+}
+
+Test(threadpool, dynamic_every_item_once)
+{
+    for (int nt = 1; nt <= 4; nt++) {
+        struct threadpool *tp = tp_new(nt);
+        struct dyn_ctx c = {.n = 777};
+        c.hits = calloc((size_t)c.n, sizeof *c.hits);
+        int runs = 1500;
+        for (int run = 0; run < runs; run++) {
+            atomic_store(&c.next, 0);
+            tp_run_dynamic(tp, dyn_fn, &c);
+            cr_assert_eq(atomic_load(&c.inside), 0, "a worker still inside fn after return");
+            if (run % 500 == 499) usleep(20000); /* let workers fall asleep */
+            if (run % 3 == 0) tp_run(tp, cover_noop, NULL); /* interleave with static jobs */
+        }
+        for (int64_t i = 0; i < c.n; i++) cr_assert_eq(atomic_load(&c.hits[i]), runs, "item %ld", (long)i);
+        free(c.hits);
+        tp_free(tp);
+    }
 }
