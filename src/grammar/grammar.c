@@ -405,7 +405,7 @@ struct inner_entry {
     struct shared_inner *own; /* payload owned here when it could not be shared */
 };
 
-#define INNER_CACHE_MAX_BYTES ((size_t)64 << 20)
+#define INNER_CACHE_MAX_BYTES ((size_t)16 << 20) /* per grammar; beyond it, walk uncached */
 
 static void grammar_destroy(struct grammar *g)
 {
