@@ -61,10 +61,9 @@ struct grammar_vocab_index {
     int32_t n_specials;
 };
 
-static const struct grammar_vocab_index *sort_vi;
-static int cmp_tok_bytes(const void *x, const void *y)
+static int cmp_tok_bytes(const void *x, const void *y, void *ctx)
 {
-    const struct grammar_vocab_index *vi = sort_vi;
+    const struct grammar_vocab_index *vi = ctx;
     int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
     uint32_t la = vi->len[a], lb = vi->len[b];
     int c = memcmp(vi->blob + vi->off[a], vi->blob + vi->off[b], la < lb ? la : lb);
@@ -148,8 +147,7 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
         else if (v->len[i] > 0)
             order[n_plain++] = i;
     }
-    sort_vi = vi; /* qsort has no context argument; index building is not concurrent */
-    qsort(order, (size_t)n_plain, sizeof *order, cmp_tok_bytes);
+    qsort_r(order, (size_t)n_plain, sizeof *order, cmp_tok_bytes, vi);
     /* DFS-order trie from the sorted list */
     vi->tbyte[0] = 0;
     vi->ttok[0] = -1;
