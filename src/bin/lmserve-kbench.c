@@ -56,7 +56,8 @@ static void *make_w(enum ggml_type t, int64_t rows, int64_t cols, uint64_t *seed
         }
         quant_traits(t)->from_float(x, w + (size_t)p * rs, cols);
     }
-    for (int64_t r = NPROTO; r < rows; r++) memcpy(w + (size_t)r * rs, w + (size_t)(r % NPROTO) * rs, rs);
+    for (int64_t r = NPROTO; r < rows; r++)
+        memcpy(w + (size_t)r * rs, w + (size_t)(r % NPROTO) * rs, rs);
     free(x);
     return w;
 }
@@ -73,11 +74,16 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-t") && v) nth = atoi(v), i++;
-        else if (!strcmp(a, "--layers") && v) n_layer = atoi(v), i++;
-        else if (!strcmp(a, "--pp") && v) pp = atoi(v), i++;
-        else if (!strcmp(a, "--reps") && v) reps = atoi(v), i++;
-        else if (!strcmp(a, "--no-amx")) mm_set_amx(0);
+        if (!strcmp(a, "-t") && v)
+            nth = atoi(v), i++;
+        else if (!strcmp(a, "--layers") && v)
+            n_layer = atoi(v), i++;
+        else if (!strcmp(a, "--pp") && v)
+            pp = atoi(v), i++;
+        else if (!strcmp(a, "--reps") && v)
+            reps = atoi(v), i++;
+        else if (!strcmp(a, "--no-amx"))
+            mm_set_amx(0);
         else if (!strcmp(a, "--type") && v) {
             int found = 0;
             for (int k = 0; k < GGML_TYPE_COUNT; k++) {
@@ -90,7 +96,10 @@ int main(int argc, char **argv)
             }
             i++;
         } else {
-            fprintf(stderr, "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] [--no-amx]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] "
+                    "[--no-amx]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -120,21 +129,27 @@ int main(int argc, char **argv)
     void *out = make_w(t, n_vocab, n_embd, &seed);
     if (!out) return 1;
     size_t layer_bytes = quant_row_size(t, n_embd) * (size_t)(n_q + 2 * n_kv + 2 * n_ff) +
-                         quant_row_size(t, n_q) * (size_t)n_embd + quant_row_size(t, n_ff) * (size_t)n_embd;
+                         quant_row_size(t, n_q) * (size_t)n_embd +
+                         quant_row_size(t, n_ff) * (size_t)n_embd;
     size_t out_bytes = quant_row_size(t, n_embd) * (size_t)n_vocab;
-    double macs_layer = (double)n_embd * (n_q + 2 * n_kv + 2 * n_ff) + (double)n_q * n_embd + (double)n_ff * n_embd;
+    double macs_layer =
+        (double)n_embd * (n_q + 2 * n_kv + 2 * n_ff) + (double)n_q * n_embd + (double)n_ff * n_embd;
 
     int64_t maxtok = pp;
-    float *x = malloc((size_t)(maxtok * n_ff) * 4), *y1 = malloc((size_t)(maxtok * (n_q + 2 * n_kv)) * 4);
+    float *x = malloc((size_t)(maxtok * n_ff) * 4),
+          *y1 = malloc((size_t)(maxtok * (n_q + 2 * n_kv)) * 4);
     float *y2 = malloc((size_t)(maxtok * 2 * n_ff) * 4), *logits = malloc((size_t)n_vocab * 4);
     float *x0 = malloc((size_t)(maxtok * n_ff) * 4);
-    for (int64_t i = 0; i < maxtok * n_ff; i++) x0[i] = x[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
+    for (int64_t i = 0; i < maxtok * n_ff; i++)
+        x0[i] = x[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
     struct err e;
 
-    printf("lmserve-kbench: type %s, %d threads, isa %s, gemm %s, %d layers (Qwen3-0.6B geometry)\n",
-           quant_traits(t)->name, nth, quant_isa(), mm_gemm_name(t), n_layer);
-    printf("weights: %.1f MiB per token (layers %.1f + output %.1f)\n", (layer_bytes * n_layer + out_bytes) / 1048576.0,
-           layer_bytes * n_layer / 1048576.0, out_bytes / 1048576.0);
+    printf(
+        "lmserve-kbench: type %s, %d threads, isa %s, gemm %s, %d layers (Qwen3-0.6B geometry)\n",
+        quant_traits(t)->name, nth, quant_isa(), mm_gemm_name(t), n_layer);
+    printf("weights: %.1f MiB per token (layers %.1f + output %.1f)\n",
+           (layer_bytes * n_layer + out_bytes) / 1048576.0, layer_bytes * n_layer / 1048576.0,
+           out_bytes / 1048576.0);
 
     for (int phase = 0; phase < 2; phase++) {
         int64_t nt = phase == 0 ? 1 : pp;
@@ -144,32 +159,75 @@ int main(int argc, char **argv)
             double t0 = now(), c0 = cpu_now();
             for (int l = 0; l < n_layer; l++) {
                 struct mm_op qkv[3] = {
-                    {.wtype = t, .W = L[l].q, .rows = n_q, .cols = n_embd, .X = x, .n_tok = nt, .Y = y1,
+                    {.wtype = t,
+                     .W = L[l].q,
+                     .rows = n_q,
+                     .cols = n_embd,
+                     .X = x,
+                     .n_tok = nt,
+                     .Y = y1,
                      .y_stride = n_q + 2 * n_kv},
-                    {.wtype = t, .W = L[l].k, .rows = n_kv, .cols = n_embd, .X = x, .n_tok = nt, .Y = y1 + n_q,
+                    {.wtype = t,
+                     .W = L[l].k,
+                     .rows = n_kv,
+                     .cols = n_embd,
+                     .X = x,
+                     .n_tok = nt,
+                     .Y = y1 + n_q,
                      .y_stride = n_q + 2 * n_kv},
-                    {.wtype = t, .W = L[l].v, .rows = n_kv, .cols = n_embd, .X = x, .n_tok = nt, .Y = y1 + n_q + n_kv,
+                    {.wtype = t,
+                     .W = L[l].v,
+                     .rows = n_kv,
+                     .cols = n_embd,
+                     .X = x,
+                     .n_tok = nt,
+                     .Y = y1 + n_q + n_kv,
                      .y_stride = n_q + 2 * n_kv},
                 };
                 if (mm_run_ops(tp, qkv, 3, s, &e)) goto fail;
-                struct mm_op o = {.wtype = t, .W = L[l].o, .rows = n_embd, .cols = n_q, .X = y1,
-                                  .x_stride = n_q + 2 * n_kv, .n_tok = nt, .Y = x};
+                struct mm_op o = {.wtype = t,
+                                  .W = L[l].o,
+                                  .rows = n_embd,
+                                  .cols = n_q,
+                                  .X = y1,
+                                  .x_stride = n_q + 2 * n_kv,
+                                  .n_tok = nt,
+                                  .Y = x};
                 if (mm_run_ops(tp, &o, 1, s, &e)) goto fail;
                 struct mm_op gu[2] = {
-                    {.wtype = t, .W = L[l].gate, .rows = n_ff, .cols = n_embd, .X = x, .n_tok = nt, .Y = y2,
+                    {.wtype = t,
+                     .W = L[l].gate,
+                     .rows = n_ff,
+                     .cols = n_embd,
+                     .X = x,
+                     .n_tok = nt,
+                     .Y = y2,
                      .y_stride = 2 * n_ff},
-                    {.wtype = t, .W = L[l].up, .rows = n_ff, .cols = n_embd, .X = x, .n_tok = nt, .Y = y2 + n_ff,
+                    {.wtype = t,
+                     .W = L[l].up,
+                     .rows = n_ff,
+                     .cols = n_embd,
+                     .X = x,
+                     .n_tok = nt,
+                     .Y = y2 + n_ff,
                      .y_stride = 2 * n_ff},
                 };
                 if (mm_run_ops(tp, gu, 2, s, &e)) goto fail;
-                struct mm_op down = {.wtype = t, .W = L[l].down, .rows = n_embd, .cols = n_ff, .X = y2,
-                                     .x_stride = 2 * n_ff, .n_tok = nt, .Y = x};
+                struct mm_op down = {.wtype = t,
+                                     .W = L[l].down,
+                                     .rows = n_embd,
+                                     .cols = n_ff,
+                                     .X = y2,
+                                     .x_stride = 2 * n_ff,
+                                     .n_tok = nt,
+                                     .Y = x};
                 if (mm_run_ops(tp, &down, 1, s, &e)) goto fail;
                 /* reset the activations to a fixed pattern: outputs of random layers would drift to
                  * huge or denormal values, whose float assists would distort the timing */
                 memcpy(x, x0, (size_t)(nt * n_embd) * sizeof(float));
             }
-            if (phase == 0 && mm_run(tp, t, out, n_vocab, n_embd, 0, x, 1, logits, s, &e)) goto fail;
+            if (phase == 0 && mm_run(tp, t, out, n_vocab, n_embd, 0, x, 1, logits, s, &e))
+                goto fail;
             times[r] = now() - t0;
             cpu[r] = (cpu_now() - c0) / nth;
         }
@@ -178,11 +236,13 @@ int main(int argc, char **argv)
         double med = times[1 + reps / 2], cmed = cpu[1 + reps / 2];
         if (phase == 0) {
             double bytes = (double)layer_bytes * n_layer + (double)out_bytes;
-            printf("decode  (n_tok=1):   %8.2f ms/token  %7.2f tok/s  %6.2f GB/s weights   [cpu-time: %7.2f tok/s %6.2f GB/s]\n",
+            printf("decode  (n_tok=1):   %8.2f ms/token  %7.2f tok/s  %6.2f GB/s weights   "
+                   "[cpu-time: %7.2f tok/s %6.2f GB/s]\n",
                    med * 1e3, 1 / med, bytes / med / 1e9, 1 / cmed, bytes / cmed / 1e9);
         } else {
             double ops = 2 * macs_layer * n_layer * pp;
-            printf("prefill (n_tok=%d): %8.2f ms        %7.2f tok/s  %6.1f GOPS   [cpu-time: %7.2f tok/s %6.1f GOPS]\n",
+            printf("prefill (n_tok=%d): %8.2f ms        %7.2f tok/s  %6.1f GOPS   [cpu-time: %7.2f "
+                   "tok/s %6.1f GOPS]\n",
                    pp, med * 1e3, pp / med, ops / med / 1e9, pp / cmed, ops / cmed / 1e9);
         }
         free(times);

@@ -62,7 +62,10 @@ static inline uint16_t f32_to_fp16_sw(float f)
     return (uint16_t)(sign | h);
 }
 
-static inline float bf16_to_f32(uint16_t b) { return fp16_bits_f32((uint32_t)b << 16); }
+static inline float bf16_to_f32(uint16_t b)
+{
+    return fp16_bits_f32((uint32_t)b << 16);
+}
 
 static inline uint16_t f32_to_bf16(float f)
 {
@@ -72,11 +75,23 @@ static inline uint16_t f32_to_bf16(float f)
 }
 
 #if defined(__F16C__)
-static inline float fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-static inline uint16_t f32_to_fp16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+static inline float fp16_to_f32(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+static inline uint16_t f32_to_fp16(float f)
+{
+    return (uint16_t)_cvtss_sh(f, 0);
+}
 #else
-static inline float fp16_to_f32(uint16_t h) { return fp16_to_f32_sw(h); }
-static inline uint16_t f32_to_fp16(float f) { return f32_to_fp16_sw(f); }
+static inline float fp16_to_f32(uint16_t h)
+{
+    return fp16_to_f32_sw(h);
+}
+static inline uint16_t f32_to_fp16(float f)
+{
+    return f32_to_fp16_sw(f);
+}
 #endif
 
 #endif

@@ -17,15 +17,18 @@
 #endif
 #include <sched.h>
 
-#define MM_MAX_OPS 256          /* ops per call (an MoE layer: at most n_expert) */
+#define MM_MAX_OPS 256 /* ops per call (an MoE layer: at most n_expert) */
 #define MM_GEMM_MIN_TOK_DEFAULT 4
-#define MM_GEMV_TILE_ROWS 16    /* rows per GEMV work item */
+#define MM_GEMV_TILE_ROWS 16 /* rows per GEMV work item */
 #define MM_MAX_THREADS 512
 #define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
 
 static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
 
-void mm_set_gemm_min_tokens(int64_t n) { g_gemm_min_tok = n > 0 ? n : MM_GEMM_MIN_TOK_DEFAULT; }
+void mm_set_gemm_min_tokens(int64_t n)
+{
+    g_gemm_min_tok = n > 0 ? n : MM_GEMM_MIN_TOK_DEFAULT;
+}
 
 static const struct mm_gemm_impl *g_impl;
 static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
@@ -56,14 +59,20 @@ int mm_gemm_supported(enum ggml_type wtype)
 enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F, PATH_GEMM_AMX };
 
 static int g_amx_enabled = 1;
-void mm_set_amx(int on) { g_amx_enabled = on; }
+void mm_set_amx(int on)
+{
+    g_amx_enabled = on;
+}
 
-static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok, int64_t cols)
+static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok,
+                                int64_t cols)
 {
     if (!g) return PATH_DOT;
-    if (n_tok >= g_gemm_min_tok && g->gemm_f_supported && g->gemm_f_supported(wtype)) return PATH_GEMM_F;
+    if (n_tok >= g_gemm_min_tok && g->gemm_f_supported && g->gemm_f_supported(wtype))
+        return PATH_GEMM_F;
     if (cols % 32) return PATH_DOT;
-    if (n_tok >= g_gemm_min_tok && g_amx_enabled && g->amx_supported && g->amx_supported(wtype)) return PATH_GEMM_AMX;
+    if (n_tok >= g_gemm_min_tok && g_amx_enabled && g->amx_supported && g->amx_supported(wtype))
+        return PATH_GEMM_AMX;
     if (n_tok >= g_gemm_min_tok && g->supported(wtype)) return PATH_GEMM;
     if (g->gemv_supported && g->gemv_supported(wtype)) return PATH_GEMV_A8;
     return PATH_DOT;
@@ -72,21 +81,28 @@ static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wty
 const char *mm_gemm_name(enum ggml_type wtype)
 {
     switch (choose_path(gemm_impl(), wtype, INT64_MAX / 2, 256)) {
-    case PATH_GEMM_AMX: return "amx";
-    case PATH_GEMM: return "vnni";
-    case PATH_GEMM_F: return "avx512-fma";
-    default: return "vec_dot";
+    case PATH_GEMM_AMX:
+        return "amx";
+    case PATH_GEMM:
+        return "vnni";
+    case PATH_GEMM_F:
+        return "avx512-fma";
+    default:
+        return "vec_dot";
     }
 }
 
 enum mm_act_kind mm_act_kind(enum ggml_type wtype, int64_t n_tok, int64_t cols)
 {
     switch (choose_path(gemm_impl(), wtype, n_tok, cols)) {
-    case PATH_GEMM_F: return MM_ACT_F32;
+    case PATH_GEMM_F:
+        return MM_ACT_F32;
     case PATH_GEMM:
     case PATH_GEMM_AMX:
-    case PATH_GEMV_A8: return MM_ACT_A8;
-    default: return MM_ACT_VEC_DOT;
+    case PATH_GEMV_A8:
+        return MM_ACT_A8;
+    default:
+        return MM_ACT_VEC_DOT;
     }
 }
 
@@ -96,21 +112,25 @@ struct mm_job;
 
 struct mm_scratch {
     struct mm_job *job; /* the plan of the current call (kept: it is ~40 KB) */
-    uint8_t *act;  /* quantized activations of all sets */
+    uint8_t *act;       /* quantized activations of all sets */
     size_t act_cap;
     uint8_t **panel; /* per thread: weight panel + pd + pm */
     size_t panel_cap;
     int n_panel;
 };
 
-struct mm_scratch *mm_scratch_new(void) { return calloc(1, sizeof(struct mm_scratch)); }
+struct mm_scratch *mm_scratch_new(void)
+{
+    return calloc(1, sizeof(struct mm_scratch));
+}
 
 void mm_scratch_free(struct mm_scratch *s)
 {
     if (!s) return;
     free(s->job);
     free(s->act);
-    for (int i = 0; i < s->n_panel; i++) free(s->panel[i]);
+    for (int i = 0; i < s->n_panel; i++)
+        free(s->panel[i]);
     free(s->panel);
     free(s);
 }
@@ -133,7 +153,8 @@ static int ensure_panels(struct mm_scratch *s, int nth, size_t need)
     if (nth > s->n_panel) {
         uint8_t **p = realloc(s->panel, (size_t)nth * sizeof *p);
         if (!p) return -1;
-        for (int i = s->n_panel; i < nth; i++) p[i] = NULL;
+        for (int i = s->n_panel; i < nth; i++)
+            p[i] = NULL;
         s->panel = p;
         /* new panels get allocated below at the current capacity */
         for (int i = s->n_panel; i < nth; i++)
@@ -161,19 +182,18 @@ struct mm_act {
     const float *X;
     int64_t x_stride, n_tok, cols;
     const int32_t *x_idx;
-    int a8;                   /* 1: A8 panel, 0: rows of vdt */
+    int a8; /* 1: A8 panel, 0: rows of vdt */
     enum ggml_type vdt;
-    size_t row_bytes;         /* GEMV: bytes of one quantized token row */
-    uint8_t *q;               /* GEMV rows or A8 q */
-    float *ad, *as, *as16;    /* A8 only */
+    size_t row_bytes;      /* GEMV: bytes of one quantized token row */
+    uint8_t *q;            /* GEMV rows or A8 q */
+    float *ad, *as, *as16; /* A8 only */
     int32_t *ai;
-    int amx;                  /* also the AMX B panel (bp, dyp) */
+    int amx; /* also the AMX B panel (bp, dyp) */
     uint8_t *bp;
     float *dyp;
-    int64_t unit_begin;       /* prefix of 16-token groups over sets */
-    int64_t tok_begin;        /* prefix over sets, for splitting the quantization work */
+    int64_t unit_begin; /* prefix of 16-token groups over sets */
+    int64_t tok_begin;  /* prefix over sets, for splitting the quantization work */
 };
-
 
 struct mm_plan_op {
     const struct mm_op *op;
@@ -201,7 +221,8 @@ struct mm_job {
 static void quantize_unit(struct mm_job *j, int64_t unit)
 {
     int a = 0;
-    while (unit >= j->acts[a].unit_begin + (j->acts[a].n_tok + 15) / 16) a++;
+    while (unit >= j->acts[a].unit_begin + (j->acts[a].n_tok + 15) / 16)
+        a++;
     struct mm_act *A = &j->acts[a];
     int64_t u = unit - A->unit_begin;
     const int64_t nb = A->cols / 32;
@@ -209,36 +230,37 @@ static void quantize_unit(struct mm_job *j, int64_t unit)
     for (int64_t t = 16 * u; t < t1; t++) {
         const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
         if (A->a8)
-            j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb, A->as + t * nb, A->ai + t * nb,
-                            A->as16 + t * 2 * nb);
+            j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb,
+                            A->as + t * nb, A->ai + t * nb, A->as16 + t * 2 * nb);
         else
             quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
     }
     if (A->amx)
-        j->g->amx_act((const int8_t *)A->q + 16 * u * A->cols, A->ad + 16 * u * nb, t1 - 16 * u, A->cols,
-                      A->bp + u * nb * 512, A->dyp + u * nb * 16);
+        j->g->amx_act((const int8_t *)A->q + 16 * u * A->cols, A->ad + 16 * u * nb, t1 - 16 * u,
+                      A->cols, A->bp + u * nb * 512, A->dyp + u * nb * 16);
 }
 
 static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t tile)
 {
     const struct mm_op *op = p->op;
     const struct mm_act *A = p->act >= 0 ? &j->acts[p->act] : NULL;
-    int64_t r0 = tile * p->tile_rows, r1 = r0 + p->tile_rows < op->rows ? r0 + p->tile_rows : op->rows;
+    int64_t r0 = tile * p->tile_rows,
+            r1 = r0 + p->tile_rows < op->rows ? r0 + p->tile_rows : op->rows;
     int64_t ys = op->y_stride ? op->y_stride : op->rows;
     const uint8_t *W = (const uint8_t *)op->W + (size_t)r0 * p->w_stride;
     if (p->path == PATH_GEMM_F) {
-        j->g->gemm_f(op->wtype, W, p->w_stride, r1 - r0, op->cols, op->X, p->x_stride, op->x_idx, op->n_tok, op->Y, ys,
-                     op->y_idx, r0);
+        j->g->gemm_f(op->wtype, W, p->w_stride, r1 - r0, op->cols, op->X, p->x_stride, op->x_idx,
+                     op->n_tok, op->Y, ys, op->y_idx, r0);
         return;
     }
     if (p->path == PATH_GEMM_AMX) {
-        j->g->amx_kernel(op->wtype, W, p->w_stride, r1 - r0, op->cols, A->bp, A->dyp, op->n_tok, op->Y, ys, op->y_idx,
-                         r0, j->s->panel[ith]);
+        j->g->amx_kernel(op->wtype, W, p->w_stride, r1 - r0, op->cols, A->bp, A->dyp, op->n_tok,
+                         op->Y, ys, op->y_idx, r0, j->s->panel[ith]);
         return;
     }
     if (p->path == PATH_GEMV_A8) {
-        j->g->gemv(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai, op->n_tok, op->Y,
-                   ys, op->y_idx, r0);
+        j->g->gemv(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai,
+                   op->n_tok, op->Y, ys, op->y_idx, r0);
         return;
     }
     if (p->path == PATH_GEMM) {
@@ -248,8 +270,8 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         int sub16 = j->g->sub16(op->wtype);
         float *pm = pd + nb * MM_TILE_ROWS * (sub16 ? 2 : 1);
         j->g->pack(op->wtype, W, p->w_stride, r1 - r0, op->cols, panel, pd, pm);
-        j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16, sub16, op->n_tok, op->Y, ys, op->y_idx,
-                     r0, (int)(r1 - r0));
+        j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16, sub16,
+                     op->n_tok, op->Y, ys, op->y_idx, r0, (int)(r1 - r0));
         return;
     }
     for (int64_t r = r0; r < r1; r++, W += p->w_stride) {
@@ -265,8 +287,10 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
 static void wait_units(struct mm_job *j)
 {
     for (int i = 0; atomic_load(&j->units_done) < j->total_units; i++) {
-        if ((i & 255) == 255) sched_yield();
-        else cpu_relax();
+        if ((i & 255) == 255)
+            sched_yield();
+        else
+            cpu_relax();
     }
 }
 
@@ -288,24 +312,29 @@ static void worker(void *ctx, int ith, int nth)
     for (;;) {
         int64_t tile = atomic_fetch_add_explicit(&j->next_tile, 1, memory_order_relaxed);
         if (tile >= j->total_tiles) break;
-        while (tile >= j->pops[o].tile_begin + j->pops[o].n_tiles) o++;
+        while (tile >= j->pops[o].tile_begin + j->pops[o].n_tiles)
+            o++;
         run_tile(j, ith, &j->pops[o], tile - j->pops[o].tile_begin);
     }
 }
 
-static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int a8, int amx, enum ggml_type vdt)
+static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int a8, int amx,
+                    enum ggml_type vdt)
 {
     return A->X == op->X && A->x_stride == xs && A->x_idx == op->x_idx && A->n_tok == op->n_tok &&
            A->cols == op->cols && A->a8 == a8 && A->amx == amx && (a8 || A->vdt == vdt);
 }
 
-int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s, struct err *e)
+int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s,
+               struct err *e)
 {
-    if (n_ops < 0 || n_ops > MM_MAX_OPS) return err_set(e, ERR_INVALID, "matmul: %d ops (max %d)", n_ops, MM_MAX_OPS);
+    if (n_ops < 0 || n_ops > MM_MAX_OPS)
+        return err_set(e, ERR_INVALID, "matmul: %d ops (max %d)", n_ops, MM_MAX_OPS);
     if (!s) return err_set(e, ERR_INVALID, "matmul: no scratch");
     int nth = tp_size(tp);
     if (nth > MM_MAX_THREADS) return err_set(e, ERR_INVALID, "matmul: %d threads", nth);
-    if (!s->job && !(s->job = malloc(sizeof *s->job))) return err_set(e, ERR_NOMEM, "matmul: out of memory");
+    if (!s->job && !(s->job = malloc(sizeof *s->job)))
+        return err_set(e, ERR_NOMEM, "matmul: out of memory");
     struct mm_job *j = s->job;
     j->n_ops = j->n_acts = 0;
     j->total_tok = j->total_tiles = j->total_units = 0;
@@ -325,8 +354,8 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         }
         if (op->rows < 0 || op->cols <= 0 || op->n_tok < 0 || op->cols % tr->blck_size ||
             op->cols % quant_traits(tr->vec_dot_type)->blck_size) {
-            return err_set(e, ERR_INVALID, "matmul: bad shape %ldx%ld (%s) x %ld tokens", (long)op->rows,
-                           (long)op->cols, tr->name, (long)op->n_tok);
+            return err_set(e, ERR_INVALID, "matmul: bad shape %ldx%ld (%s) x %ld tokens",
+                           (long)op->rows, (long)op->cols, tr->name, (long)op->n_tok);
         }
         if (op->rows == 0 || op->n_tok == 0) continue;
         if (!op->W || !op->X || !op->Y) {
@@ -349,17 +378,27 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         }
         if (path != PATH_GEMM_F && a == j->n_acts) {
             struct mm_act *A = &j->acts[j->n_acts++];
-            *A = (struct mm_act){.X = op->X, .x_stride = xs, .n_tok = op->n_tok, .cols = op->cols,
-                                 .x_idx = op->x_idx, .a8 = a8, .amx = amx, .vdt = tr->vec_dot_type};
+            *A = (struct mm_act){.X = op->X,
+                                 .x_stride = xs,
+                                 .n_tok = op->n_tok,
+                                 .cols = op->cols,
+                                 .x_idx = op->x_idx,
+                                 .a8 = a8,
+                                 .amx = amx,
+                                 .vdt = tr->vec_dot_type};
             A->tok_begin = j->total_tok;
             A->unit_begin = j->total_units;
             j->total_units += (op->n_tok + 15) / 16;
-            if (amx) act_bytes += (size_t)((op->n_tok + 15) / 16) * (size_t)(op->cols / 32) * (512 + 64) + 2 * 64;
+            if (amx)
+                act_bytes +=
+                    (size_t)((op->n_tok + 15) / 16) * (size_t)(op->cols / 32) * (512 + 64) + 2 * 64;
             j->total_tok += op->n_tok;
             total_elems += op->n_tok * op->cols;
             if (a8) {
                 A->row_bytes = (size_t)op->cols;
-                act_bytes += (size_t)op->n_tok * ((size_t)op->cols + 5 * 4 * (size_t)(op->cols / 32)) + 5 * 64;
+                act_bytes +=
+                    (size_t)op->n_tok * ((size_t)op->cols + 5 * 4 * (size_t)(op->cols / 32)) +
+                    5 * 64;
             } else {
                 A->row_bytes = quant_row_size(tr->vec_dot_type, op->cols);
                 act_bytes += (size_t)op->n_tok * A->row_bytes + 64;
@@ -378,7 +417,8 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         j->total_tiles += p->n_tiles;
         if (amx && MM_AMX_TMP_BYTES(op->cols) > panel_need) panel_need = MM_AMX_TMP_BYTES(op->cols);
         if (gemm) {
-            size_t need = (size_t)op->cols * MM_TILE_ROWS + 4 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);
+            size_t need = (size_t)op->cols * MM_TILE_ROWS +
+                          4 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);
             if (need > panel_need) panel_need = need;
         }
     }
@@ -415,15 +455,23 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
      * so a worker that is late (descheduled) holds nobody up until the final join. */
     j->par_quant = nth > 1 && total_elems >= MM_PAR_QUANT_MIN;
     if (!j->par_quant)
-        for (int64_t u = 0; u < j->total_units; u++) quantize_unit(j, u);
+        for (int64_t u = 0; u < j->total_units; u++)
+            quantize_unit(j, u);
     tp_run_dynamic(tp, worker, j);
     return 0;
 }
 
-int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t rows, int64_t cols, size_t row_stride,
-           const float *X, int64_t n_tok, float *Y, struct mm_scratch *s, struct err *e)
+int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
+           size_t row_stride, const float *X, int64_t n_tok, float *Y, struct mm_scratch *s,
+           struct err *e)
 {
-    struct mm_op op = {.wtype = wtype, .W = W, .rows = rows, .cols = cols, .w_stride = row_stride, .X = X,
-                       .n_tok = n_tok, .Y = Y};
+    struct mm_op op = {.wtype = wtype,
+                       .W = W,
+                       .rows = rows,
+                       .cols = cols,
+                       .w_stride = row_stride,
+                       .X = X,
+                       .n_tok = n_tok,
+                       .Y = Y};
     return mm_run_ops(tp, &op, 1, s, e);
 }

@@ -18,7 +18,8 @@
 
 /* ------------------------------------------------------------ activations */
 
-static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai, float *as16)
+static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai,
+                      float *as16)
 {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t b = 0; b < cols / 32; b++, x += 32, q += 32) {
@@ -45,7 +46,8 @@ static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float 
 AI void transpose_store(const __m256i *rows, uint8_t *out)
 {
     __m512i a[8], t[8], u[8];
-    for (int r = 0; r < 8; r++) a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[r]), rows[r + 8], 1);
+    for (int r = 0; r < 8; r++)
+        a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[r]), rows[r + 8], 1);
     for (int r = 0; r < 8; r += 2) {
         t[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
         t[r + 1] = _mm512_unpackhi_epi32(a[r], a[r + 1]);
@@ -85,7 +87,8 @@ AI __m256i get_block(enum ggml_type t, const uint8_t *row, int64_t b, float *dx,
         const struct block_q8_0 *x = (const struct block_q8_0 *)row + b;
         float d = fp16_to_f32(x->d);
         *dx = d, *mx = 128 * d;
-        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_set1_epi8((char)0x80));
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs),
+                                _mm256_set1_epi8((char)0x80));
     }
     case GGML_TYPE_Q4_0: {
         const struct block_q4_0 *x = (const struct block_q4_0 *)row + b;
@@ -124,7 +127,8 @@ AI __m256i get_block(enum ggml_type t, const uint8_t *row, int64_t b, float *dx,
             const struct block_q5_K *x = (const struct block_q5_K *)row + i;
             qs = x->qs, scales = x->scales, d16 = x->d, m16 = x->dmin;
             __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
-            hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4), _mm256_set1_epi8(16));
+            hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4),
+                                  _mm256_set1_epi8(16));
         }
         uint8_t sc, m;
         quant_scale_min_k4(j, scales, &sc, &m);
@@ -148,27 +152,33 @@ AI __m256i get_block16(enum ggml_type t, const uint8_t *row, int64_t b, float *d
     const __m256i m2 = _mm256_set1_epi8(3);
     switch (t) {
     case GGML_TYPE_Q6_K: {
-        /* element 32j + l = 128h + 32k + l: nibble k/2 of ql[64h + 32(k%2) + l], bits 2k of qh[32h + l] */
+        /* element 32j + l = 128h + 32k + l: nibble k/2 of ql[64h + 32(k%2) + l], bits 2k of qh[32h
+         * + l] */
         const struct block_q6_K *x = (const struct block_q6_K *)row + i;
         int h = j / 4, k = j % 4;
         float d = fp16_to_f32(x->d);
-        for (int u = 0; u < 2; u++) dx[u] = d * x->scales[2 * j + u], mx[u] = 32 * dx[u];
+        for (int u = 0; u < 2; u++)
+            dx[u] = d * x->scales[2 * j + u], mx[u] = 32 * dx[u];
         __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k % 2)));
         if (k / 2) lo = _mm256_srli_epi16(lo, 4);
         lo = _mm256_and_si256(lo, _mm256_set1_epi8(15));
-        __m256i hi = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)), 2 * k);
+        __m256i hi =
+            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)), 2 * k);
         hi = _mm256_slli_epi16(_mm256_and_si256(hi, m2), 4);
         return _mm256_or_si256(lo, hi);
     }
     case GGML_TYPE_Q3_K: {
-        /* element 128n + 32k + l: bits 2k of qs[32n + l]; high bit: hmask[l] bit (4n + k), clear = -4 */
+        /* element 128n + 32k + l: bits 2k of qs[32n + l]; high bit: hmask[l] bit (4n + k), clear =
+         * -4 */
         const struct block_q3_K *x = (const struct block_q3_K *)row + i;
         int n = j / 4, k = j % 4;
         int8_t sc[16];
         quant_q3k_scales(x->scales, sc);
         float d = fp16_to_f32(x->d);
-        for (int u = 0; u < 2; u++) dx[u] = d * sc[2 * j + u], mx[u] = 4 * dx[u];
-        __m256i lo = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
+        for (int u = 0; u < 2; u++)
+            dx[u] = d * sc[2 * j + u], mx[u] = 4 * dx[u];
+        __m256i lo = _mm256_and_si256(
+            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
         __m256i hm = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x->hmask), 4 * n + k);
         hm = _mm256_slli_epi16(_mm256_and_si256(hm, _mm256_set1_epi8(1)), 2);
         return _mm256_or_si256(lo, hm);
@@ -181,7 +191,8 @@ AI __m256i get_block16(enum ggml_type t, const uint8_t *row, int64_t b, float *d
             uint8_t sc = x->scales[2 * j + u];
             dx[u] = d * (sc & 15), mx[u] = dmin * (sc >> 4);
         }
-        return _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
+        return _mm256_and_si256(
+            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
     }
     default:
         dx[0] = dx[1] = mx[0] = mx[1] = 0;
@@ -189,21 +200,26 @@ AI __m256i get_block16(enum ggml_type t, const uint8_t *row, int64_t b, float *d
     }
 }
 
-AI int is_sub16(enum ggml_type t) { return t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K; }
+AI int is_sub16(enum ggml_type t)
+{
+    return t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K;
+}
 
-AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t *panel,
-               float *pd, float *pm)
+AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+               uint8_t *panel, float *pd, float *pm)
 {
     const int64_t nb = cols / 32;
     const uint8_t *rowp[MM_TILE_ROWS];
-    for (int r = 0; r < MM_TILE_ROWS; r++) rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+    for (int r = 0; r < MM_TILE_ROWS; r++)
+        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
     for (int64_t b = 0; b < nb; b++) {
         __m256i rows[MM_TILE_ROWS];
         for (int r = 0; r < MM_TILE_ROWS; r++) {
             if (is_sub16(t)) {
                 float dx[2] = {0, 0}, mx[2] = {0, 0};
                 rows[r] = r < nrows ? get_block16(t, rowp[r], b, dx, mx) : _mm256_setzero_si256();
-                for (int h = 0; h < 2; h++) pd[b * 32 + h * 16 + r] = dx[h], pm[b * 32 + h * 16 + r] = mx[h];
+                for (int h = 0; h < 2; h++)
+                    pd[b * 32 + h * 16 + r] = dx[h], pm[b * 32 + h * 16 + r] = mx[h];
             } else if (r < nrows) {
                 rows[r] = get_block(t, rowp[r], b, &pd[b * 16 + r], &pm[b * 16 + r]);
             } else {
@@ -215,25 +231,49 @@ AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_
     }
 }
 
-static void pack(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t *panel,
-                 float *pd, float *pm)
+static void pack(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                 uint8_t *panel, float *pd, float *pm)
 {
     switch (t) {
-    case GGML_TYPE_Q8_0: pack_t(GGML_TYPE_Q8_0, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q4_0: pack_t(GGML_TYPE_Q4_0, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q4_1: pack_t(GGML_TYPE_Q4_1, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q5_0: pack_t(GGML_TYPE_Q5_0, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q5_1: pack_t(GGML_TYPE_Q5_1, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q4_K: pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q5_K: pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q6_K: pack_t(GGML_TYPE_Q6_K, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q3_K: pack_t(GGML_TYPE_Q3_K, W, ws, nrows, cols, panel, pd, pm); break;
-    case GGML_TYPE_Q2_K: pack_t(GGML_TYPE_Q2_K, W, ws, nrows, cols, panel, pd, pm); break;
-    default: break;
+    case GGML_TYPE_Q8_0:
+        pack_t(GGML_TYPE_Q8_0, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q4_0:
+        pack_t(GGML_TYPE_Q4_0, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q4_1:
+        pack_t(GGML_TYPE_Q4_1, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q5_0:
+        pack_t(GGML_TYPE_Q5_0, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q5_1:
+        pack_t(GGML_TYPE_Q5_1, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q4_K:
+        pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q5_K:
+        pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q6_K:
+        pack_t(GGML_TYPE_Q6_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q3_K:
+        pack_t(GGML_TYPE_Q3_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q2_K:
+        pack_t(GGML_TYPE_Q2_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    default:
+        break;
     }
 }
 
-static int sub16(enum ggml_type t) { return is_sub16(t); }
+static int sub16(enum ggml_type t)
+{
+    return is_sub16(t);
+}
 
 static int supported(enum ggml_type t)
 {
@@ -247,26 +287,30 @@ static int supported(enum ggml_type t)
     case GGML_TYPE_Q5_K:
     case GGML_TYPE_Q6_K:
     case GGML_TYPE_Q3_K:
-    case GGML_TYPE_Q2_K: return 1;
-    default: return 0;
+    case GGML_TYPE_Q2_K:
+        return 1;
+    default:
+        return 0;
     }
 }
 
 /* ------------------------------------------------------------ micro-kernel */
 
-AI void kern(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols, const int8_t *aq,
-             const float *ad, const float *as, float *const *yrow, __mmask16 mask)
+AI void kern(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
+             const int8_t *aq, const float *ad, const float *as, float *const *yrow, __mmask16 mask)
 {
     const int64_t nb = cols / 32;
     __m512 accf[8];
     __m512i acci[8];
 #pragma GCC unroll 8
-    for (int t = 0; t < TT; t++) accf[t] = _mm512_setzero_ps();
+    for (int t = 0; t < TT; t++)
+        accf[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pb = panel + b * 512;
         const int8_t *ab = aq + b * 32;
 #pragma GCC unroll 8
-        for (int t = 0; t < TT; t++) acci[t] = _mm512_setzero_si512();
+        for (int t = 0; t < TT; t++)
+            acci[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             __m512i w = _mm512_loadu_si512(pb + 64 * g);
@@ -286,26 +330,31 @@ AI void kern(const int TT, const uint8_t *panel, const float *pd, const float *p
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < TT; t++) _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
+    for (int t = 0; t < TT; t++)
+        _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
 }
 
 /* Same with 16-column scales: two int accumulators per token and block (columns 0-15, 16-31). */
-AI void kern16(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols, const int8_t *aq,
-               const float *ad, const float *as16, float *const *yrow, __mmask16 mask)
+AI void kern16(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
+               const int8_t *aq, const float *ad, const float *as16, float *const *yrow,
+               __mmask16 mask)
 {
     const int64_t nb = cols / 32;
     __m512 accf[8];
     __m512i lo[8], hi[8];
 #pragma GCC unroll 8
-    for (int t = 0; t < TT; t++) accf[t] = _mm512_setzero_ps();
+    for (int t = 0; t < TT; t++)
+        accf[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pb = panel + b * 512;
         const int8_t *ab = aq + b * 32;
 #pragma GCC unroll 8
-        for (int t = 0; t < TT; t++) lo[t] = hi[t] = _mm512_setzero_si512();
+        for (int t = 0; t < TT; t++)
+            lo[t] = hi[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            __m512i w0 = _mm512_loadu_si512(pb + 64 * g), w1 = _mm512_loadu_si512(pb + 64 * (g + 4));
+            __m512i w0 = _mm512_loadu_si512(pb + 64 * g),
+                    w1 = _mm512_loadu_si512(pb + 64 * (g + 4));
 #pragma GCC unroll 8
             for (int t = 0; t < TT; t++) {
                 int32_t a0, a1;
@@ -319,53 +368,89 @@ AI void kern16(const int TT, const uint8_t *panel, const float *pd, const float 
         __m512 mx0 = _mm512_loadu_ps(pm + b * 32), mx1 = _mm512_loadu_ps(pm + b * 32 + 16);
 #pragma GCC unroll 8
         for (int t = 0; t < TT; t++) {
-            __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), dx1, _mm512_mul_ps(_mm512_cvtepi32_ps(lo[t]), dx0));
+            __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), dx1,
+                                       _mm512_mul_ps(_mm512_cvtepi32_ps(lo[t]), dx0));
             accf[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(ad[t * nb + b]), accf[t]);
             accf[t] = _mm512_fnmadd_ps(mx0, _mm512_set1_ps(as16[t * 2 * nb + 2 * b]), accf[t]);
             accf[t] = _mm512_fnmadd_ps(mx1, _mm512_set1_ps(as16[t * 2 * nb + 2 * b + 1]), accf[t]);
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < TT; t++) _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
+    for (int t = 0; t < TT; t++)
+        _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
 }
 
 #define MM_TT 8
 
-static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64_t cols, const int8_t *aq,
-                   const float *ad, const float *as, const float *as16, int sub16, int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx,
-                   int64_t r0, int nrows)
+static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
+                   const int8_t *aq, const float *ad, const float *as, const float *as16, int sub16,
+                   int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0,
+                   int nrows)
 {
     const int64_t nb = cols / 32;
     __mmask16 mask = (__mmask16)((1u << nrows) - 1);
     for (int64_t t0 = 0; t0 < n_tok; t0 += MM_TT) {
         int tt = (int)(n_tok - t0 < MM_TT ? n_tok - t0 : MM_TT);
         float *yrow[MM_TT];
-        for (int t = 0; t < tt; t++) yrow[t] = Y + (y_idx ? y_idx[t0 + t] : t0 + t) * y_stride + r0;
+        for (int t = 0; t < tt; t++)
+            yrow[t] = Y + (y_idx ? y_idx[t0 + t] : t0 + t) * y_stride + r0;
         const int8_t *a = aq + t0 * cols;
         const float *d = ad + t0 * nb, *s = as + t0 * nb;
         if (sub16) {
             const float *s16 = as16 + t0 * 2 * nb;
             switch (tt) {
-            case 8: kern16(8, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
-            case 7: kern16(7, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
-            case 6: kern16(6, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
-            case 5: kern16(5, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
-            case 4: kern16(4, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
-            case 3: kern16(3, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
-            case 2: kern16(2, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
-            default: kern16(1, panel, pd, pm, cols, a, d, s16, yrow, mask); break;
+            case 8:
+                kern16(8, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 7:
+                kern16(7, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 6:
+                kern16(6, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 5:
+                kern16(5, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 4:
+                kern16(4, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 3:
+                kern16(3, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 2:
+                kern16(2, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            default:
+                kern16(1, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
             }
             continue;
         }
         switch (tt) {
-        case 8: kern(8, panel, pd, pm, cols, a, d, s, yrow, mask); break;
-        case 7: kern(7, panel, pd, pm, cols, a, d, s, yrow, mask); break;
-        case 6: kern(6, panel, pd, pm, cols, a, d, s, yrow, mask); break;
-        case 5: kern(5, panel, pd, pm, cols, a, d, s, yrow, mask); break;
-        case 4: kern(4, panel, pd, pm, cols, a, d, s, yrow, mask); break;
-        case 3: kern(3, panel, pd, pm, cols, a, d, s, yrow, mask); break;
-        case 2: kern(2, panel, pd, pm, cols, a, d, s, yrow, mask); break;
-        default: kern(1, panel, pd, pm, cols, a, d, s, yrow, mask); break;
+        case 8:
+            kern(8, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 7:
+            kern(7, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 6:
+            kern(6, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 5:
+            kern(5, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 4:
+            kern(4, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 3:
+            kern(3, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 2:
+            kern(2, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        default:
+            kern(1, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
         }
     }
 }
@@ -376,7 +461,8 @@ static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64
 #define GEMV_HINT _MM_HINT_T0
 #endif
 #ifndef GEMV_PF
-#define GEMV_PF 4096 /* bytes of weights prefetched ahead: keeps the stream from stalling on DRAM */
+#define GEMV_PF 4096 /* bytes of weights prefetched ahead: keeps the stream from stalling on DRAM  \
+                      */
 #endif
 
 static float g_f16[65536]; /* fp16 -> f32 table: a block scale costs two loads, no ALU */
@@ -385,14 +471,16 @@ static void amx_probe(void);
 static const struct mm_gemm_impl g_impl;
 static struct mm_gemm_impl g_impl_amx;
 static int amx_supported(enum ggml_type t);
-static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp, float *dyp);
-static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const uint8_t *bp,
-                       const float *dyp, int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx, int64_t r0,
-                       void *tmp);
+static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp,
+                    float *dyp);
+static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                       const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y, int64_t ys,
+                       const int32_t *y_idx, int64_t r0, void *tmp);
 
 static void init_tables(void)
 {
-    for (uint32_t h = 0; h < 65536; h++) g_f16[h] = fp16_to_f32_sw((uint16_t)h);
+    for (uint32_t h = 0; h < 65536; h++)
+        g_f16[h] = fp16_to_f32_sw((uint16_t)h);
     amx_probe();
     g_impl_amx = g_impl;
     g_impl_amx.name = "avx512-vnni+amx";
@@ -412,7 +500,8 @@ AI float hsum8(__m256 v)
 /* Q8_0 row . A8 token: the weight bytes are made unsigned by ^0x80 (w + 128), so vpdpbusd
  * computes sum (w + 128) y; the accumulator starts at -128 * sum y (lane 0), which leaves
  * sum w y. Four independent chains; the scales are one mul + one fma per block. */
-AI __m256 q8_0_a8_block(const struct block_q8_0 *x, const int8_t *y, const float *ad, const int32_t *ai, __m256 acc)
+AI __m256 q8_0_a8_block(const struct block_q8_0 *x, const int8_t *y, const float *ad,
+                        const int32_t *ai, __m256 acc)
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), flip);
@@ -422,7 +511,8 @@ AI __m256 q8_0_a8_block(const struct block_q8_0 *x, const int8_t *y, const float
     return _mm256_fmadd_ps(f, _mm256_set1_ps(g_f16[x->d]), acc);
 }
 
-AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, const float *ad, const int32_t *ai)
+AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, const float *ad,
+                     const int32_t *ai)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t b = 0;
@@ -434,22 +524,25 @@ AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, co
         a2 = q8_0_a8_block(x + b + 2, y + 32 * b + 64, ad + b + 2, ai + b + 2, a2);
         a3 = q8_0_a8_block(x + b + 3, y + 32 * b + 96, ad + b + 3, ai + b + 3, a3);
     }
-    for (; b < nb; b++) a0 = q8_0_a8_block(x + b, y + 32 * b, ad + b, ai + b, a0);
+    for (; b < nb; b++)
+        a0 = q8_0_a8_block(x + b, y + 32 * b, ad + b, ai + b, a0);
     return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
 /* NR rows at once: NR independent weight streams (more memory-level parallelism), the
  * activation block loaded once for all of them. */
-AI void dot_q8_0_a8_rows(const int NR, const struct block_q8_0 *const *x, int64_t nb, const int8_t *y, const float *ad,
-                         const int32_t *ai, float *out)
+AI void dot_q8_0_a8_rows(const int NR, const struct block_q8_0 *const *x, int64_t nb,
+                         const int8_t *y, const float *ad, const int32_t *ai, float *out)
 {
     __m256 a[4][2];
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < NR; r++)
+        a[r][0] = a[r][1] = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) _mm_prefetch((const char *)(x[r] + b) + GEMV_PF, GEMV_HINT);
+        for (int r = 0; r < NR; r++)
+            _mm_prefetch((const char *)(x[r] + b) + GEMV_PF, GEMV_HINT);
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
             a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
@@ -458,18 +551,23 @@ AI void dot_q8_0_a8_rows(const int NR, const struct block_q8_0 *const *x, int64_
     }
     for (; b < nb; b++)
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
+        for (int r = 0; r < NR; r++)
+            a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) out[r] = hsum8(_mm256_add_ps(a[r][0], a[r][1]));
+    for (int r = 0; r < NR; r++)
+        out[r] = hsum8(_mm256_add_ps(a[r][0], a[r][1]));
 }
 
 #define GEMV_NR 4
 
-static int gemv_supported(enum ggml_type t) { return t == GGML_TYPE_Q8_0; }
+static int gemv_supported(enum ggml_type t)
+{
+    return t == GGML_TYPE_Q8_0;
+}
 
-static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
-                 const float *ad, const int32_t *ai, int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx,
-                 int64_t r0)
+static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                 const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
+                 int64_t y_stride, const int32_t *y_idx, int64_t r0)
 {
     (void)t;
     const int64_t nb = cols / 32;
@@ -478,15 +576,18 @@ static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int6
         float *yrow = Y + (y_idx ? y_idx[0] : 0) * y_stride + r0;
         for (; r + GEMV_NR <= nrows; r += GEMV_NR) {
             const struct block_q8_0 *xr[4];
-            for (int i = 0; i < GEMV_NR; i++) xr[i] = (const struct block_q8_0 *)((const uint8_t *)W + (size_t)(r + i) * ws);
+            for (int i = 0; i < GEMV_NR; i++)
+                xr[i] = (const struct block_q8_0 *)((const uint8_t *)W + (size_t)(r + i) * ws);
             dot_q8_0_a8_rows(GEMV_NR, xr, nb, aq, ad, ai, yrow + r);
         }
         for (; r < nrows; r++)
-            yrow[r] = dot_q8_0_a8((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws), nb, aq, ad, ai);
+            yrow[r] = dot_q8_0_a8((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws),
+                                  nb, aq, ad, ai);
         return;
     }
     for (int64_t r = 0; r < nrows; r++) {
-        const struct block_q8_0 *x = (const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws);
+        const struct block_q8_0 *x =
+            (const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws);
         for (int64_t k = 0; k < n_tok; k++) {
             float *yrow = Y + (y_idx ? y_idx[k] : k) * y_stride;
             yrow[r0 + r] = dot_q8_0_a8(x, nb, aq + k * cols, ad + k * nb, ai + k * nb);
@@ -503,8 +604,8 @@ AI __m512 ld_wf(enum ggml_type t, const uint8_t *row, int64_t k, __mmask16 m)
     case GGML_TYPE_F16:
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k));
     case GGML_TYPE_BF16:
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k)), 16));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k)), 16));
     default:
         return _mm512_maskz_loadu_ps(m, (const float *)row + k);
     }
@@ -512,34 +613,39 @@ AI __m512 ld_wf(enum ggml_type t, const uint8_t *row, int64_t k, __mmask16 m)
 
 /* 4 rows x TT tokens, dot products over all columns, 16 columns per step; each weight vector
  * is converted once and used for TT tokens. */
-AI void kern_f(enum ggml_type t, const int TT, const uint8_t *const *w, int64_t cols, const float *const *x,
-               float *out /* [4][TT] */)
+AI void kern_f(enum ggml_type t, const int TT, const uint8_t *const *w, int64_t cols,
+               const float *const *x, float *out /* [4][TT] */)
 {
     __m512 acc[4][6];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 6
-        for (int j = 0; j < TT; j++) acc[r][j] = _mm512_setzero_ps();
+        for (int j = 0; j < TT; j++)
+            acc[r][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < cols; k += 16) {
         __mmask16 m = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
         __m512 wv[4];
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) wv[r] = ld_wf(t, w[r], k, m);
+        for (int r = 0; r < 4; r++)
+            wv[r] = ld_wf(t, w[r], k, m);
 #pragma GCC unroll 6
         for (int j = 0; j < TT; j++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + k);
 #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+            for (int r = 0; r < 4; r++)
+                acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 6
-        for (int j = 0; j < TT; j++) out[r * 6 + j] = _mm512_reduce_add_ps(acc[r][j]);
+        for (int j = 0; j < TT; j++)
+            out[r * 6 + j] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-AI void gemm_f_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const float *X, int64_t xs,
-                 const int32_t *x_idx, int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx, int64_t r0)
+AI void gemm_f_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                 const float *X, int64_t xs, const int32_t *x_idx, int64_t n_tok, float *Y,
+                 int64_t ys, const int32_t *y_idx, int64_t r0)
 {
     for (int64_t t0 = 0; t0 < n_tok; t0 += 6) {
         int tt = (int)(n_tok - t0 < 6 ? n_tok - t0 : 6);
@@ -550,20 +656,34 @@ AI void gemm_f_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int6
         }
         for (int64_t r = 0; r < nrows; r += 4) {
             const uint8_t *wp[4];
-            for (int i = 0; i < 4; i++) wp[i] = (const uint8_t *)W + (size_t)(r + i < nrows ? r + i : r) * ws;
+            for (int i = 0; i < 4; i++)
+                wp[i] = (const uint8_t *)W + (size_t)(r + i < nrows ? r + i : r) * ws;
             float out[4 * 6];
             switch (tt) {
-            case 6: kern_f(t, 6, wp, cols, xp, out); break;
-            case 5: kern_f(t, 5, wp, cols, xp, out); break;
-            case 4: kern_f(t, 4, wp, cols, xp, out); break;
-            case 3: kern_f(t, 3, wp, cols, xp, out); break;
-            case 2: kern_f(t, 2, wp, cols, xp, out); break;
-            default: kern_f(t, 1, wp, cols, xp, out); break;
+            case 6:
+                kern_f(t, 6, wp, cols, xp, out);
+                break;
+            case 5:
+                kern_f(t, 5, wp, cols, xp, out);
+                break;
+            case 4:
+                kern_f(t, 4, wp, cols, xp, out);
+                break;
+            case 3:
+                kern_f(t, 3, wp, cols, xp, out);
+                break;
+            case 2:
+                kern_f(t, 2, wp, cols, xp, out);
+                break;
+            default:
+                kern_f(t, 1, wp, cols, xp, out);
+                break;
             }
             for (int j = 0; j < tt; j++) {
                 int64_t tok = t0 + j;
                 float *yrow = Y + (y_idx ? y_idx[tok] : tok) * ys + r0;
-                for (int i = 0; i < 4 && r + i < nrows; i++) yrow[r + i] = out[i * 6 + j];
+                for (int i = 0; i < 4 && r + i < nrows; i++)
+                    yrow[r + i] = out[i * 6 + j];
             }
         }
     }
@@ -574,20 +694,27 @@ static int gemm_f_supported(enum ggml_type t)
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
 }
 
-static void gemm_f(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols, const float *X,
-                   int64_t xs, const int32_t *x_idx, int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx,
-                   int64_t r0)
+static void gemm_f(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                   const float *X, int64_t xs, const int32_t *x_idx, int64_t n_tok, float *Y,
+                   int64_t ys, const int32_t *y_idx, int64_t r0)
 {
     switch (t) {
-    case GGML_TYPE_F16: gemm_f_t(GGML_TYPE_F16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0); break;
-    case GGML_TYPE_BF16: gemm_f_t(GGML_TYPE_BF16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0); break;
-    default: gemm_f_t(GGML_TYPE_F32, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0); break;
+    case GGML_TYPE_F16:
+        gemm_f_t(GGML_TYPE_F16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0);
+        break;
+    case GGML_TYPE_BF16:
+        gemm_f_t(GGML_TYPE_BF16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0);
+        break;
+    default:
+        gemm_f_t(GGML_TYPE_F32, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0);
+        break;
     }
 }
 
 /* ------------------------------------------------------------ AMX (q8_0) */
 
-#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,f16c")))
+#define AMX_TARGET                                                                                 \
+    __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,f16c")))
 
 struct amx_cfg {
     uint8_t palette, start_row;
@@ -610,16 +737,21 @@ static void amx_probe(void)
 #endif
 }
 
-static int amx_supported(enum ggml_type t) { return t == GGML_TYPE_Q8_0; }
+static int amx_supported(enum ggml_type t)
+{
+    return t == GGML_TYPE_Q8_0;
+}
 
 /* 16 tokens x 32 bytes (rows[] as ymm) are exactly the weight-panel transpose. */
-static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp, float *dyp)
+static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp,
+                    float *dyp)
 {
     const int64_t nb = cols / 32;
     for (int64_t b = 0; b < nb; b++) {
         __m256i rows[16];
         for (int t = 0; t < 16; t++) {
-            rows[t] = t < ntok ? _mm256_loadu_si256((const __m256i *)(aq + t * cols + 32 * b)) : _mm256_setzero_si256();
+            rows[t] = t < ntok ? _mm256_loadu_si256((const __m256i *)(aq + t * cols + 32 * b))
+                               : _mm256_setzero_si256();
             dyp[b * 16 + t] = t < ntok ? ad[t * nb + b] : 0.f;
         }
         transpose_store(rows, bp + b * 512);
@@ -630,23 +762,27 @@ static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t col
  * two tile sets alternate between even and odd blocks so the AVX-512 scaling of one block
  * overlaps the tile work of the next. Per block and row: cvt, mul by the token scales, FMA with
  * the row's block scale. */
-AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
-                                  const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y, int64_t ys,
-                                  const int32_t *y_idx, int64_t r0, void *tmp)
+AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows,
+                                  int64_t cols, const uint8_t *bp, const float *dyp, int64_t n_tok,
+                                  float *Y, int64_t ys, const int32_t *y_idx, int64_t r0, void *tmp)
 {
     (void)t;
     const int64_t nb = cols / 32;
     float *dx = (float *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63); /* [b][16] */
-    int32_t *cbuf = (int32_t *)(dx + nb * 16);                       /* 2 x 16 x 16 */
+    int32_t *cbuf = (int32_t *)(dx + nb * 16);                     /* 2 x 16 x 16 */
     for (int64_t b = 0; b < nb; b++)
         for (int r = 0; r < 16; r++)
-            dx[b * 16 + r] = r < nrows ? g_f16[((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws) + b)->d] : 0.f;
+            dx[b * 16 + r] =
+                r < nrows
+                    ? g_f16[((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws) + b)
+                                ->d]
+                    : 0.f;
     struct amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int k = 0; k < 2; k++) {
         cfg.rows[3 * k + 0] = (uint8_t)nrows, cfg.colsb[3 * k + 0] = 32; /* A */
-        cfg.rows[3 * k + 1] = 8, cfg.colsb[3 * k + 1] = 64;               /* B */
+        cfg.rows[3 * k + 1] = 8, cfg.colsb[3 * k + 1] = 64;              /* B */
         cfg.rows[3 * k + 2] = (uint8_t)nrows, cfg.colsb[3 * k + 2] = 64; /* C */
     }
     _tile_loadconfig(&cfg);
@@ -656,7 +792,8 @@ AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, in
         const uint8_t *bg = bp + G * nb * 512;
         const float *dg = dyp + G * nb * 16;
         __m512 acc[16];
-        for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+        for (int r = 0; r < 16; r++)
+            acc[r] = _mm512_setzero_ps();
         int64_t b = 0;
         for (; b + 2 <= nb; b += 2) {
             _tile_loadd(0, wq + b * 34, (long)ws);
@@ -675,7 +812,8 @@ AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, in
                 const int32_t *c = cbuf + 256 * k;
 #pragma GCC unroll 16
                 for (int r = 0; r < 16; r++) {
-                    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(c + 16 * r)), dy);
+                    __m512 f =
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(c + 16 * r)), dy);
                     acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(dxb[r]), acc[r]);
                 }
             }
@@ -695,11 +833,13 @@ AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, in
         }
         /* acc[r] holds 16 tokens of row r; Y is token-major */
         float out[16][16];
-        for (int r = 0; r < 16; r++) _mm512_storeu_ps(out[r], acc[r]);
+        for (int r = 0; r < 16; r++)
+            _mm512_storeu_ps(out[r], acc[r]);
         int64_t tt = n_tok - g0 < 16 ? n_tok - g0 : 16;
         for (int64_t k = 0; k < tt; k++) {
             float *yrow = Y + (y_idx ? y_idx[g0 + k] : g0 + k) * ys + r0;
-            for (int64_t r = 0; r < nrows; r++) yrow[r] = out[r][k];
+            for (int64_t r = 0; r < nrows; r++)
+                yrow[r] = out[r][k];
         }
     }
     _tile_release();

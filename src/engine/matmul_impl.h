@@ -37,8 +37,8 @@ struct mm_gemm_impl {
      * is Y + (y_idx ? y_idx[t] : t) * y_stride. */
     void (*kernel)(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
                    const int8_t *aq, const float *ad, const float *as, const float *as16, int sub16,
-                   int64_t n_tok, float *Y,
-                   int64_t y_stride, const int32_t *y_idx, int64_t r0, int nrows);
+                   int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0,
+                   int nrows);
     /* GEMV on the same activation panel: rows [0, nrows) of W (row r at W + r * w_stride) for
      * tokens [0, n_tok); token t's output row is Y + (y_idx ? y_idx[t] : t) * y_stride, and row r
      * goes to index r0 + r. NULL gemv_supported: no GEMV kernels here. */
@@ -60,9 +60,9 @@ struct mm_gemm_impl {
     void (*amx_kernel)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
                        int64_t cols, const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y,
                        int64_t y_stride, const int32_t *y_idx, int64_t r0, void *tmp);
-    void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
-                   const float *X, int64_t x_stride, const int32_t *x_idx, int64_t n_tok, float *Y,
-                   int64_t y_stride, const int32_t *y_idx, int64_t r0);
+    void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
+                   int64_t cols, const float *X, int64_t x_stride, const int32_t *x_idx,
+                   int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
 };
 
 #if defined(__x86_64__)

@@ -14,49 +14,70 @@
 #include "engine/fp16.h"
 #include "engine/quant_blocks.h"
 
-static inline int nearest_int(float f) { return (int)lrintf(f); }
-static inline int imin(int a, int b) { return a < b ? a : b; }
-static inline int imax(int a, int b) { return a > b ? a : b; }
+static inline int nearest_int(float f)
+{
+    return (int)lrintf(f);
+}
+static inline int imin(int a, int b)
+{
+    return a < b ? a : b;
+}
+static inline int imax(int a, int b)
+{
+    return a > b ? a : b;
+}
 
 /* ---------------------------------------------------------------- float types */
 
-static void f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
-static void f32_from_float(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
+static void f32_to_float(const void *src, float *dst, int64_t n)
+{
+    memcpy(dst, src, (size_t)n * 4);
+}
+static void f32_from_float(const float *src, void *dst, int64_t n)
+{
+    memcpy(dst, src, (size_t)n * 4);
+}
 static float f32_vec_dot(int64_t n, const void *vx, const void *vy)
 {
     const float *x = vx, *y = vy;
     float s = 0;
-    for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
+    for (int64_t i = 0; i < n; i++)
+        s += x[i] * y[i];
     return s;
 }
 
 static void f16_to_float(const void *src, float *dst, int64_t n)
 {
     const uint16_t *x = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_f32_sw(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = fp16_to_f32_sw(x[i]);
 }
 static void f16_from_float(const float *src, void *dst, int64_t n)
 {
     uint16_t *y = dst;
-    for (int64_t i = 0; i < n; i++) y[i] = f32_to_fp16_sw(src[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = f32_to_fp16_sw(src[i]);
 }
 static float f16_vec_dot(int64_t n, const void *vx, const void *vy)
 {
     const uint16_t *x = vx, *y = vy;
     float s = 0;
-    for (int64_t i = 0; i < n; i++) s += fp16_to_f32_sw(x[i]) * fp16_to_f32_sw(y[i]);
+    for (int64_t i = 0; i < n; i++)
+        s += fp16_to_f32_sw(x[i]) * fp16_to_f32_sw(y[i]);
     return s;
 }
 
 static void bf16_to_float(const void *src, float *dst, int64_t n)
 {
     const uint16_t *x = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = bf16_to_f32(x[i]);
 }
 static void bf16_from_float(const float *src, void *dst, int64_t n)
 {
     uint16_t *y = dst;
-    for (int64_t i = 0; i < n; i++) y[i] = f32_to_bf16(src[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = f32_to_bf16(src[i]);
 }
 /* BF16 weights dot F32 activations (vec_dot_type F32). */
 static float bf16_vec_dot(int64_t n, const void *vx, const void *vy)
@@ -64,7 +85,8 @@ static float bf16_vec_dot(int64_t n, const void *vx, const void *vy)
     const uint16_t *x = vx;
     const float *y = vy;
     float s = 0;
-    for (int64_t i = 0; i < n; i++) s += bf16_to_f32(x[i]) * y[i];
+    for (int64_t i = 0; i < n; i++)
+        s += bf16_to_f32(x[i]) * y[i];
     return s;
 }
 
@@ -75,10 +97,12 @@ static void q8_0_from_float(const float *x, void *vy, int64_t n)
     struct block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
         float amax = 0;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < QK8_0; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
         y[i].d = f32_to_fp16_sw(d);
-        for (int j = 0; j < QK8_0; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (int j = 0; j < QK8_0; j++)
+            y[i].qs[j] = (int8_t)roundf(x[j] * id);
     }
 }
 static void q8_0_to_float(const void *vx, float *y, int64_t n)
@@ -86,7 +110,8 @@ static void q8_0_to_float(const void *vx, float *y, int64_t n)
     const struct block_q8_0 *x = vx;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         float d = fp16_to_f32_sw(x[i].d);
-        for (int j = 0; j < QK8_0; j++) *y++ = d * x[i].qs[j];
+        for (int j = 0; j < QK8_0; j++)
+            *y++ = d * x[i].qs[j];
     }
 }
 static float q8_0_vec_dot(int64_t n, const void *vx, const void *vy)
@@ -95,7 +120,8 @@ static float q8_0_vec_dot(int64_t n, const void *vx, const void *vy)
     float s = 0;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int sum = 0;
-        for (int j = 0; j < QK8_0; j++) sum += x[i].qs[j] * y[i].qs[j];
+        for (int j = 0; j < QK8_0; j++)
+            sum += x[i].qs[j] * y[i].qs[j];
         s += fp16_to_f32_sw(x[i].d) * fp16_to_f32_sw(y[i].d) * (float)sum;
     }
     return s;
@@ -150,7 +176,8 @@ static void q4_1_from_float(const float *x, void *vy, int64_t n)
     struct block_q4_1 *y = vy;
     for (int64_t i = 0; i < n / QK4_1; i++, x += QK4_1) {
         float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < QK4_1; j++) min = fminf(min, x[j]), max = fmaxf(max, x[j]);
+        for (int j = 0; j < QK4_1; j++)
+            min = fminf(min, x[j]), max = fmaxf(max, x[j]);
         float d = (max - min) / 15, id = d ? 1.f / d : 0.f;
         y[i].d = f32_to_fp16_sw(d);
         y[i].m = f32_to_fp16_sw(min);
@@ -222,7 +249,8 @@ static void q5_0_to_float(const void *vx, float *y, int64_t n)
         float d = fp16_to_f32_sw(x[i].d);
         uint32_t qh;
         memcpy(&qh, x[i].qh, 4);
-        for (int j = 0; j < QK5_0; j++) *y++ = d * (q5_get(x[i].qs, qh, j) - 16);
+        for (int j = 0; j < QK5_0; j++)
+            *y++ = d * (q5_get(x[i].qs, qh, j) - 16);
     }
 }
 static float q5_0_vec_dot(int64_t n, const void *vx, const void *vy)
@@ -234,7 +262,8 @@ static float q5_0_vec_dot(int64_t n, const void *vx, const void *vy)
         uint32_t qh;
         memcpy(&qh, x[i].qh, 4);
         int sum = 0;
-        for (int j = 0; j < QK5_0; j++) sum += (q5_get(x[i].qs, qh, j) - 16) * y[i].qs[j];
+        for (int j = 0; j < QK5_0; j++)
+            sum += (q5_get(x[i].qs, qh, j) - 16) * y[i].qs[j];
         s += fp16_to_f32_sw(x[i].d) * fp16_to_f32_sw(y[i].d) * (float)sum;
     }
     return s;
@@ -245,7 +274,8 @@ static void q5_1_from_float(const float *x, void *vy, int64_t n)
     struct block_q5_1 *y = vy;
     for (int64_t i = 0; i < n / QK5_1; i++, x += QK5_1) {
         float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < QK5_1; j++) min = fminf(min, x[j]), max = fmaxf(max, x[j]);
+        for (int j = 0; j < QK5_1; j++)
+            min = fminf(min, x[j]), max = fmaxf(max, x[j]);
         float d = (max - min) / 31, id = d ? 1.f / d : 0.f;
         y[i].d = f32_to_fp16_sw(d);
         y[i].m = f32_to_fp16_sw(min);
@@ -267,7 +297,8 @@ static void q5_1_to_float(const void *vx, float *y, int64_t n)
         float d = fp16_to_f32_sw(x[i].d), m = fp16_to_f32_sw(x[i].m);
         uint32_t qh;
         memcpy(&qh, x[i].qh, 4);
-        for (int j = 0; j < QK5_1; j++) *y++ = d * q5_get(x[i].qs, qh, j) + m;
+        for (int j = 0; j < QK5_1; j++)
+            *y++ = d * q5_get(x[i].qs, qh, j) + m;
     }
 }
 static float q5_1_vec_dot(int64_t n, const void *vx, const void *vy)
@@ -296,13 +327,16 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n)
     struct block_q8_K *y = vy;
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         float amax = 0;
-        for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < QK_K; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
         y[i].d = d;
-        for (int j = 0; j < QK_K; j++) y[i].qs[j] = (int8_t)imax(-127, imin(127, nearest_int(x[j] * id)));
+        for (int j = 0; j < QK_K; j++)
+            y[i].qs[j] = (int8_t)imax(-127, imin(127, nearest_int(x[j] * id)));
         for (int g = 0; g < QK_K / 16; g++) {
             int s = 0;
-            for (int j = 0; j < 16; j++) s += y[i].qs[16 * g + j];
+            for (int j = 0; j < 16; j++)
+                s += y[i].qs[16 * g + j];
             y[i].bsums[g] = (int16_t)s;
         }
     }
@@ -311,7 +345,8 @@ static void q8_K_to_float(const void *vx, float *y, int64_t n)
 {
     const struct block_q8_K *x = vx;
     for (int64_t i = 0; i < n / QK_K; i++)
-        for (int j = 0; j < QK_K; j++) *y++ = x[i].d * x[i].qs[j];
+        for (int j = 0; j < QK_K; j++)
+            *y++ = x[i].d * x[i].qs[j];
 }
 static float q8_K_vec_dot(int64_t n, const void *vx, const void *vy)
 {
@@ -319,7 +354,8 @@ static float q8_K_vec_dot(int64_t n, const void *vx, const void *vy)
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sum = 0;
-        for (int j = 0; j < QK_K; j++) sum += x[i].qs[j] * y[i].qs[j];
+        for (int j = 0; j < QK_K; j++)
+            sum += x[i].qs[j] * y[i].qs[j];
         s += x[i].d * y[i].d * (float)sum;
     }
     return s;
@@ -333,8 +369,10 @@ static float q8_K_vec_dot(int64_t n, const void *vx, const void *vy)
 static void unpack_q2_K(const struct block_q2_K *b, int8_t *q, float *dsc, float *dmn)
 {
     float d = fp16_to_f32_sw(b->d), dmin = fp16_to_f32_sw(b->dmin);
-    for (int e = 0; e < QK_K; e++) q[e] = (int8_t)((b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
-    for (int g = 0; g < 16; g++) dsc[g] = d * (b->scales[g] & 15), dmn[g] = dmin * (b->scales[g] >> 4);
+    for (int e = 0; e < QK_K; e++)
+        q[e] = (int8_t)((b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+    for (int g = 0; g < 16; g++)
+        dsc[g] = d * (b->scales[g] & 15), dmn[g] = dmin * (b->scales[g] >> 4);
 }
 
 /* Q3_K: as Q2_K plus a high bit: hmask[e % 32] bit e/32; a clear bit means subtract 4. */
@@ -348,14 +386,16 @@ static void unpack_q3_K(const struct block_q3_K *b, int8_t *q, float *dsc, float
         int hi = (b->hmask[e % 32] >> (e / 32)) & 1;
         q[e] = (int8_t)(lo - (hi ? 0 : 4));
     }
-    for (int g = 0; g < 16; g++) dsc[g] = d * sc[g], dmn[g] = 0;
+    for (int g = 0; g < 16; g++)
+        dsc[g] = d * sc[g], dmn[g] = 0;
 }
 
 /* Q4_K: element e = 64c + 32h + l is nibble h of qs[32c + l]; 6-bit scale/min e/32. */
 static void unpack_q4_K(const struct block_q4_K *b, int8_t *q, float *dsc, float *dmn)
 {
     float d = fp16_to_f32_sw(b->d), dmin = fp16_to_f32_sw(b->dmin);
-    for (int e = 0; e < QK_K; e++) q[e] = (int8_t)((b->qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) & 1))) & 15);
+    for (int e = 0; e < QK_K; e++)
+        q[e] = (int8_t)((b->qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) & 1))) & 15);
     for (int s = 0; s < 8; s++) {
         uint8_t sc, m;
         quant_scale_min_k4(s, b->scales, &sc, &m);
@@ -392,7 +432,8 @@ static void unpack_q6_K(const struct block_q6_K *b, int8_t *q, float *dsc, float
         int hi = (b->qh[32 * h + l] >> (2 * k)) & 3;
         q[e] = (int8_t)((lo | (hi << 4)) - 32);
     }
-    for (int g = 0; g < 16; g++) dsc[g] = d * b->scales[g], dmn[g] = 0;
+    for (int g = 0; g < 16; g++)
+        dsc[g] = d * b->scales[g], dmn[g] = 0;
 }
 
 typedef void (*unpack_fn)(const void *b, int8_t *q, float *dsc, float *dmn);
@@ -403,7 +444,8 @@ static void kq_to_float(unpack_fn unpack, size_t bsize, const void *vx, float *y
     float dsc[16], dmn[16];
     for (int64_t i = 0; i < n / QK_K; i++) {
         unpack((const char *)vx + i * bsize, q, dsc, dmn);
-        for (int e = 0; e < QK_K; e++) *y++ = dsc[e / 16] * q[e] - dmn[e / 16];
+        for (int e = 0; e < QK_K; e++)
+            *y++ = dsc[e / 16] * q[e] - dmn[e / 16];
     }
 }
 
@@ -418,7 +460,8 @@ static float kq_vec_dot(unpack_fn unpack, size_t bsize, int64_t n, const void *v
         float bs = 0;
         for (int g = 0; g < 16; g++) {
             int sum = 0;
-            for (int j = 0; j < 16; j++) sum += q[16 * g + j] * y[i].qs[16 * g + j];
+            for (int j = 0; j < 16; j++)
+                sum += q[16 * g + j] * y[i].qs[16 * g + j];
             bs += dsc[g] * (float)sum - dmn[g] * (float)y[i].bsums[g];
         }
         s += y[i].d * bs;
@@ -427,7 +470,7 @@ static float kq_vec_dot(unpack_fn unpack, size_t bsize, int64_t n, const void *v
 }
 
 #define KQ_WRAPPERS(T)                                                                             \
-    static void T##_unpack(const void *b, int8_t *q, float *dsc, float *dmn)                      \
+    static void T##_unpack(const void *b, int8_t *q, float *dsc, float *dmn)                       \
     {                                                                                              \
         unpack_##T((const struct block_##T *)b, q, dsc, dmn);                                      \
     }                                                                                              \
@@ -475,7 +518,8 @@ static float fit_sym(int n, int nmax, const float *x, const float *w, int8_t *L)
         if (suml2 > 0 && (best < 0 || sumlx * sumlx > best * suml2)) {
             best = sumlx * sumlx / suml2;
             best_scale = sumlx / suml2;
-            for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i]))));
+            for (int i = 0; i < n; i++)
+                L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i]))));
         }
     }
     return best_scale;
@@ -538,7 +582,8 @@ static void q2_K_from_float(const float *x, void *vy, int64_t n)
         uint8_t L[QK_K];
         float w[16], scales[16], mins[16], max_scale = 0, max_min = 0;
         for (int g = 0; g < 16; g++) {
-            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * g + l]);
+            for (int l = 0; l < 16; l++)
+                w[l] = fabsf(x[16 * g + l]);
             scales[g] = fit_asym(16, 3, x + 16 * g, w, L + 16 * g, &mins[g], -0.5f, 0.1f, 15, true);
             max_scale = fmaxf(max_scale, scales[g]), max_min = fmaxf(max_min, mins[g]);
         }
@@ -559,7 +604,8 @@ static void q2_K_from_float(const float *x, void *vy, int64_t n)
         }
         for (int c = 0; c < QK_K; c += 128)
             for (int l = 0; l < 32; l++)
-                y[i].qs[c / 4 + l] = (uint8_t)(L[c + l] | (L[c + l + 32] << 2) | (L[c + l + 64] << 4) | (L[c + l + 96] << 6));
+                y[i].qs[c / 4 + l] = (uint8_t)(L[c + l] | (L[c + l + 32] << 2) |
+                                               (L[c + l + 64] << 4) | (L[c + l + 96] << 6));
     }
 }
 
@@ -578,8 +624,10 @@ static void q3_K_from_float(const float *x, void *vy, int64_t n)
             float iscale = -32.f / max_scale;
             for (int g = 0; g < 16; g++) {
                 int l = imax(-32, imin(31, nearest_int(iscale * scales[g]))) + 32;
-                if (g < 8) y[i].scales[g] = (uint8_t)(l & 15);
-                else y[i].scales[g - 8] |= (uint8_t)((l & 15) << 4);
+                if (g < 8)
+                    y[i].scales[g] = (uint8_t)(l & 15);
+                else
+                    y[i].scales[g - 8] |= (uint8_t)((l & 15) << 4);
                 y[i].scales[8 + g % 4] |= (uint8_t)((l >> 4) << (2 * (g / 4)));
             }
             y[i].d = f32_to_fp16_sw(1 / iscale);
@@ -592,23 +640,28 @@ static void q3_K_from_float(const float *x, void *vy, int64_t n)
         for (int g = 0; g < 16; g++) {
             float dl = d * sc[g];
             for (int l = 0; l < 16; l++)
-                L[16 * g + l] = (int8_t)(dl ? imax(-4, imin(3, nearest_int(x[16 * g + l] / dl))) + 4 : 4);
+                L[16 * g + l] =
+                    (int8_t)(dl ? imax(-4, imin(3, nearest_int(x[16 * g + l] / dl))) + 4 : 4);
         }
         memset(y[i].hmask, 0, 32);
         for (int e = 0; e < QK_K; e++)
             if (L[e] > 3) y[i].hmask[e % 32] |= (uint8_t)(1 << (e / 32)), L[e] -= 4;
         for (int c = 0; c < QK_K; c += 128)
             for (int l = 0; l < 32; l++)
-                y[i].qs[c / 4 + l] = (uint8_t)(L[c + l] | (L[c + l + 32] << 2) | (L[c + l + 64] << 4) | (L[c + l + 96] << 6));
+                y[i].qs[c / 4 + l] = (uint8_t)(L[c + l] | (L[c + l + 32] << 2) |
+                                               (L[c + l + 64] << 4) | (L[c + l + 96] << 6));
     }
 }
 
 /* Q4_K / Q5_K share the 8 x (6-bit scale, 6-bit min) packing. */
-static void pack_scales_k4(uint8_t *s, const float *scales, const float *mins, uint16_t *d16, uint16_t *dmin16)
+static void pack_scales_k4(uint8_t *s, const float *scales, const float *mins, uint16_t *d16,
+                           uint16_t *dmin16)
 {
     float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) max_scale = fmaxf(max_scale, scales[j]), max_min = fmaxf(max_min, mins[j]);
-    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0, inv_min = max_min > 0 ? 63.f / max_min : 0;
+    for (int j = 0; j < 8; j++)
+        max_scale = fmaxf(max_scale, scales[j]), max_min = fmaxf(max_min, mins[j]);
+    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0,
+          inv_min = max_min > 0 ? 63.f / max_min : 0;
     memset(s, 0, K_SCALE_SIZE);
     for (int j = 0; j < 8; j++) {
         int ls = imin(63, nearest_int(inv_scale * scales[j]));
@@ -627,7 +680,8 @@ static void pack_scales_k4(uint8_t *s, const float *scales, const float *mins, u
 }
 
 /* Re-quantizes the elements with the scales/mins as they will be decoded. */
-static void kq45_requant(const float *x, int nmax, uint8_t *L, const uint8_t *packed, uint16_t d16, uint16_t dmin16)
+static void kq45_requant(const float *x, int nmax, uint8_t *L, const uint8_t *packed, uint16_t d16,
+                         uint16_t dmin16)
 {
     float d = fp16_to_f32_sw(d16), dmin = fp16_to_f32_sw(dmin16);
     for (int j = 0; j < 8; j++) {
@@ -640,15 +694,19 @@ static void kq45_requant(const float *x, int nmax, uint8_t *L, const uint8_t *pa
     }
 }
 
-static void kq45_group_fit(const float *x, int nmax, float rmin, int nstep, uint8_t *L, float *scales, float *mins)
+static void kq45_group_fit(const float *x, int nmax, float rmin, int nstep, uint8_t *L,
+                           float *scales, float *mins)
 {
     float w[32];
     for (int j = 0; j < 8; j++) {
         float sum_x2 = 0;
-        for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        for (int l = 0; l < 32; l++)
+            sum_x2 += x[32 * j + l] * x[32 * j + l];
         float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = fit_asym(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, false);
+        for (int l = 0; l < 32; l++)
+            w[l] = av_x + fabsf(x[32 * j + l]);
+        scales[j] =
+            fit_asym(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, false);
     }
 }
 
@@ -662,7 +720,8 @@ static void q4_K_from_float(const float *x, void *vy, int64_t n)
         pack_scales_k4(y[i].scales, scales, mins, &y[i].d, &y[i].dmin);
         kq45_requant(x, 15, L, y[i].scales, y[i].d, y[i].dmin);
         for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) y[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+            for (int l = 0; l < 32; l++)
+                y[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
     }
 }
 
@@ -680,7 +739,8 @@ static void q5_K_from_float(const float *x, void *vy, int64_t n)
             if (L[e] > 15) y[i].qh[e % 32] |= (uint8_t)(1 << (e / 32));
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++)
-                y[i].qs[32 * c + l] = (uint8_t)((L[64 * c + l] & 15) | ((L[64 * c + 32 + l] & 15) << 4));
+                y[i].qs[32 * c + l] =
+                    (uint8_t)((L[64 * c + l] & 15) | ((L[64 * c + 32 + l] & 15) << 4));
     }
 }
 
@@ -698,12 +758,14 @@ static void q6_K_from_float(const float *x, void *vy, int64_t n)
         if (amax < 1e-15f) continue;
         float iscale = -128.f / max_scale;
         y[i].d = f32_to_fp16_sw(1 / iscale);
-        for (int g = 0; g < 16; g++) y[i].scales[g] = (int8_t)imin(127, nearest_int(iscale * scales[g]));
+        for (int g = 0; g < 16; g++)
+            y[i].scales[g] = (int8_t)imin(127, nearest_int(iscale * scales[g]));
         float d = fp16_to_f32_sw(y[i].d);
         for (int g = 0; g < 16; g++) {
             float dl = d * y[i].scales[g];
             for (int l = 0; l < 16; l++)
-                L[16 * g + l] = (int8_t)(dl ? imax(-32, imin(31, nearest_int(x[16 * g + l] / dl))) + 32 : 32);
+                L[16 * g + l] =
+                    (int8_t)(dl ? imax(-32, imin(31, nearest_int(x[16 * g + l] / dl))) + 32 : 32);
         }
         for (int e = 0; e < QK_K; e++) {
             int h = e / 128, k = (e % 128) / 32, l = e % 32;
@@ -720,44 +782,89 @@ static void q6_K_from_float(const float *x, void *vy, int64_t n)
     .vec_dot = dot, .vec_dot_ref = dot
 
 static struct quant_traits g_traits[GGML_TYPE_COUNT] = {
-    [GGML_TYPE_F32] = {.name = "f32", .blck_size = 1, .type_size = 4, .is_quantized = false,
-                       .vec_dot_type = GGML_TYPE_F32, REF(f32_to_float, f32_from_float, f32_vec_dot)},
-    [GGML_TYPE_F16] = {.name = "f16", .blck_size = 1, .type_size = 2, .is_quantized = false,
-                       .vec_dot_type = GGML_TYPE_F16, REF(f16_to_float, f16_from_float, f16_vec_dot)},
-    [GGML_TYPE_BF16] = {.name = "bf16", .blck_size = 1, .type_size = 2, .is_quantized = false,
-                        .vec_dot_type = GGML_TYPE_F32, REF(bf16_to_float, bf16_from_float, bf16_vec_dot)},
-    [GGML_TYPE_Q4_0] = {.name = "q4_0", .blck_size = QK4_0, .type_size = sizeof(struct block_q4_0),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_0,
+    [GGML_TYPE_F32] = {.name = "f32",
+                       .blck_size = 1,
+                       .type_size = 4,
+                       .is_quantized = false,
+                       .vec_dot_type = GGML_TYPE_F32,
+                       REF(f32_to_float, f32_from_float, f32_vec_dot)},
+    [GGML_TYPE_F16] = {.name = "f16",
+                       .blck_size = 1,
+                       .type_size = 2,
+                       .is_quantized = false,
+                       .vec_dot_type = GGML_TYPE_F16,
+                       REF(f16_to_float, f16_from_float, f16_vec_dot)},
+    [GGML_TYPE_BF16] = {.name = "bf16",
+                        .blck_size = 1,
+                        .type_size = 2,
+                        .is_quantized = false,
+                        .vec_dot_type = GGML_TYPE_F32,
+                        REF(bf16_to_float, bf16_from_float, bf16_vec_dot)},
+    [GGML_TYPE_Q4_0] = {.name = "q4_0",
+                        .blck_size = QK4_0,
+                        .type_size = sizeof(struct block_q4_0),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_0,
                         REF(q4_0_to_float, q4_0_from_float, q4_0_vec_dot)},
-    [GGML_TYPE_Q4_1] = {.name = "q4_1", .blck_size = QK4_1, .type_size = sizeof(struct block_q4_1),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_0,
+    [GGML_TYPE_Q4_1] = {.name = "q4_1",
+                        .blck_size = QK4_1,
+                        .type_size = sizeof(struct block_q4_1),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_0,
                         REF(q4_1_to_float, q4_1_from_float, q4_1_vec_dot)},
-    [GGML_TYPE_Q5_0] = {.name = "q5_0", .blck_size = QK5_0, .type_size = sizeof(struct block_q5_0),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_0,
+    [GGML_TYPE_Q5_0] = {.name = "q5_0",
+                        .blck_size = QK5_0,
+                        .type_size = sizeof(struct block_q5_0),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_0,
                         REF(q5_0_to_float, q5_0_from_float, q5_0_vec_dot)},
-    [GGML_TYPE_Q5_1] = {.name = "q5_1", .blck_size = QK5_1, .type_size = sizeof(struct block_q5_1),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_0,
+    [GGML_TYPE_Q5_1] = {.name = "q5_1",
+                        .blck_size = QK5_1,
+                        .type_size = sizeof(struct block_q5_1),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_0,
                         REF(q5_1_to_float, q5_1_from_float, q5_1_vec_dot)},
-    [GGML_TYPE_Q8_0] = {.name = "q8_0", .blck_size = QK8_0, .type_size = sizeof(struct block_q8_0),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_0,
+    [GGML_TYPE_Q8_0] = {.name = "q8_0",
+                        .blck_size = QK8_0,
+                        .type_size = sizeof(struct block_q8_0),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_0,
                         REF(q8_0_to_float, q8_0_from_float, q8_0_vec_dot)},
-    [GGML_TYPE_Q2_K] = {.name = "q2_K", .blck_size = QK_K, .type_size = sizeof(struct block_q2_K),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_K,
+    [GGML_TYPE_Q2_K] = {.name = "q2_K",
+                        .blck_size = QK_K,
+                        .type_size = sizeof(struct block_q2_K),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_K,
                         REF(q2_K_to_float, q2_K_from_float, q2_K_vec_dot)},
-    [GGML_TYPE_Q3_K] = {.name = "q3_K", .blck_size = QK_K, .type_size = sizeof(struct block_q3_K),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_K,
+    [GGML_TYPE_Q3_K] = {.name = "q3_K",
+                        .blck_size = QK_K,
+                        .type_size = sizeof(struct block_q3_K),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_K,
                         REF(q3_K_to_float, q3_K_from_float, q3_K_vec_dot)},
-    [GGML_TYPE_Q4_K] = {.name = "q4_K", .blck_size = QK_K, .type_size = sizeof(struct block_q4_K),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_K,
+    [GGML_TYPE_Q4_K] = {.name = "q4_K",
+                        .blck_size = QK_K,
+                        .type_size = sizeof(struct block_q4_K),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_K,
                         REF(q4_K_to_float, q4_K_from_float, q4_K_vec_dot)},
-    [GGML_TYPE_Q5_K] = {.name = "q5_K", .blck_size = QK_K, .type_size = sizeof(struct block_q5_K),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_K,
+    [GGML_TYPE_Q5_K] = {.name = "q5_K",
+                        .blck_size = QK_K,
+                        .type_size = sizeof(struct block_q5_K),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_K,
                         REF(q5_K_to_float, q5_K_from_float, q5_K_vec_dot)},
-    [GGML_TYPE_Q6_K] = {.name = "q6_K", .blck_size = QK_K, .type_size = sizeof(struct block_q6_K),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_K,
+    [GGML_TYPE_Q6_K] = {.name = "q6_K",
+                        .blck_size = QK_K,
+                        .type_size = sizeof(struct block_q6_K),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_K,
                         REF(q6_K_to_float, q6_K_from_float, q6_K_vec_dot)},
-    [GGML_TYPE_Q8_K] = {.name = "q8_K", .blck_size = QK_K, .type_size = sizeof(struct block_q8_K),
-                        .is_quantized = true, .vec_dot_type = GGML_TYPE_Q8_K,
+    [GGML_TYPE_Q8_K] = {.name = "q8_K",
+                        .blck_size = QK_K,
+                        .type_size = sizeof(struct block_q8_K),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_K,
                         REF(q8_K_to_float, q8_K_from_float, q8_K_vec_dot)},
 };
 
@@ -768,8 +875,8 @@ static void quant_init_once(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-        __builtin_cpu_supports("bmi2")) {
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2")) {
         quant_register_avx2(g_traits);
         g_isa = "avx2";
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -785,7 +892,10 @@ static void quant_init_once(void)
 #endif
 }
 
-void quant_init(void) { pthread_once(&g_once, quant_init_once); }
+void quant_init(void)
+{
+    pthread_once(&g_once, quant_init_once);
+}
 
 const struct quant_traits *quant_traits(enum ggml_type t)
 {
@@ -794,7 +904,10 @@ const struct quant_traits *quant_traits(enum ggml_type t)
     return &g_traits[t];
 }
 
-bool quant_type_valid(uint32_t t) { return t < GGML_TYPE_COUNT && g_traits[t].name && g_traits[t].vec_dot_ref; }
+bool quant_type_valid(uint32_t t)
+{
+    return t < GGML_TYPE_COUNT && g_traits[t].name && g_traits[t].vec_dot_ref;
+}
 
 size_t quant_row_size(enum ggml_type t, int64_t n)
 {

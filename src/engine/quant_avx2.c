@@ -42,7 +42,8 @@ static inline __m256i dot_u8(__m256i u, __m256i y)
 #define PF_AHEAD 4096
 static inline void prefetch_block(const void *p, size_t size)
 {
-    for (size_t o = 0; o < size; o += 64) _mm_prefetch((const char *)p + PF_AHEAD + o, _MM_HINT_T0);
+    for (size_t o = 0; o < size; o += 64)
+        _mm_prefetch((const char *)p + PF_AHEAD + o, _MM_HINT_T0);
 }
 
 static inline __m256i nibbles32(const uint8_t *p)
@@ -57,7 +58,8 @@ static inline __m256i bits32(const uint8_t *p)
 {
     uint32_t x;
     memcpy(&x, p, 4);
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i shuf =
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
     __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
     b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
     return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
@@ -76,13 +78,18 @@ static float f32_dot(int64_t n, const void *vx, const void *vy)
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
         a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
     float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
+    for (; i < n; i++)
+        s += x[i] * y[i];
     return s;
 }
 
-static inline __m256 ld_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline __m256 ld_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
 
 static float f16_dot(int64_t n, const void *vx, const void *vy)
 {
@@ -95,9 +102,11 @@ static float f16_dot(int64_t n, const void *vx, const void *vy)
         a2 = _mm256_fmadd_ps(ld_f16(x + i + 16), ld_f16(y + i + 16), a2);
         a3 = _mm256_fmadd_ps(ld_f16(x + i + 24), ld_f16(y + i + 24), a3);
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(ld_f16(x + i), ld_f16(y + i), a0);
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(ld_f16(x + i), ld_f16(y + i), a0);
     float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) s += fp16_to_f32(x[i]) * fp16_to_f32(y[i]);
+    for (; i < n; i++)
+        s += fp16_to_f32(x[i]) * fp16_to_f32(y[i]);
     return s;
 }
 
@@ -105,8 +114,10 @@ static void f16_to_float(const void *vx, float *y, int64_t n)
 {
     const uint16_t *x = vx;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, ld_f16(x + i));
-    for (; i < n; i++) y[i] = fp16_to_f32(x[i]);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, ld_f16(x + i));
+    for (; i < n; i++)
+        y[i] = fp16_to_f32(x[i]);
 }
 
 static void f16_from_float(const float *x, void *vy, int64_t n)
@@ -114,8 +125,10 @@ static void f16_from_float(const float *x, void *vy, int64_t n)
     uint16_t *y = vy;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) y[i] = f32_to_fp16(x[i]);
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        y[i] = f32_to_fp16(x[i]);
 }
 
 static inline __m256 ld_bf16(const uint16_t *p)
@@ -134,9 +147,11 @@ static float bf16_dot(int64_t n, const void *vx, const void *vy)
         a0 = _mm256_fmadd_ps(ld_bf16(x + i), _mm256_loadu_ps(y + i), a0);
         a1 = _mm256_fmadd_ps(ld_bf16(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(ld_bf16(x + i), _mm256_loadu_ps(y + i), a0);
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(ld_bf16(x + i), _mm256_loadu_ps(y + i), a0);
     float s = hsum8(_mm256_add_ps(a0, a1));
-    for (; i < n; i++) s += bf16_to_f32(x[i]) * y[i];
+    for (; i < n; i++)
+        s += bf16_to_f32(x[i]) * y[i];
     return s;
 }
 
@@ -144,8 +159,10 @@ static void bf16_to_float(const void *vx, float *y, int64_t n)
 {
     const uint16_t *x = vx;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, ld_bf16(x + i));
-    for (; i < n; i++) y[i] = bf16_to_f32(x[i]);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, ld_bf16(x + i));
+    for (; i < n; i++)
+        y[i] = bf16_to_f32(x[i]);
 }
 
 /* ------------------------------------------------------------ activation quantizers */
@@ -171,7 +188,8 @@ static inline __m256i quant32(const float *x, float id)
     for (int k = 0; k < 4; k++) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid);
         /* round half away from zero: trunc(v + copysign(0.5 - ulp, v)) matches roundf */
-        __m256 h = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(0.49999997f));
+        __m256 h =
+            _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(0.49999997f));
         q[k] = _mm256_cvttps_epi32(_mm256_add_ps(v, h));
     }
     __m256i a = _mm256_packs_epi32(q[0], q[1]);
@@ -186,7 +204,8 @@ static void q8_0_from_float(const float *x, void *vy, int64_t n)
     struct block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
         __m256 m = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) m = absmax8(m, _mm256_loadu_ps(x + 8 * k));
+        for (int k = 0; k < 4; k++)
+            m = absmax8(m, _mm256_loadu_ps(x + 8 * k));
         float amax = hmax8(m);
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
         y[i].d = f32_to_fp16(d);
@@ -199,7 +218,8 @@ static inline __m256i quant32_rne(const float *x, float id)
 {
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
-    for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
+    for (int k = 0; k < 4; k++)
+        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
     __m256i a = _mm256_packs_epi32(q[0], q[1]);
     __m256i b = _mm256_packs_epi32(q[2], q[3]);
     __m256i r = _mm256_packs_epi16(a, b);
@@ -212,7 +232,8 @@ static void q8_K_from_float(const float *x, void *vy, int64_t n)
     struct block_q8_K *y = vy;
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         __m256 m = _mm256_setzero_ps();
-        for (int k = 0; k < QK_K / 8; k++) m = absmax8(m, _mm256_loadu_ps(x + 8 * k));
+        for (int k = 0; k < QK_K / 8; k++)
+            m = absmax8(m, _mm256_loadu_ps(x + 8 * k));
         float amax = hmax8(m);
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
         y[i].d = d;
@@ -238,16 +259,21 @@ static float q8_0_dot(int64_t n, const void *vx, const void *vy)
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t nb = n / QK8_0, i = 0;
     for (; i + 2 <= nb; i += 2) {
-        __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                            _mm256_loadu_si256((const __m256i *)y[i].qs));
         __m256i p1 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
                             _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
+                               _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
-                               _mm256_set1_ps(fp16_to_f32(x[i + 1].d) * fp16_to_f32(y[i + 1].d)), acc1);
+                               _mm256_set1_ps(fp16_to_f32(x[i + 1].d) * fp16_to_f32(y[i + 1].d)),
+                               acc1);
     }
     for (; i < nb; i++) {
-        __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
+        __m256i p0 = dot_i8(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                            _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
+                               _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
     }
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
@@ -260,7 +286,8 @@ static float q4_0_dot(int64_t n, const void *vx, const void *vy)
     for (int64_t i = 0; i < n / QK4_0; i++) {
         __m256i q = _mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8));
         __m256i p = dot_i8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                              _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc);
     }
     return hsum8(acc);
 }
@@ -291,7 +318,8 @@ static float q5_0_dot(int64_t n, const void *vx, const void *vy)
         __m256i hb = _mm256_andnot_si256(bits32(x[i].qh), _mm256_set1_epi8((char)0xF0));
         __m256i q = _mm256_or_si256(nibbles32(x[i].qs), hb); /* lo - 16 (as int8) or lo */
         __m256i p = dot_i8(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                              _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc);
     }
     return hsum8(acc);
 }
@@ -307,7 +335,8 @@ static float q5_1_dot(int64_t n, const void *vx, const void *vy)
         __m256i q = _mm256_or_si256(nibbles32(x[i].qs), hb);
         __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);
         float dy = fp16_to_f32(y[i].d);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8(q, yq)), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8(q, yq)),
+                              _mm256_set1_ps(fp16_to_f32(x[i].d) * dy), acc);
         msum += fp16_to_f32(x[i].m) * dy * (float)hsum8i(dot_u8(_mm256_set1_epi8(1), yq));
     }
     return hsum8(acc) + msum;
@@ -332,8 +361,10 @@ static inline void k4_scales(const uint8_t *s, __m128i *sc, __m128i *mn)
 /* sum_j mn[j] * (bsums[2j] + bsums[2j+1]) */
 static inline int k4_mins(__m128i mn, const int16_t *bsums)
 {
-    __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), _mm256_set1_epi16(1));
-    __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+    __m256i pairs =
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), _mm256_set1_epi16(1));
+    __m128i p16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
     __m128i r = _mm_madd_epi16(p16, mn);
     r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
     r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
@@ -352,7 +383,8 @@ static inline __m256i k4_chunk(__m256i lo, __m256i hi, const int8_t *y, __m256i 
 {
     __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
     __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-    return _mm256_add_epi32(_mm256_madd_epi16(p0, bcast16(sc2, 2 * c)), _mm256_madd_epi16(p1, bcast16(sc2, 2 * c + 1)));
+    return _mm256_add_epi32(_mm256_madd_epi16(p0, bcast16(sc2, 2 * c)),
+                            _mm256_madd_epi16(p1, bcast16(sc2, 2 * c + 1)));
 }
 
 static float q4_K_dot(int64_t n, const void *vx, const void *vy)
@@ -373,10 +405,12 @@ static float q4_K_dot(int64_t n, const void *vx, const void *vy)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            __m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+            __m256i lo = _mm256_and_si256(b, m4),
+                    hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
             sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc2, c));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy),
+                              acc);
     }
     return hsum8(acc) - macc;
 }
@@ -402,12 +436,14 @@ static float q5_K_dot(int64_t n, const void *vx, const void *vy)
             __m256i b = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             /* bit 2c of qh -> 16 for the low nibbles, bit 2c+1 for the high ones */
             __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c), 4), b16);
-            __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c + 1), 4), b16);
+            __m256i h1 =
+                _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c + 1), 4), b16);
             __m256i lo = _mm256_or_si256(_mm256_and_si256(b, m4), h0);
             __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), h1);
             sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc2, c));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy),
+                              acc);
     }
     return hsum8(acc) - macc;
 }
@@ -423,7 +459,8 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
         const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
         __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         /* offset: 32 * sum_g sc[g] * bsums[g] */
-        int off = 32 * hsum8i(_mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y[i].bsums)));
+        int off =
+            32 * hsum8i(_mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y[i].bsums)));
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -431,16 +468,21 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            q[1] = _mm256_or_si256(
+                _mm256_and_si256(ql1, m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[2] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[3] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
-                __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k)));
+                __m256i p = _mm256_maddubs_epi16(
+                    q[k], _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k)));
                 /* two 16-element groups per 32: scales g = 8h + 2k, 8h + 2k + 1 */
                 int g = 8 * h + 2 * k; /* scales g (first 16) and g + 1 (second 16) */
                 __m128i ctl = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(g + 1)),
@@ -449,8 +491,9 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0))),
-                              _mm256_set1_ps(fp16_to_f32(x[i].d) * y[i].d), acc);
+        acc = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0))),
+            _mm256_set1_ps(fp16_to_f32(x[i].d) * y[i].d), acc);
     }
     return hsum8(acc);
 }

@@ -31,16 +31,20 @@ static float q8_0_dot(int64_t n, const void *vx, const void *vy)
         _mm_prefetch((const char *)(x + i) + PF_DIST, _MM_HINT_T0);
         __m256i p0 = dpbusd_i8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[i].qs),
                                _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256i p1 = dpbusd_i8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[i + 1].qs),
-                               _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
+        __m256i p1 =
+            dpbusd_i8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+                      _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
+                               _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
-                               _mm256_set1_ps(fp16_to_f32(x[i + 1].d) * fp16_to_f32(y[i + 1].d)), acc1);
+                               _mm256_set1_ps(fp16_to_f32(x[i + 1].d) * fp16_to_f32(y[i + 1].d)),
+                               acc1);
     }
     for (; i < nb; i++) {
         __m256i p0 = dpbusd_i8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[i].qs),
                                _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
+                               _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), acc0);
     }
     return hsum8(_mm256_add_ps(acc0, acc1));
 }

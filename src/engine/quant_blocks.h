@@ -33,22 +33,61 @@
 #define QK_K 256
 #define K_SCALE_SIZE 12
 
-struct block_q4_0 { uint16_t d; uint8_t qs[QK4_0 / 2]; };
-struct block_q4_1 { uint16_t d, m; uint8_t qs[QK4_1 / 2]; };
-struct block_q5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };
-struct block_q5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };
-struct block_q8_0 { uint16_t d; int8_t qs[QK8_0]; };
-struct block_q2_K { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d, dmin; };
-struct block_q3_K { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; uint16_t d; };
-struct block_q4_K { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };
+struct block_q4_0 {
+    uint16_t d;
+    uint8_t qs[QK4_0 / 2];
+};
+struct block_q4_1 {
+    uint16_t d, m;
+    uint8_t qs[QK4_1 / 2];
+};
+struct block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[QK5_0 / 2];
+};
+struct block_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[QK5_1 / 2];
+};
+struct block_q8_0 {
+    uint16_t d;
+    int8_t qs[QK8_0];
+};
+struct block_q2_K {
+    uint8_t scales[QK_K / 16];
+    uint8_t qs[QK_K / 4];
+    uint16_t d, dmin;
+};
+struct block_q3_K {
+    uint8_t hmask[QK_K / 8];
+    uint8_t qs[QK_K / 4];
+    uint8_t scales[12];
+    uint16_t d;
+};
+struct block_q4_K {
+    uint16_t d, dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qs[QK_K / 2];
+};
 struct block_q5_K {
     uint16_t d, dmin;
     uint8_t scales[K_SCALE_SIZE];
     uint8_t qh[QK_K / 8];
     uint8_t qs[QK_K / 2];
 };
-struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; };
-struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+struct block_q6_K {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint16_t d;
+};
+struct block_q8_K {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];
+};
 
 static_assert(sizeof(struct block_q4_0) == 18, "q4_0 layout");
 static_assert(sizeof(struct block_q4_1) == 20, "q4_1 layout");

@@ -2,4 +2,7 @@
  * arm64 (documented in docs/kernels.md). Kept as the place NEON kernels register. */
 #include "engine/quant_blocks.h"
 
-void quant_register_neon(struct quant_traits *tab) { (void)tab; }
+void quant_register_neon(struct quant_traits *tab)
+{
+    (void)tab;
+}

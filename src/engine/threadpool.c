@@ -63,8 +63,10 @@ struct threadpool {
  * the thread we wait for may need our core. */
 static inline void spin_step(int i)
 {
-    if ((i & 511) == 511) sched_yield();
-    else cpu_relax();
+    if ((i & 511) == 511)
+        sched_yield();
+    else
+        cpu_relax();
 }
 
 struct tp_worker {
@@ -104,7 +106,8 @@ static void *worker_main(void *arg)
         }
         if (g == seen) {
             atomic_fetch_add(&tp->sleepers, 1);
-            while ((g = atomic_load(&tp->gen)) == seen) futex_wait(&tp->gen, seen);
+            while ((g = atomic_load(&tp->gen)) == seen)
+                futex_wait(&tp->gen, seen);
             atomic_fetch_sub(&tp->sleepers, 1);
         }
         int dyn = atomic_load_explicit(&tp->dynamic, memory_order_relaxed);
@@ -176,7 +179,10 @@ void tp_free(struct threadpool *tp)
     free(tp);
 }
 
-int tp_size(const struct threadpool *tp) { return tp ? tp->n : 1; }
+int tp_size(const struct threadpool *tp)
+{
+    return tp ? tp->n : 1;
+}
 
 void tp_run(struct threadpool *tp, tp_fn fn, void *ctx)
 {
@@ -256,7 +262,8 @@ int tp_default_threads(void)
         if (!f) return allowed;
         if (fscanf(f, "%ld", &core) != 1) core = -1;
         fclose(f);
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id",
+                 cpu);
         f = fopen(path, "r");
         if (f) {
             if (fscanf(f, "%ld", &pkg) != 1) pkg = -1;
@@ -265,7 +272,8 @@ int tp_default_threads(void)
         if (core < 0) return allowed;
         long key = pkg * 1000000 + core;
         int dup = 0;
-        for (int k = 0; k < nk && !dup; k++) dup = keys[k] == key;
+        for (int k = 0; k < nk && !dup; k++)
+            dup = keys[k] == key;
         if (!dup) keys[nk++] = key;
     }
     return nk > 0 ? nk : allowed;

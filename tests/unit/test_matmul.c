@@ -35,7 +35,8 @@ static void wmat_make(struct wmat *m, enum ggml_type t, int64_t rows, int64_t co
     float *row = malloc((size_t)cols * 4);
     for (int64_t r = 0; r < rows; r++) {
         float sc = 0.1f + (float)(r % 7) * 0.3f;
-        for (int64_t c = 0; c < cols; c++) row[c] = frand() * sc;
+        for (int64_t c = 0; c < cols; c++)
+            row[c] = frand() * sc;
         tr->from_float_ref(row, m->q + r * m->stride, cols);
         tr->to_float_ref(m->q + r * m->stride, m->deq + r * cols, cols);
     }
@@ -53,16 +54,18 @@ static void a8_deq(const float *x, int64_t n, double *out)
 {
     for (int64_t b = 0; b < n / 32; b++) {
         float amax = 0;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[32 * b + i]));
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
-        for (int i = 0; i < 32; i++) out[32 * b + i] = (double)d * nearbyintf(x[32 * b + i] * id);
+        for (int i = 0; i < 32; i++)
+            out[32 * b + i] = (double)d * nearbyintf(x[32 * b + i] * id);
     }
 }
 
 /* Checks Y (n_tok x rows, y stride ys) against: the reference vec_dot on reference-quantized X
  * (GEMV path) or the A8-quantized X (GEMM path), with a tolerance relative to sum |w x|. */
-static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_tok, const float *Y, int64_t ys,
-                  enum mm_act_kind kind)
+static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_tok, const float *Y,
+                  int64_t ys, enum mm_act_kind kind)
 {
     const struct quant_traits *tr = quant_traits(m->t), *vt = quant_traits(tr->vec_dot_type);
     size_t qrow = quant_row_size(tr->vec_dot_type, m->cols);
@@ -75,7 +78,8 @@ static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_to
         vt->to_float_ref(xq, xd, m->cols);
         if (kind == MM_ACT_A8) a8_deq(x, m->cols, xa);
         if (kind == MM_ACT_F32)
-            for (int64_t c = 0; c < m->cols; c++) xa[c] = x[c];
+            for (int64_t c = 0; c < m->cols; c++)
+                xa[c] = x[c];
         for (int64_t r = 0; r < m->rows; r++) {
             double want = 0, mag = 0;
             const float *w = m->deq + r * m->cols;
@@ -85,8 +89,12 @@ static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_to
                 mag += fabs(w[c] * xv);
             }
             double got = Y[t * ys + r];
-            cr_assert(fabs(got - want) <= 3e-5 * mag + 1e-6, "%s %s rows=%ld n_tok=%ld: Y[%ld][%ld] = %.7g, want %.7g",
-                      tr->name, kind == MM_ACT_A8 ? "a8" : kind == MM_ACT_F32 ? "f32" : "vec_dot", (long)m->rows, (long)n_tok, (long)t, (long)r, got, want);
+            cr_assert(fabs(got - want) <= 3e-5 * mag + 1e-6,
+                      "%s %s rows=%ld n_tok=%ld: Y[%ld][%ld] = %.7g, want %.7g", tr->name,
+                      kind == MM_ACT_A8    ? "a8"
+                      : kind == MM_ACT_F32 ? "f32"
+                                           : "vec_dot",
+                      (long)m->rows, (long)n_tok, (long)t, (long)r, got, want);
         }
     }
     free(xq), free(xd), free(xa);
@@ -107,9 +115,11 @@ static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch 
             wmat_make(&m, t, rows_list[ri], cols, ri == 2 ? 6 : 0);
             for (int64_t n_tok = 1; n_tok <= 17; n_tok += (ri == 1 ? 1 : 4)) {
                 float *X = malloc((size_t)(n_tok * cols) * 4);
-                for (int64_t i = 0; i < n_tok * cols; i++) X[i] = frand() * 2;
+                for (int64_t i = 0; i < n_tok * cols; i++)
+                    X[i] = frand() * 2;
                 float *Y = malloc((size_t)(n_tok * m.rows) * 4);
-                for (int64_t i = 0; i < n_tok * m.rows; i++) Y[i] = NAN;
+                for (int64_t i = 0; i < n_tok * m.rows; i++)
+                    Y[i] = NAN;
                 struct err e;
                 int rc = mm_run(tp, t, m.q, m.rows, cols, m.stride, X, n_tok, Y, s, &e);
                 cr_assert_eq(rc, 0, "%s: %s", tr->name, e.msg);
@@ -128,7 +138,8 @@ Test(matmul, all_types_both_paths_1_thread)
     rs = 1;
     struct mm_scratch *s = mm_scratch_new();
     for (int t = 0; t < GGML_TYPE_COUNT; t++)
-        if (quant_type_valid((uint32_t)t) && t != GGML_TYPE_Q8_K) run_type((enum ggml_type)t, NULL, s);
+        if (quant_type_valid((uint32_t)t) && t != GGML_TYPE_Q8_K)
+            run_type((enum ggml_type)t, NULL, s);
     mm_scratch_free(s);
 }
 
@@ -138,7 +149,8 @@ Test(matmul, all_types_both_paths_3_threads)
     struct threadpool *tp = tp_new(3);
     struct mm_scratch *s = mm_scratch_new();
     for (int t = 0; t < GGML_TYPE_COUNT; t++)
-        if (quant_type_valid((uint32_t)t) && t != GGML_TYPE_Q8_K) run_type((enum ggml_type)t, tp, s);
+        if (quant_type_valid((uint32_t)t) && t != GGML_TYPE_Q8_K)
+            run_type((enum ggml_type)t, tp, s);
     mm_scratch_free(s);
     tp_free(tp);
 }
@@ -158,25 +170,51 @@ static void multi_ops(int gemm_min)
     wmat_make(&c, GGML_TYPE_Q6_K, 18, cols, 0);
     int64_t xs = cols + 5;
     float *X = malloc((size_t)(n_tok * xs) * 4);
-    for (int64_t i = 0; i < n_tok * xs; i++) X[i] = frand();
+    for (int64_t i = 0; i < n_tok * xs; i++)
+        X[i] = frand();
     float *Ya = malloc((size_t)(n_tok * 40) * 4), *Yb = malloc((size_t)(n_tok * 30) * 4);
     int32_t idx[4] = {7, 2, 5, 0}; /* tokens 7, 2, 5, 0 -> outputs rows 1, 3, 0, 2 of Yc */
     int32_t yidx[4] = {1, 3, 0, 2};
     float *Yc = malloc(4 * 20 * 4);
-    for (int64_t i = 0; i < n_tok * 30; i++) Yb[i] = -7;
+    for (int64_t i = 0; i < n_tok * 30; i++)
+        Yb[i] = -7;
     struct mm_op ops[3] = {
-        {.wtype = GGML_TYPE_Q8_0, .W = a.q, .rows = 40, .cols = cols, .X = X, .x_stride = xs, .n_tok = n_tok, .Y = Ya},
-        {.wtype = GGML_TYPE_Q4_K, .W = b.q, .rows = 23, .cols = cols, .X = X, .x_stride = xs, .n_tok = n_tok, .Y = Yb,
+        {.wtype = GGML_TYPE_Q8_0,
+         .W = a.q,
+         .rows = 40,
+         .cols = cols,
+         .X = X,
+         .x_stride = xs,
+         .n_tok = n_tok,
+         .Y = Ya},
+        {.wtype = GGML_TYPE_Q4_K,
+         .W = b.q,
+         .rows = 23,
+         .cols = cols,
+         .X = X,
+         .x_stride = xs,
+         .n_tok = n_tok,
+         .Y = Yb,
          .y_stride = 30},
-        {.wtype = GGML_TYPE_Q6_K, .W = c.q, .rows = 18, .cols = cols, .X = X, .x_stride = xs, .x_idx = idx, .n_tok = 4,
-         .Y = Yc, .y_stride = 20, .y_idx = yidx},
+        {.wtype = GGML_TYPE_Q6_K,
+         .W = c.q,
+         .rows = 18,
+         .cols = cols,
+         .X = X,
+         .x_stride = xs,
+         .x_idx = idx,
+         .n_tok = 4,
+         .Y = Yc,
+         .y_stride = 20,
+         .y_idx = yidx},
     };
     struct err e;
     cr_assert_eq(mm_run_ops(tp, ops, 3, s, &e), 0, "%s", e.msg);
     check(&a, X, xs, n_tok, Ya, 40, mm_act_kind(GGML_TYPE_Q8_0, n_tok, cols));
     check(&b, X, xs, n_tok, Yb, 30, mm_act_kind(GGML_TYPE_Q4_K, n_tok, cols));
     for (int64_t t = 0; t < n_tok; t++)
-        for (int r = 23; r < 30; r++) cr_assert_eq(Yb[t * 30 + r], -7.0f, "write outside the rows");
+        for (int r = 23; r < 30; r++)
+            cr_assert_eq(Yb[t * 30 + r], -7.0f, "write outside the rows");
     /* Yc row yidx[k] must hold token idx[k] */
     float *Xg = malloc(4 * cols * 4), *Yg = malloc(4 * 20 * 4);
     for (int k = 0; k < 4; k++) {
@@ -191,8 +229,14 @@ static void multi_ops(int gemm_min)
     mm_set_gemm_min_tokens(0);
 }
 
-Test(matmul, several_ops_indexed_gemv) { multi_ops(1000); }
-Test(matmul, several_ops_indexed_gemm) { multi_ops(1); }
+Test(matmul, several_ops_indexed_gemv)
+{
+    multi_ops(1000);
+}
+Test(matmul, several_ops_indexed_gemm)
+{
+    multi_ops(1);
+}
 
 Test(matmul, bad_shapes_are_errors)
 {

@@ -17,12 +17,16 @@ static uint32_t rnd(void)
     rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)(rng_state >> 33);
 }
-static float rnd_unit(void) { return (float)((rnd() & 0xffffff) / 16777216.0); }
+static float rnd_unit(void)
+{
+    return (float)((rnd() & 0xffffff) / 16777216.0);
+}
 /* roughly normal, with a few outliers like real weights/activations */
 static float rnd_normal(void)
 {
     float s = 0;
-    for (int i = 0; i < 4; i++) s += rnd_unit();
+    for (int i = 0; i < 4; i++)
+        s += rnd_unit();
     s = (s - 2.0f) * 1.7f;
     if ((rnd() & 63) == 0) s *= 4;
     return s;
@@ -33,28 +37,44 @@ static float rnd_normal(void)
 static double roundtrip_bound(enum ggml_type t)
 {
     switch (t) {
-    case GGML_TYPE_F32: return 0;
-    case GGML_TYPE_F16: return 4e-4;
-    case GGML_TYPE_BF16: return 3e-3;
-    case GGML_TYPE_Q8_0: return 0.012;
-    case GGML_TYPE_Q8_K: return 0.025;
-    case GGML_TYPE_Q4_0: return 0.16;
-    case GGML_TYPE_Q4_1: return 0.14;
-    case GGML_TYPE_Q5_0: return 0.09;
-    case GGML_TYPE_Q5_1: return 0.06;
-    case GGML_TYPE_Q2_K: return 0.50;
-    case GGML_TYPE_Q3_K: return 0.25;
-    case GGML_TYPE_Q4_K: return 0.12;
-    case GGML_TYPE_Q5_K: return 0.06;
-    case GGML_TYPE_Q6_K: return 0.032;
-    default: return 0;
+    case GGML_TYPE_F32:
+        return 0;
+    case GGML_TYPE_F16:
+        return 4e-4;
+    case GGML_TYPE_BF16:
+        return 3e-3;
+    case GGML_TYPE_Q8_0:
+        return 0.012;
+    case GGML_TYPE_Q8_K:
+        return 0.025;
+    case GGML_TYPE_Q4_0:
+        return 0.16;
+    case GGML_TYPE_Q4_1:
+        return 0.14;
+    case GGML_TYPE_Q5_0:
+        return 0.09;
+    case GGML_TYPE_Q5_1:
+        return 0.06;
+    case GGML_TYPE_Q2_K:
+        return 0.50;
+    case GGML_TYPE_Q3_K:
+        return 0.25;
+    case GGML_TYPE_Q4_K:
+        return 0.12;
+    case GGML_TYPE_Q5_K:
+        return 0.06;
+    case GGML_TYPE_Q6_K:
+        return 0.032;
+    default:
+        return 0;
     }
 }
 
 static void fill(float *x, int64_t n)
 {
     float scale = 0.02f + 3 * rnd_unit();
-    for (int64_t i = 0; i < n; i++) x[i] = rnd_normal() * scale;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rnd_normal() * scale;
 }
 
 Test(quant, table_is_consistent)
@@ -68,13 +88,15 @@ Test(quant, table_is_consistent)
         }
         n++;
         cr_assert(quant_type_valid((uint32_t)t), "%s", tr->name);
-        cr_assert(tr->to_float && tr->to_float_ref && tr->from_float && tr->from_float_ref, "%s", tr->name);
+        cr_assert(tr->to_float && tr->to_float_ref && tr->from_float && tr->from_float_ref, "%s",
+                  tr->name);
         cr_assert(tr->vec_dot && tr->vec_dot_ref, "%s", tr->name);
         const struct quant_traits *vt = quant_traits(tr->vec_dot_type);
         cr_assert(vt && vt->from_float, "%s", tr->name);
         cr_assert_eq(tr->blck_size % vt->blck_size, 0, "%s", tr->name);
         cr_assert_eq(quant_row_size((enum ggml_type)t, tr->blck_size * 3), tr->type_size * 3);
-        if (tr->blck_size > 1) cr_assert_eq(quant_row_size((enum ggml_type)t, tr->blck_size + 1), 0);
+        if (tr->blck_size > 1)
+            cr_assert_eq(quant_row_size((enum ggml_type)t, tr->blck_size + 1), 0);
     }
     cr_assert_eq(n, 14); /* f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K..q6_K q8_K */
     cr_assert_eq(quant_traits(GGML_TYPE_Q8_1), NULL);
@@ -90,7 +112,8 @@ static void sweep(enum ggml_type t, int64_t n)
     const struct quant_traits *tr = quant_traits(t), *vt = quant_traits(tr->vec_dot_type);
     size_t xs = quant_row_size(t, n), ys = quant_row_size(tr->vec_dot_type, n);
     cr_assert(xs > 0 && ys > 0);
-    float *x = malloc(n * 4), *y = malloc(n * 4), *xr = malloc(n * 4), *xr2 = malloc(n * 4), *yr = malloc(n * 4);
+    float *x = malloc(n * 4), *y = malloc(n * 4), *xr = malloc(n * 4), *xr2 = malloc(n * 4),
+          *yr = malloc(n * 4);
     uint8_t *xq = malloc(xs), *xq2 = malloc(xs), *yq = malloc(ys), *yq2 = malloc(ys);
     fill(x, n);
     fill(y, n);
@@ -99,10 +122,11 @@ static void sweep(enum ggml_type t, int64_t n)
     tr->from_float_ref(x, xq, n);
     tr->to_float_ref(xq, xr, n);
     double e2 = 0, x2 = 0;
-    for (int64_t i = 0; i < n; i++) e2 += (double)(xr[i] - x[i]) * (xr[i] - x[i]), x2 += (double)x[i] * x[i];
+    for (int64_t i = 0; i < n; i++)
+        e2 += (double)(xr[i] - x[i]) * (xr[i] - x[i]), x2 += (double)x[i] * x[i];
     double rel = sqrt(e2 / x2);
-    cr_assert(rel <= roundtrip_bound(t), "%s n=%ld: round-trip rel rms %g > %g", tr->name, (long)n, rel,
-              roundtrip_bound(t));
+    cr_assert(rel <= roundtrip_bound(t), "%s n=%ld: round-trip rel rms %g > %g", tr->name, (long)n,
+              rel, roundtrip_bound(t));
 
     /* fast to_float is bit-identical to the reference */
     tr->to_float(xq, xr2, n);
@@ -112,11 +136,15 @@ static void sweep(enum ggml_type t, int64_t n)
     tr->from_float(x, xq2, n);
     tr->to_float_ref(xq2, xr2, n);
     double e2b = 0;
-    for (int64_t i = 0; i < n; i++) e2b += (double)(xr2[i] - x[i]) * (xr2[i] - x[i]);
-    cr_assert(sqrt(e2b / x2) <= roundtrip_bound(t), "%s: fast quantizer error %g", tr->name, sqrt(e2b / x2));
+    for (int64_t i = 0; i < n; i++)
+        e2b += (double)(xr2[i] - x[i]) * (xr2[i] - x[i]);
+    cr_assert(sqrt(e2b / x2) <= roundtrip_bound(t), "%s: fast quantizer error %g", tr->name,
+              sqrt(e2b / x2));
     size_t same = 0;
-    for (size_t i = 0; i < xs; i++) same += xq[i] == xq2[i];
-    cr_assert(same >= xs * 99 / 100, "%s: fast quantizer bytes differ (%zu of %zu same)", tr->name, same, xs);
+    for (size_t i = 0; i < xs; i++)
+        same += xq[i] == xq2[i];
+    cr_assert(same >= xs * 99 / 100, "%s: fast quantizer bytes differ (%zu of %zu same)", tr->name,
+              same, xs);
 
     /* activations in vec_dot_type, with reference and fast quantizer */
     vt->from_float_ref(y, yq, n);
@@ -132,19 +160,23 @@ static void sweep(enum ggml_type t, int64_t n)
     float dref = tr->vec_dot_ref(n, xq, yq);
     float dfast = tr->vec_dot(n, xq, yq);
     double tol = 2e-5 * mag + 1e-6;
-    cr_assert(fabs(dref - dd) <= tol, "%s n=%ld: ref dot %g vs double %g (tol %g)", tr->name, (long)n, dref, dd, tol);
-    cr_assert(fabs(dfast - dd) <= tol, "%s n=%ld: fast dot %g vs double %g (tol %g)", tr->name, (long)n, dfast, dd,
-              tol);
+    cr_assert(fabs(dref - dd) <= tol, "%s n=%ld: ref dot %g vs double %g (tol %g)", tr->name,
+              (long)n, dref, dd, tol);
+    cr_assert(fabs(dfast - dd) <= tol, "%s n=%ld: fast dot %g vs double %g (tol %g)", tr->name,
+              (long)n, dfast, dd, tol);
     /* and the quantized dot is near the float dot: by Cauchy-Schwarz the error is at most
      * (rx + ry + rx*ry) * |x| * |y| with rx, ry the relative round-trip errors */
     double ynorm = 0;
-    for (int64_t i = 0; i < n; i++) ynorm += (double)y[i] * y[i];
+    for (int64_t i = 0; i < n; i++)
+        ynorm += (double)y[i] * y[i];
     double rx = roundtrip_bound(t), ry = roundtrip_bound(tr->vec_dot_type);
     double qbound = 1.5 * (rx + ry + rx * ry) * sqrt(x2) * sqrt(ynorm);
-    cr_assert(fabs(dd - exact) <= qbound + 1e-6, "%s: quantized dot %g far from float dot %g", tr->name, dd, exact);
+    cr_assert(fabs(dd - exact) <= qbound + 1e-6, "%s: quantized dot %g far from float dot %g",
+              tr->name, dd, exact);
     /* fast-quantized activations give the same dot within quantization noise */
     float dfast2 = tr->vec_dot(n, xq, yq2);
-    cr_assert(fabs(dfast2 - dd) <= qbound + tol, "%s: dot with fast-quantized y %g vs %g", tr->name, dfast2, dd);
+    cr_assert(fabs(dfast2 - dd) <= qbound + tol, "%s: dot with fast-quantized y %g vs %g", tr->name,
+              dfast2, dd);
 
     free(x), free(y), free(xr), free(xr2), free(yr), free(xq), free(xq2), free(yq), free(yq2);
 }
@@ -159,8 +191,10 @@ Test(quant, sweep_all_types_odd_lengths)
         int64_t vb = quant_traits(tr->vec_dot_type)->blck_size;
         int64_t b = tr->blck_size > vb ? tr->blck_size : vb;
         for (int k = 0; k < 4; k++) {
-            int64_t n = b == 1 ? 8 * nblocks[k] * 8 + nblocks[k] : b * nblocks[k]; /* float types: odd n */
-            for (int rep = 0; rep < 3; rep++) sweep((enum ggml_type)t, n);
+            int64_t n =
+                b == 1 ? 8 * nblocks[k] * 8 + nblocks[k] : b * nblocks[k]; /* float types: odd n */
+            for (int rep = 0; rep < 3; rep++)
+                sweep((enum ggml_type)t, n);
         }
     }
 }
@@ -176,14 +210,18 @@ Test(quant, zero_and_constant_blocks)
         memset(x, 0, sizeof x);
         tr->from_float_ref(x, q, n);
         tr->to_float_ref(q, xr, n);
-        for (int i = 0; i < n; i++) cr_assert_eq(xr[i], 0.0f, "%s: zero not preserved", tr->name);
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(xr[i], 0.0f, "%s: zero not preserved", tr->name);
         tr->from_float(x, q, n);
         tr->to_float(q, xr, n);
-        for (int i = 0; i < n; i++) cr_assert_eq(xr[i], 0.0f, "%s: zero not preserved (fast)", tr->name);
-        for (int i = 0; i < n; i++) x[i] = -0.75f;
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(xr[i], 0.0f, "%s: zero not preserved (fast)", tr->name);
+        for (int i = 0; i < n; i++)
+            x[i] = -0.75f;
         tr->from_float_ref(x, q, n);
         tr->to_float_ref(q, xr, n);
-        for (int i = 0; i < n; i++) cr_assert(fabsf(xr[i] + 0.75f) < 0.02f, "%s: constant %g", tr->name, xr[i]);
+        for (int i = 0; i < n; i++)
+            cr_assert(fabsf(xr[i] + 0.75f) < 0.02f, "%s: constant %g", tr->name, xr[i]);
     }
 }
 
@@ -212,9 +250,11 @@ Test(quant, fp16_exhaustive_and_rounding)
     rng_state = 7;
     float x[1000];
     uint16_t a[1000];
-    for (int i = 0; i < 1000; i++) x[i] = ldexpf(rnd_unit() - 0.5f, (int)(rnd() % 50) - 30);
+    for (int i = 0; i < 1000; i++)
+        x[i] = ldexpf(rnd_unit() - 0.5f, (int)(rnd() % 50) - 30);
     tr->from_float(x, a, 1000);
-    for (int i = 0; i < 1000; i++) cr_assert_eq(a[i], f32_to_fp16_sw(x[i]), "%a", x[i]);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(a[i], f32_to_fp16_sw(x[i]), "%a", x[i]);
     /* bf16 */
     cr_assert_eq(f32_to_bf16(1.0f), 0x3f80);
     cr_assert_eq(f32_to_bf16(fp16_bits_f32(0x3f808000)), 0x3f80); /* tie -> even */
@@ -236,8 +276,10 @@ static void ggml_order_q4_K(const struct block_q4_K *b, float *y)
         float d1 = d * sc, m1 = mn * m;
         quant_scale_min_k4(is + 1, b->scales, &sc, &m);
         float d2 = d * sc, m2 = mn * m;
-        for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 15) - m1;
-        for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
+        for (int l = 0; l < 32; l++)
+            *y++ = d1 * (q[l] & 15) - m1;
+        for (int l = 0; l < 32; l++)
+            *y++ = d2 * (q[l] >> 4) - m2;
     }
 }
 
@@ -253,8 +295,10 @@ static void ggml_order_q5_K(const struct block_q5_K *b, float *y)
         float d1 = d * sc, m1 = mn * m;
         quant_scale_min_k4(is + 1, b->scales, &sc, &m);
         float d2 = d * sc, m2 = mn * m;
-        for (int l = 0; l < 32; l++) *y++ = d1 * ((ql[l] & 15) + (qh[l] & u1 ? 16 : 0)) - m1;
-        for (int l = 0; l < 32; l++) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+        for (int l = 0; l < 32; l++)
+            *y++ = d1 * ((ql[l] & 15) + (qh[l] & u1 ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; l++)
+            *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
     }
 }
 
@@ -286,9 +330,11 @@ static void ggml_order_q2_K(const struct block_q2_K *b, float *y)
     for (int n = 0; n < QK_K; n += 128, q += 32) {
         for (int j = 0, shift = 0; j < 4; j++, shift += 2) {
             uint8_t sc = b->scales[is++];
-            for (int l = 0; l < 16; l++) *y++ = d * (sc & 15) * ((q[l] >> shift) & 3) - mn * (sc >> 4);
+            for (int l = 0; l < 16; l++)
+                *y++ = d * (sc & 15) * ((q[l] >> shift) & 3) - mn * (sc >> 4);
             sc = b->scales[is++];
-            for (int l = 0; l < 16; l++) *y++ = d * (sc & 15) * ((q[l + 16] >> shift) & 3) - mn * (sc >> 4);
+            for (int l = 0; l < 16; l++)
+                *y++ = d * (sc & 15) * ((q[l + 16] >> shift) & 3) - mn * (sc >> 4);
         }
     }
 }
@@ -304,9 +350,11 @@ static void ggml_order_q3_K(const struct block_q3_K *b, float *y)
     for (int n = 0; n < QK_K; n += 128, q += 32) {
         for (int j = 0, shift = 0; j < 4; j++, shift += 2, m <<= 1) {
             float dl = d * sc[is++];
-            for (int l = 0; l < 16; l++) *y++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+            for (int l = 0; l < 16; l++)
+                *y++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
             dl = d * sc[is++];
-            for (int l = 0; l < 16; l++) *y++ = dl * (((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
+            for (int l = 0; l < 16; l++)
+                *y++ = dl * (((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
         }
     }
 }
@@ -314,7 +362,8 @@ static void ggml_order_q3_K(const struct block_q3_K *b, float *y)
 static void random_block(void *b, size_t size, size_t d_off, size_t dmin_off)
 {
     uint8_t *p = b;
-    for (size_t i = 0; i < size; i++) p[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < size; i++)
+        p[i] = (uint8_t)rnd();
     uint16_t d = f32_to_fp16_sw(0.01f + rnd_unit() * 0.1f), dm = f32_to_fp16_sw(rnd_unit() * 0.05f);
     memcpy(p + d_off, &d, 2);
     if (dmin_off != (size_t)-1) memcpy(p + dmin_off, &dm, 2);
@@ -326,41 +375,52 @@ Test(quant, kquant_layout_matches_ggml_element_order)
     float a[QK_K], b[QK_K];
     for (int rep = 0; rep < 50; rep++) {
         struct block_q4_K q4;
-        random_block(&q4, sizeof q4, offsetof(struct block_q4_K, d), offsetof(struct block_q4_K, dmin));
+        random_block(&q4, sizeof q4, offsetof(struct block_q4_K, d),
+                     offsetof(struct block_q4_K, dmin));
         quant_traits(GGML_TYPE_Q4_K)->to_float_ref(&q4, a, QK_K);
         ggml_order_q4_K(&q4, b);
-        for (int i = 0; i < QK_K; i++) cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q4_K %d", i);
+        for (int i = 0; i < QK_K; i++)
+            cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q4_K %d", i);
 
         struct block_q5_K q5;
-        random_block(&q5, sizeof q5, offsetof(struct block_q5_K, d), offsetof(struct block_q5_K, dmin));
+        random_block(&q5, sizeof q5, offsetof(struct block_q5_K, d),
+                     offsetof(struct block_q5_K, dmin));
         quant_traits(GGML_TYPE_Q5_K)->to_float_ref(&q5, a, QK_K);
         ggml_order_q5_K(&q5, b);
-        for (int i = 0; i < QK_K; i++) cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q5_K %d", i);
+        for (int i = 0; i < QK_K; i++)
+            cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q5_K %d", i);
 
         struct block_q6_K q6;
         random_block(&q6, sizeof q6, offsetof(struct block_q6_K, d), (size_t)-1);
         quant_traits(GGML_TYPE_Q6_K)->to_float_ref(&q6, a, QK_K);
         ggml_order_q6_K(&q6, b);
-        for (int i = 0; i < QK_K; i++) cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q6_K %d", i);
+        for (int i = 0; i < QK_K; i++)
+            cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q6_K %d", i);
 
         struct block_q2_K q2;
-        random_block(&q2, sizeof q2, offsetof(struct block_q2_K, d), offsetof(struct block_q2_K, dmin));
+        random_block(&q2, sizeof q2, offsetof(struct block_q2_K, d),
+                     offsetof(struct block_q2_K, dmin));
         quant_traits(GGML_TYPE_Q2_K)->to_float_ref(&q2, a, QK_K);
         ggml_order_q2_K(&q2, b);
-        for (int i = 0; i < QK_K; i++) cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q2_K %d", i);
+        for (int i = 0; i < QK_K; i++)
+            cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q2_K %d", i);
 
         struct block_q3_K q3;
         random_block(&q3, sizeof q3, offsetof(struct block_q3_K, d), (size_t)-1);
         quant_traits(GGML_TYPE_Q3_K)->to_float_ref(&q3, a, QK_K);
         ggml_order_q3_K(&q3, b);
-        for (int i = 0; i < QK_K; i++) cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q3_K %d", i);
+        for (int i = 0; i < QK_K; i++)
+            cr_assert_float_eq(a[i], b[i], 1e-6f * (1 + fabsf(b[i])), "q3_K %d", i);
 
-        /* and the fast dots agree with the reference on these arbitrary (not quantizer-made) blocks */
+        /* and the fast dots agree with the reference on these arbitrary (not quantizer-made) blocks
+         */
         float y[QK_K];
         struct block_q8_K yq;
-        for (int i = 0; i < QK_K; i++) y[i] = rnd_normal();
+        for (int i = 0; i < QK_K; i++)
+            y[i] = rnd_normal();
         quant_traits(GGML_TYPE_Q8_K)->from_float_ref(y, &yq, QK_K);
-        static const enum ggml_type kt[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+        static const enum ggml_type kt[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
+                                            GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
         const void *blocks[] = {&q2, &q3, &q4, &q5, &q6};
         for (int k = 0; k < 5; k++) {
             const struct quant_traits *tr = quant_traits(kt[k]);
@@ -374,7 +434,8 @@ Test(quant, legacy_layout_known_values)
 {
     /* Q4_0: element j < 16 is the low nibble of qs[j], j + 16 the high nibble; value (q - 8) * d */
     struct block_q4_0 b4 = {.d = f32_to_fp16_sw(0.5f)};
-    for (int j = 0; j < 16; j++) b4.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    for (int j = 0; j < 16; j++)
+        b4.qs[j] = (uint8_t)(j | ((15 - j) << 4));
     float y[32];
     quant_traits(GGML_TYPE_Q4_0)->to_float(&b4, y, 32);
     for (int j = 0; j < 16; j++) {
@@ -391,7 +452,9 @@ Test(quant, legacy_layout_known_values)
     }
     /* Q8_0 */
     struct block_q8_0 b8 = {.d = f32_to_fp16_sw(0.25f)};
-    for (int j = 0; j < 32; j++) b8.qs[j] = (int8_t)(j - 16);
+    for (int j = 0; j < 32; j++)
+        b8.qs[j] = (int8_t)(j - 16);
     quant_traits(GGML_TYPE_Q8_0)->to_float(&b8, y, 32);
-    for (int j = 0; j < 32; j++) cr_assert_eq(y[j], (j - 16) * 0.25f);
+    for (int j = 0; j < 32; j++)
+        cr_assert_eq(y[j], (j - 16) * 0.25f);
 }

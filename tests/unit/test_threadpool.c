@@ -6,7 +6,10 @@
 
 #include "engine/threadpool.h"
 
-static void cover_noop(void *ctx, int ith, int nth) { (void)ctx, (void)ith, (void)nth; }
+static void cover_noop(void *ctx, int ith, int nth)
+{
+    (void)ctx, (void)ith, (void)nth;
+}
 
 struct cover_ctx {
     int64_t n;
@@ -20,7 +23,8 @@ static void cover(void *vctx, int ith, int nth)
 {
     struct cover_ctx *c = vctx;
     int64_t per = (c->n + nth - 1) / nth, a = ith * per, b = a + per < c->n ? a + per : c->n;
-    for (int64_t i = a; i < b; i++) atomic_fetch_add(&c->hits[i], 1);
+    for (int64_t i = a; i < b; i++)
+        atomic_fetch_add(&c->hits[i], 1);
     atomic_fetch_add(&c->calls, 1);
     c->nth_seen[ith] = nth;
 }
@@ -37,9 +41,11 @@ Test(threadpool, every_index_once_many_runs)
         for (int run = 0; run < runs; run++) {
             tp_run(tp, cover, &c);
             cr_assert_eq(atomic_load(&c.calls), nt * (run + 1));
-            for (int t = 0; t < nt; t++) cr_assert_eq(c.nth_seen[t], nt);
+            for (int t = 0; t < nt; t++)
+                cr_assert_eq(c.nth_seen[t], nt);
         }
-        for (int64_t i = 0; i < c.n; i++) cr_assert_eq(atomic_load(&c.hits[i]), runs, "index %ld", (long)i);
+        for (int64_t i = 0; i < c.n; i++)
+            cr_assert_eq(atomic_load(&c.hits[i]), runs, "index %ld", (long)i);
         free(c.hits);
         tp_free(tp);
     }
@@ -57,7 +63,8 @@ static void sum_part(void *vctx, int ith, int nth)
 {
     struct sum_ctx *c = vctx;
     long long s = 0;
-    for (int64_t i = ith; i < c->n; i += nth) s += c->v[i];
+    for (int64_t i = ith; i < c->n; i += nth)
+        s += c->v[i];
     c->part[ith] = s;
 }
 
@@ -66,7 +73,8 @@ Test(threadpool, results_visible_after_sleep)
     struct threadpool *tp = tp_new(3);
     int v[1000];
     long long want = 0;
-    for (int i = 0; i < 1000; i++) v[i] = i * 7 - 300, want += v[i];
+    for (int i = 0; i < 1000; i++)
+        v[i] = i * 7 - 300, want += v[i];
     struct sum_ctx c = {.v = v, .n = 1000};
     for (int run = 0; run < 6; run++) {
         memset(c.part, 0, sizeof c.part);
@@ -119,10 +127,11 @@ Test(threadpool, dynamic_every_item_once)
             atomic_store(&c.next, 0);
             tp_run_dynamic(tp, dyn_fn, &c);
             cr_assert_eq(atomic_load(&c.inside), 0, "a worker still inside fn after return");
-            if (run % 500 == 499) usleep(20000); /* let workers fall asleep */
+            if (run % 500 == 499) usleep(20000);            /* let workers fall asleep */
             if (run % 3 == 0) tp_run(tp, cover_noop, NULL); /* interleave with static jobs */
         }
-        for (int64_t i = 0; i < c.n; i++) cr_assert_eq(atomic_load(&c.hits[i]), runs, "item %ld", (long)i);
+        for (int64_t i = 0; i < c.n; i++)
+            cr_assert_eq(atomic_load(&c.hits[i]), runs, "item %ld", (long)i);
         free(c.hits);
         tp_free(tp);
     }
