@@ -1,6 +1,7 @@
 /* grammar — compile (any kind -> lark -> Earley grammar + lexer NFA), vocabulary token trie,
  * matcher (Earley rows over lexemes, lazily built lexer DFA), token masks, LRU cache.
  * Design: docs/grammar.md. */
+#define _GNU_SOURCE /* qsort_r */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
