@@ -6,7 +6,7 @@
 #include "engine/quant_blocks.h"
 
 #ifndef PF_DIST
-#define PF_DIST 1024 /* bytes ahead of the weight stream to prefetch */
+#define PF_DIST 4096 /* bytes ahead of the weight stream to prefetch */
 #endif
 
 static inline __m256i dpbusd_i8(__m256i acc, __m256i x, __m256i y)
@@ -49,7 +49,74 @@ static float q8_0_dot(int64_t n, const void *vx, const void *vy)
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
+/* f16 x f16, 64 elements per step in four chains, weights prefetched ahead */
+static float f16_dot(int64_t n, const void *vx, const void *vy)
+{
+    const uint16_t *x = vx, *y = vy;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        _mm_prefetch((const char *)(x + i) + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_DIST + 64, _MM_HINT_T0);
+        a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))),
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i))), a0);
+        a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16))),
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i + 16))), a1);
+        a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 32))),
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i + 32))), a2);
+        a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 48))),
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i + 48))), a3);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)),
+                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i)), a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* f32 x f32 */
+static float f32_dot(int64_t n, const void *vx, const void *vy)
+{
+    const float *x = vx, *y = vy;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(x + i) + 2 * PF_DIST + 64 * k, _MM_HINT_T0);
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* bf16 x f32 */
+static float bf16_dot(int64_t n, const void *vx, const void *vy)
+{
+    const uint16_t *x = vx;
+    const float *y = vy;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        if (((i / 16) & 1) == 0) _mm_prefetch((const char *)(x + i) + PF_DIST, _MM_HINT_T0);
+        __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i)), 16));
+        __m512 p = _mm512_maskz_loadu_ps(m, y + i);
+        if ((i / 16) & 1) a1 = _mm512_fmadd_ps(w, p, a1);
+        else a0 = _mm512_fmadd_ps(w, p, a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
 void quant_register_avx512(struct quant_traits *t)
 {
+    t[GGML_TYPE_F16].vec_dot = f16_dot;
+    t[GGML_TYPE_F32].vec_dot = f32_dot;
+    t[GGML_TYPE_BF16].vec_dot = bf16_dot;
     t[GGML_TYPE_Q8_0].vec_dot = q8_0_dot;
 }
