@@ -398,7 +398,7 @@ int main(int argc, char **argv)
     for (int32_t i = 0; i < n; i++) {
         size_t l;
         bytes[i] = tok_bytes(c.v, i, &l);
-        lens[i] = (uint32_t)l;
+        lens[i] = tok_type(c.v, i) == TOK_UNUSED ? 0 : (uint32_t)l; /* padding: never allowed */
         sp[i] = tok_is_special(c.v, i);
     }
     c.eos = tok_eot(c.v) >= 0 ? tok_eot(c.v) : tok_eos(c.v);

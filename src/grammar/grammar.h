@@ -21,7 +21,8 @@ enum grammar_kind {
 };
 
 /* The vocabulary as the grammar sees it: bytes of each token; special tokens are matched only by
- * explicit special-token terminals (<|im_end|>, <[151657]>). eos = the token that ends the turn. */
+ * explicit special-token terminals (<|im_end|>, <[151657]>). eos = the token that ends the turn.
+ * A token with len 0 is never allowed: pass 0 for unused / padding ids ([PAD…]). */
 struct grammar_vocab {
     int32_t n_tokens;
     const char *const *bytes; /* bytes[i], len[i] */
