@@ -810,9 +810,6 @@ static int32_t new_terminal(struct lark *L, const char *name, size_t nlen, int32
     g->terms[t].nfa_start = st;
     g->terms[t].nfa_lo = lo;
     g->terms[t].nfa_hi = g->nfa.n;
-    g->terms[t].hash[0] = 1469598103934665603ull;
-    g->terms[t].hash[1] = 0x243f6a8885a308d3ull;
-    rx_ast_hash(&L->ast, ast_root, g->terms[t].hash);
     return t;
 }
 

@@ -847,41 +847,6 @@ int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s)
     return -1;
 }
 
-static void hmix(uint64_t h[2], uint64_t v)
-{
-    h[0] = (h[0] ^ v) * 1099511628211ull;
-    h[1] = (h[1] ^ (v + 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
-    h[1] ^= h[1] >> 29;
-}
-
-void rx_ast_hash(const struct rx_ast *a, int32_t root, uint64_t h[2])
-{
-    const struct rx_node *nd = &a->nodes[root];
-    hmix(h, (uint64_t)nd->kind + 0x100);
-    switch (nd->kind) {
-    case RX_CLASS:
-        hmix(h, (uint64_t)nd->n_ranges);
-        for (int32_t i = 0; i < 2 * nd->n_ranges; i++)
-            hmix(h, nd->ranges[i]);
-        break;
-    case RX_BYTES:
-        hmix(h, (uint64_t)nd->min << 8 | (uint64_t)nd->max);
-        break;
-    case RX_REPEAT:
-        hmix(h, (uint64_t)(uint32_t)nd->min << 32 | (uint32_t)nd->max);
-        rx_ast_hash(a, nd->a, h);
-        break;
-    case RX_CAT:
-    case RX_ALT:
-        rx_ast_hash(a, nd->a, h);
-        hmix(h, 0x55);
-        rx_ast_hash(a, nd->b, h);
-        break;
-    default:
-        break;
-    }
-    hmix(h, 0xAA);
-}
 
 /* Emits node `x` so that it continues to state `next`; returns its entry state. Built
  * continuation-first, so no patch lists are needed. */

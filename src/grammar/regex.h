@@ -122,8 +122,6 @@ uint32_t rx_dfa_from_kernel(struct rx_dfa *d, const uint64_t *k, int32_t n);
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b);
 /* Index of the counted loop whose body holds NFA state s, or -1. */
 int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s);
-/* 128-bit structural hash of AST subtree root (equal for equal regexes, whatever the arena). */
-void rx_ast_hash(const struct rx_ast *a, int32_t root, uint64_t h[2]);
 /* A DFA kernel entry: NFA state and loop counter + 1 (0 outside counted loops). */
 static inline int32_t rx_thread_state(uint64_t v)
 {
