@@ -26,6 +26,7 @@ struct gterm {
     int32_t nfa_lo, nfa_hi; /* its NFA states */
     int32_t special;        /* token id for special-token terminals, else -1 */
     bool ignore;            /* from %ignore: skipped between lexemes, never scanned */
+    bool nullable;          /* its regex matches the empty string */
 };
 
 struct gprod {

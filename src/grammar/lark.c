@@ -61,6 +61,8 @@ struct lark {
     /* names of this module */
     struct lname *names;
     int32_t n_names, cap_names;
+    int32_t *ntab; /* name hash: index + 1, 0 = empty */
+    uint32_t ntab_cap;
     struct rx_ast ast;
     int depth;      /* ( [ nesting while parsing an expression */
     int json_depth; /* %json sub-grammar nesting */
@@ -723,11 +725,49 @@ static struct expr *parse_expansions(struct lark *L)
 /* ------------------------------------------------------------------------------------------ */
 /* Names                                                                                       */
 
+static uint32_t name_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
 static struct lname *find_name(struct lark *L, const char *s, size_t n)
 {
-    for (int32_t i = 0; i < L->n_names; i++)
-        if (strlen(L->names[i].name) == n && !memcmp(L->names[i].name, s, n)) return &L->names[i];
+    if (!L->ntab_cap) return NULL;
+    for (uint32_t j = name_hash(s, n) & (L->ntab_cap - 1); L->ntab[j];
+         j = (j + 1) & (L->ntab_cap - 1)) {
+        struct lname *x = &L->names[L->ntab[j] - 1];
+        if (strlen(x->name) == n && !memcmp(x->name, s, n)) return x;
+    }
     return NULL;
+}
+
+static int name_index(struct lark *L, int32_t i)
+{
+    if ((uint32_t)(L->n_names + 1) * 2 > L->ntab_cap) {
+        uint32_t nc = L->ntab_cap ? L->ntab_cap * 2 : 64;
+        int32_t *nt = calloc(nc, sizeof *nt);
+        if (!nt) return -1;
+        for (uint32_t k = 0; k < L->ntab_cap; k++) {
+            if (!L->ntab[k]) continue;
+            const char *nm = L->names[L->ntab[k] - 1].name;
+            uint32_t j = name_hash(nm, strlen(nm)) & (nc - 1);
+            while (nt[j])
+                j = (j + 1) & (nc - 1);
+            nt[j] = L->ntab[k];
+        }
+        free(L->ntab);
+        L->ntab = nt;
+        L->ntab_cap = nc;
+    }
+    const char *nm = L->names[i].name;
+    uint32_t j = name_hash(nm, strlen(nm)) & (L->ntab_cap - 1);
+    while (L->ntab[j])
+        j = (j + 1) & (L->ntab_cap - 1);
+    L->ntab[j] = i + 1;
+    return 0;
 }
 
 static struct lname *add_name(struct lark *L, enum lname_kind k, const char *s, size_t n)
@@ -746,6 +786,10 @@ static struct lname *add_name(struct lark *L, enum lname_kind k, const char *s, 
     if (!x->name) return NULL;
     x->nt = x->term = x->ast = -1;
     x->def_tok = -1;
+    if (name_index(L, L->n_names)) {
+        free(x->name);
+        return NULL;
+    }
     L->n_names++;
     return x;
 }
@@ -810,6 +854,7 @@ static int32_t new_terminal(struct lark *L, const char *name, size_t nlen, int32
     g->terms[t].nfa_start = st;
     g->terms[t].nfa_lo = lo;
     g->terms[t].nfa_hi = g->nfa.n;
+    g->terms[t].nullable = rx_ast_nullable(&L->ast, ast_root);
     return t;
 }
 
@@ -916,7 +961,7 @@ static int32_t term_ast(struct lark *L, const struct expr *x)
 static int32_t term_symbol(struct lark *L, int32_t t)
 {
     struct grammar *g = L->g;
-    if (!rx_nfa_nullable(&g->nfa, g->terms[t].nfa_start)) return t;
+    if (!g->terms[t].nullable) return t;
     char nm[64];
     snprintf(nm, sizeof nm, "%s?", g->terms[t].name);
     int32_t nt = grammar_add_nt(g, nm, strlen(nm));
@@ -1413,6 +1458,7 @@ out:
     for (int32_t i = 0; i < L.n_names; i++)
         free(L.names[i].name);
     free(L.names);
+    free(L.ntab);
     rx_ast_deinit(&L.ast);
     return rc;
 }

@@ -765,7 +765,7 @@ static int32_t emit_cp_range(struct nbuild *B, uint32_t lo, uint32_t hi, int32_t
     return s < 0 ? -1 : alt2(B, acc, s);
 }
 
-static bool ast_nullable(const struct rx_ast *a, int32_t x)
+bool rx_ast_nullable(const struct rx_ast *a, int32_t x)
 {
     const struct rx_node *nd = &a->nodes[x];
     switch (nd->kind) {
@@ -777,11 +777,11 @@ static bool ast_nullable(const struct rx_ast *a, int32_t x)
     case RX_BYTES:
         return false;
     case RX_CAT:
-        return ast_nullable(a, nd->a) && ast_nullable(a, nd->b);
+        return rx_ast_nullable(a, nd->a) && rx_ast_nullable(a, nd->b);
     case RX_ALT:
-        return ast_nullable(a, nd->a) || ast_nullable(a, nd->b);
+        return rx_ast_nullable(a, nd->a) || rx_ast_nullable(a, nd->b);
     case RX_REPEAT:
-        return nd->min == 0 || ast_nullable(a, nd->a);
+        return nd->min == 0 || rx_ast_nullable(a, nd->a);
     }
     return false;
 }
@@ -847,7 +847,6 @@ int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s)
     return -1;
 }
 
-
 /* Emits node `x` so that it continues to state `next`; returns its entry state. Built
  * continuation-first, so no patch lists are needed. */
 static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
@@ -901,7 +900,7 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
     case RX_REPEAT: {
         int32_t s = next;
         int32_t min = nd->min, max = nd->max;
-        if (big_repeat(nd) && !ast_nullable(B->a, nd->a) && !has_big_repeat(B->a, nd->a))
+        if (big_repeat(nd) && !rx_ast_nullable(B->a, nd->a) && !has_big_repeat(B->a, nd->a))
             return emit_counted(B, nd, next);
         if (max < 0) {
             /* loop: L = split(child -> L, next) */

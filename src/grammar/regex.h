@@ -132,6 +132,8 @@ static inline uint32_t rx_thread_c1(uint64_t v)
     return (uint32_t)(v >> 32);
 }
 
+/* Whether AST subtree x can match the empty string (anchors count as empty). */
+bool rx_ast_nullable(const struct rx_ast *a, int32_t x);
 /* Whether the NFA start state `start` can match the empty string. */
 bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start);
 
