@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer } from './harness.mjs';
+import { startServer } from '../e2e/harness.mjs';
 
 const CLAUDE = path.resolve('node_modules/.bin/claude');
 const CODEX = path.resolve('node_modules/.bin/codex');

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Agent clients: Claude Code (print mode, /v1/messages) and Codex CLI (exec, a custom Responses
+# provider) complete sessions against the real server on the tiny generated model, with no API
+# error (tests/agents/agents.test.mjs; docs/tools.md says how to run both by hand). The clients
+# are devDependencies in package-lock.json (npm ci; native binaries via optional packages). Kept
+# out of 60-e2e: each Claude Code turn prefills ~12k prompt tokens.
+set -eu
+$MAKE --no-print-directory BUILD="$BUILD" "$BUILD/lmserve" "$MODELDIR/tiny-q8_0.gguf" >/dev/null
+export LMSERVE_BIN="$BUILD/lmserve" LMSERVE_MODEL="$MODELDIR/tiny-q8_0.gguf"
+for b in node_modules/.bin/claude node_modules/.bin/codex; do
+  [ -x "$b" ] || { echo "FAIL: $b missing: run npm ci (scripts/deps.sh npm)"; exit 1; }
+done
+node --test --test-concurrency=1 tests/agents/
