@@ -472,3 +472,31 @@ test('messages: a Claude Code sized request (40 tools, 20k+ prompt tokens) is se
   assert.ok(!p.includes('billing-header'));
   assert.ok(p.includes('"name": "tool_39"'));
 });
+
+test('reasoning then a call: reasoning channel first, then the call, in every dialect (stream and not)', async () => {
+  // the grammar forces a <think> head like a thinking model's reply, then one call
+  const lark = `start: ${lit('<think>\nLet me look it up.\n</think>\n\n')} <tool_call> ${lit(`\n${CALL1}\n`)} </tool_call>`;
+  const r = await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: Q }], tools: OAI_TOOLS, max_tokens: 100, lark });
+  assert.equal(r.choices[0].message.reasoning_content, 'Let me look it up.');
+  assert.equal(r.choices[0].message.content, null);
+  assert.equal(r.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+
+  const rs = await rspStreamed({ model: 'm', input: Q, tools: RSP_TOOLS, max_output_tokens: 100, lark });
+  assert.deepEqual(rs.fin.output.map((o) => o.type), ['reasoning', 'function_call']);
+  assert.equal(checkCallEvents(rs.events), 1);
+  const types = rs.events.map((e) => e.type);
+  const rsDone = rs.events.findIndex((e) => e.type === 'response.output_item.done' && e.item.type === 'reasoning');
+  assert.ok(rsDone >= 0 && rsDone < types.indexOf('response.function_call_arguments.delta'));
+  const rn = await oai.responses.create({ model: 'm', input: Q, tools: RSP_TOOLS, max_output_tokens: 100, lark });
+  assert.deepEqual(rn.output.map((o) => o.type), ['reasoning', 'function_call']);
+
+  for (const stream of [false, true]) {
+    const p = { model: 'm', messages: [{ role: 'user', content: Q }], tools: ANT_TOOLS, max_tokens: 100, lark };
+    const m = stream ? await ant.messages.stream(p).finalMessage() : await ant.messages.create(p);
+    assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'tool_use']);
+    assert.equal(m.content[0].thinking, 'Let me look it up.');
+    assert.deepEqual(m.content[1].input, { city: 'Paris', days: 2 });
+    assert.equal(m.stop_reason, 'tool_use');
+  }
+});
