@@ -50,6 +50,7 @@ struct sn {
     struct sn **alts; /* n_alts > 0: union of alts, other fields unused */
     const char *ref;  /* $ref to a def (alone) */
     json_t *enumv;    /* allowed values (borrowed or arena-owned), NULL = no enum */
+    json_t *not_enum; /* excluded values ("not": {"enum"/"const"}), NULL = none */
     /* number */
     struct jsrx_dec *lo, *hi;
     bool lo_excl, hi_excl;
@@ -178,7 +179,7 @@ static struct sn *sn_new(struct js *c, unsigned types)
 
 static bool sn_is_any(const struct sn *s)
 {
-    return s->types == JT_ALL && !s->n_alts && !s->ref && !s->enumv && !s->lo && !s->hi &&
+    return s->types == JT_ALL && !s->n_alts && !s->ref && !s->enumv && !s->not_enum && !s->lo && !s->hi &&
            !s->mult && s->min_len == 0 && s->max_len < 0 && !s->pattern && !s->format &&
            !s->n_prefix && !s->items && s->min_items == 0 && s->max_items < 0 && !s->n_props &&
            !s->n_req && !s->addl && !s->n_ppat && s->min_props == 0 && s->max_props < 0;
@@ -357,7 +358,7 @@ static const char *const KW_IMPL[] = {
  * Schema does not define are ignored (docs/jsonschema.md lists them). */
 /* JSON Schema keywords we do not implement: an error naming them. */
 static const char *const KW_UNSUPPORTED[] = {
-    "not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
+    "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
     "contains", "minContains", "maxContains", "propertyNames", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
     "contentSchema", NULL};
@@ -826,6 +827,44 @@ static struct sn *mk_alts(struct js *c, json_t *arr, const char *kw)
 }
 
 static bool provably_disjoint(struct js *c, struct sn *a, struct sn *b, int depth);
+static struct sn *resolve(struct js *c, struct sn *a);
+
+/* "not": supported when the negated schema is everything, nothing, a set of types, or an
+ * enum/const (then those values are excluded); anything else is an error naming "not". */
+static struct sn *negate(struct js *c, json_t *v)
+{
+    struct sn *n = lower(c, v);
+    if (!n) {
+        err_wrap(c->e, "not");
+        return NULL;
+    }
+    n = resolve(c, n);
+    if (!n) return NULL;
+    if (sn_is_any(n)) return sn_new(c, 0);
+    if (sn_unsat(n)) return sn_new(c, JT_ALL);
+    struct sn t = *n;
+    t.types = JT_ALL;
+    if (!t.n_alts && !t.enumv && sn_is_any(&t)) { /* types only */
+        unsigned ty = n->types;
+        if ((ty & JT_INT) && !(ty & JT_NUM)) {
+            err_set(c->e, ERR_UNSUPPORTED,
+                    "unsupported keyword \"not\" (not integer: non-integer numbers)");
+            return NULL;
+        }
+        unsigned r = JT_ALL & ~ty;
+        if (ty & JT_NUM) r &= ~(unsigned)JT_INT;
+        return sn_new(c, r);
+    }
+    t.enumv = NULL;
+    if (n->types == JT_ALL && n->enumv && !n->n_alts && sn_is_any(&t)) {
+        struct sn *r = sn_new(c, JT_ALL);
+        if (r) r->not_enum = n->enumv;
+        return r;
+    }
+    err_set(c->e, ERR_UNSUPPORTED,
+            "unsupported keyword \"not\" (supported: not of true/false, of a type, of enum/const)");
+    return NULL;
+}
 
 static struct sn *lower(struct js *c, json_t *s)
 {
@@ -899,6 +938,8 @@ static struct sn *lower(struct js *c, json_t *s)
                     goto out;
                 }
             }
+        } else if (!strcmp(k, "not")) {
+            part = negate(c, v);
         } else if (!strcmp(k, "anyOf")) {
             part = mk_alts(c, v, "anyOf");
         } else if (!strcmp(k, "oneOf")) {
@@ -1052,6 +1093,11 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
         }
         r->enumv = e;
     } else r->enumv = a->enumv ? a->enumv : b->enumv;
+    if (a->not_enum && b->not_enum) {
+        json_t *e = js_keep(c, json_array());
+        if (!e || json_array_extend(e, a->not_enum) || json_array_extend(e, b->not_enum)) goto fail;
+        r->not_enum = e;
+    } else r->not_enum = a->not_enum ? a->not_enum : b->not_enum;
     /* numbers */
     r->lo = a->lo;
     r->lo_excl = a->lo_excl;
@@ -1263,6 +1309,11 @@ static bool value_ok(struct js *c, struct sn *s, json_t *v, int depth)
         json_t *x;
         json_array_foreach(s->enumv, i, x) if (json_equal(x, v)) found = true;
         if (!found) return false;
+    }
+    if (s->not_enum) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(s->not_enum, i, x) if (json_equal(x, v)) return false;
     }
     switch (json_typeof(v)) {
     case JSON_NULL: return s->types & JT_NULL;
@@ -1587,8 +1638,49 @@ static char *emit_number(struct js *c, struct sn *s, bool integer)
     return r;
 }
 
+static bool not_has(const struct sn *s, json_t *v)
+{
+    size_t i;
+    json_t *x;
+    if (s->not_enum) json_array_foreach(s->not_enum, i, x) if (json_equal(x, v)) return true;
+    return false;
+}
+
 static char *emit_string(struct js *c, struct sn *s)
 {
+    int nstr = 0;
+    if (s->not_enum) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(s->not_enum, i, x) if (json_is_string(x)) nstr++;
+    }
+    if (nstr) { /* strings other than the excluded ones */
+        if (s->pattern || s->format || s->min_len > 0 || s->max_len >= 0) {
+            err_set(c->e, ERR_UNSUPPORTED,
+                    "unsupported keyword \"not\" (excluded strings together with "
+                    "pattern/format/length)");
+            return NULL;
+        }
+        const char **names = js_alloc(c, (size_t)nstr * sizeof *names);
+        size_t *lens = js_alloc(c, (size_t)nstr * sizeof *lens);
+        if (c->oom) return NULL;
+        int k = 0;
+        size_t i;
+        json_t *x;
+        json_array_foreach(s->not_enum, i, x) if (json_is_string(x))
+        {
+            names[k] = json_string_value(x);
+            lens[k++] = json_string_length(x);
+        }
+        struct buf rx = {0};
+        if (jsrx_key_not_in(names, lens, nstr, &rx, c->e)) {
+            buf_free(&rx);
+            return NULL;
+        }
+        char *r = mk_regex_rule(c, rx.data);
+        buf_free(&rx);
+        return r;
+    }
     if (s->max_len >= 0 && s->min_len > s->max_len) return NULL;
     struct buf rx = {0};
     bool len = s->min_len > 0 || s->max_len >= 0;
@@ -1838,18 +1930,22 @@ static char *emit_object(struct js *c, struct sn *s)
     if (s->addl && !addl_r) return NULL;
     bool addl_false = addl_r && sn_unsat(addl_r);
     struct buf compl = {0};
+    const char *compl_rule = NULL;
     if (s->n_ppat == 1 && !ppat_any && n_all == 0 && !addl_false &&
         !universal_pattern(s->ppat[0])) {
         struct err save = *c->e;
         buf_puts(&compl, "\"");
         if (jsrx_pattern_complement(s->ppat[0], strlen(s->ppat[0]), &compl, c->e)) {
             *c->e = save; /* not expressible: the errors below explain */
-            buf_free(&compl);
-        } else buf_puts(&compl, "\"");
+        } else {
+            buf_puts(&compl, "\"");
+            compl_rule = mk_regex_rule(c, compl.data);
+        }
+        buf_free(&compl);
     }
     if (s->n_ppat && !ppat_any) { /* (pattern keys with any value and no additionalProperties:
                                    * every extra key takes any value) */
-        if (compl.len) {
+        if (compl_rule) {
             /* handled: complement keys below */
         } else if (s->addl && !addl_false) {
             bool all_univ = true;
@@ -1863,7 +1959,7 @@ static char *emit_object(struct js *c, struct sn *s)
                 return NULL;
             }
         }
-        if (!s->addl && !compl.len) {
+        if (!s->addl && !compl_rule) {
             bool all_univ = true;
             for (int j = 0; j < s->n_ppat; j++)
                 if (!universal_pattern(s->ppat[j])) all_univ = false;
@@ -1911,19 +2007,14 @@ static char *emit_object(struct js *c, struct sn *s)
             buf_free(&key);
             buf_printf(&xb, "%s %s %s", kr, cl, pv);
         }
-        if (compl.len) {
+        if (compl_rule) {
             const char *av = s->addl ? emit(c, s->addl) : r_value(c);
             if (!av && c->e->msg[0]) {
-                buf_free(&compl);
                 buf_free(&xb);
                 return NULL;
             }
-            if (av) {
-                const char *kr = mk_regex_rule(c, compl.data);
-                buf_printf(&xb, "%s%s %s %s", xb.len ? " | " : "", kr, cl, av);
-            }
+            if (av) buf_printf(&xb, "%s%s %s %s", xb.len ? " | " : "", compl_rule, cl, av);
         }
-        buf_free(&compl);
     } else {
         const char *av = s->addl ? emit(c, s->addl) : r_value(c);
         if (!av && c->e->msg[0]) return NULL;
@@ -2047,12 +2138,32 @@ static char *emit(struct js *c, struct sn *s)
         if (a) buf_printf(&b, "%s%s", n++ ? " | " : "", a);                                        \
         else if (c->e->msg[0]) goto fail;                                                          \
     } while (0)
+    if (s->not_enum) { /* excluded values we can only express for strings, booleans, null */
+        size_t i;
+        json_t *x;
+        json_array_foreach(s->not_enum, i, x)
+        {
+            unsigned need = json_is_number(x) ? (JT_NUM | JT_INT) : json_is_array(x) ? JT_ARR
+                            : json_is_object(x) ? JT_OBJ : 0;
+            if (json_is_integer(x) || (json_is_real(x) && json_real_value(x) == floor(json_real_value(x))))
+                need = JT_NUM | JT_INT;
+            else if (json_is_real(x)) need = JT_NUM;
+            if (s->types & need) {
+                err_set(c->e, ERR_UNSUPPORTED,
+                        "unsupported keyword \"not\" (excluding a number, array or object value)");
+                goto fail;
+            }
+        }
+    }
     if (s->types & JT_OBJ) ALT(emit_object(c, s));
     if (s->types & JT_ARR) ALT(emit_array(c, s));
     if (s->types & JT_STR) ALT(emit_string(c, s));
     if (s->types & (JT_NUM | JT_INT)) ALT(emit_number(c, s, !(s->types & JT_NUM)));
-    if (s->types & JT_BOOL) ALT("\"true\" | \"false\"");
-    if (s->types & JT_NULL) ALT("\"null\"");
+    if (s->types & JT_BOOL) {
+        bool t = !not_has(s, json_true()), f = !not_has(s, json_false());
+        if (t || f) ALT(t && f ? "\"true\" | \"false\"" : t ? "\"true\"" : "\"false\"");
+    }
+    if ((s->types & JT_NULL) && !not_has(s, json_null())) ALT("\"null\"");
 #undef ALT
     if (!n) {
         buf_free(&b);

@@ -293,9 +293,21 @@ Test(jsonschema, refs_local_and_recursive)
     expect_error("{\"$ref\":\"#/$defs/missing\"}", "not found");
 }
 
+Test(jsonschema, not_simple_forms)
+{
+    check("{\"not\":{\"type\":\"string\"}}", L("1", "null", "[]", "{}", "true"), L("\"s\""));
+    check("{\"type\":\"string\",\"not\":{\"enum\":[\"a\",\"ab\"]}}", L("\"b\"", "\"abc\"", "\"\""),
+          L("\"a\"", "\"ab\"", "1"));
+    check("{\"type\":[\"boolean\",\"null\"],\"not\":{\"const\":true}}", L("false", "null"), L("true"));
+    check("{\"anyOf\":[{\"not\":{}},{\"type\":\"null\"}]}", L("null"), L("1"));
+    expect_error("{\"not\":{\"type\":\"integer\"}}", "\"not\"");
+    expect_error("{\"not\":{\"minimum\":3}}", "\"not\"");
+    expect_error("{\"not\":{\"enum\":[1]}}", "\"not\"");
+}
+
 Test(jsonschema, errors_name_the_problem)
 {
-    expect_error("{\"not\":{\"type\":\"string\"}}", "\"not\"");
+    expect_error("{\"not\":{\"required\":[\"a\"]}}", "\"not\"");
     expect_error("{\"type\":\"object\",\"properties\":{\"a\":{\"if\":{}}}}", "\"if\"");
     expect_error("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
     expect_error("{\"type\":\"strin\"}", "unknown type");
