@@ -1,6 +1,7 @@
 /* toolcall: the hermes reply scanner — regions split across deltas, several calls, malformed
  * regions as text, whitespace around calls, finish reasons, and every split point of a reply. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -304,6 +305,61 @@ Test(toolcall, parse_spans)
     const char *nul = "{\"name\":\"a\\u0000b\"}";
     cr_assert_eq(toolcall_parse(nul, strlen(nul), &name, &off, &len, &st), -1);
     cr_assert_eq(toolcall_parse("{\"name\":\"\"}", 11, &name, &off, &len, &st), -1);
+}
+
+/* Randomized: replies composed of text, whitespace, good and malformed regions, partial markers
+ * and multi-byte UTF-8, cut into random deltas (down to single bytes), give exactly the events of
+ * the same reply fed whole; every call's name and arguments appear verbatim in the reply. */
+Test(toolcall, random_replies_split_invariant)
+{
+    static const char *frags[] = {
+        "Hello", " ", "\n", "\n\n", "\t", "<", "<tool", "<tool_call", "</tool_call>", "é", "世界",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+        "<tool_call>{\"name\":\"g\"}</tool_call>",
+        "<tool_call>\n{\"name\": \"h\", \"arguments\": {\"s\": \"x<tool_call>y\"}}\n</tool_call>",
+        "<tool_call>{\"name\": 1}</tool_call>", "<tool_call>{oops</tool_call>", "<tool_call>",
+        "{\"name\": \"k\", \"arguments\": {}}", "}", "tool_call>"};
+    const int nf = sizeof frags / sizeof frags[0];
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (int iter = 0; iter < 400; iter++) {
+        struct buf reply = {0};
+        int k = 1 + (int)((st = st * 6364136223846793005ull + 1442695040888963407ull) >> 60);
+        for (int i = 0; i < k; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            buf_puts(&reply, frags[(st >> 33) % (uint64_t)nf]);
+        }
+        const char *whole[] = {reply.data, NULL};
+        char *want = run(whole, FINISH_STOP, NULL);
+        /* random cuts (UTF-8 may be cut too: the scanner works on bytes) */
+        char *toks[64];
+        int nt = 0;
+        size_t at = 0;
+        while (at < reply.len && nt < 62) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            size_t len = 1 + (size_t)((st >> 40) % 12);
+            if (at + len > reply.len) len = reply.len - at;
+            toks[nt++] = strndup(reply.data + at, len);
+            at += len;
+        }
+        if (at < reply.len) toks[nt++] = strdup(reply.data + at);
+        toks[nt] = NULL;
+        char *got = run((const char *const *)toks, FINISH_STOP, NULL);
+        cr_assert_str_eq(got, want, "reply: %s", reply.data);
+        /* calls: C<name>(<args>) must come from the reply verbatim */
+        for (const char *c = strstr(got, "C"); c; c = strstr(c + 1, "C")) {
+            if (c != got && c[-1] != ']' && c[-1] != ')') continue; /* event starts (no ']' in frags) */
+            const char *lp = strchr(c, '(');
+            cr_assert_not_null(lp);
+            char name[64];
+            snprintf(name, sizeof name, "\"%.*s\"", (int)(lp - c - 1), c + 1);
+            cr_assert_not_null(strstr(reply.data, name), "call name %s not in reply %s", name,
+                               reply.data);
+        }
+        for (int i = 0; i < nt; i++) free(toks[i]);
+        free(got);
+        free(want);
+        buf_free(&reply);
+    }
 }
 
 /* ---- forced tool_choice -> lark (serve/forced.h) ---- */
