@@ -404,7 +404,9 @@ struct inner_entry {
     struct shared_inner *own; /* payload owned here when it could not be shared */
 };
 
-#define INNER_CACHE_MAX_BYTES ((size_t)16 << 20) /* per grammar; beyond it, walk uncached */
+#ifndef INNER_CACHE_MAX_BYTES /* per grammar; beyond it the grammar's entries are flushed */
+#define INNER_CACHE_MAX_BYTES ((size_t)16 << 20)
+#endif
 
 static void grammar_destroy(struct grammar *g)
 {
@@ -1634,13 +1636,29 @@ fail:
     return NULL;
 }
 
-/* The cached inner entry of state s, computing it if needed; NULL when over budget / no memory.
- * Caller holds g->mu. */
+/* Drops every local inner entry (over budget; shared payloads stay in the vocabulary index).
+ * Safe because an entry is used only under g->mu until the next inner_get call (union_inner
+ * copies what it needs from a part before asking for the next one). */
+static void inner_flush(struct grammar *g)
+{
+    for (int32_t i = 0; i < g->inner_cap; i++) {
+        struct inner_entry *x = g->inner[i];
+        if (!x) continue;
+        payload_free(x->own);
+        free(x->bound);
+        free(x);
+        g->inner[i] = NULL;
+    }
+    g->inner_bytes = 0;
+}
+
+/* The cached inner entry of state s, computing it if needed (flushing the grammar's entries
+ * when over budget); NULL on allocation failure. Caller holds g->mu. */
 static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
 {
     struct grammar *g = m->g;
     if ((int32_t)s < g->inner_cap && g->inner[s]) return g->inner[s];
-    if (g->inner_bytes > INNER_CACHE_MAX_BYTES) return NULL;
+    if (g->inner_bytes > INNER_CACHE_MAX_BYTES) inner_flush(g);
     if ((int32_t)s >= g->inner_cap) {
         int32_t nc = g->inner_cap ? g->inner_cap : 64;
         while (nc <= (int32_t)s)
