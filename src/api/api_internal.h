@@ -91,7 +91,8 @@ int enc_sse(struct enc *en, const char *ev, json_t *f);
 int enc_write(struct enc *en, const char *s, size_t n);
 /* A failure before anything was sent: plain JSON error with the real status. */
 void enc_fail_plain(struct enc *en, const struct err *e);
-/* Records a tool call on choice c: {id: <id_prefix>…, name, arguments}; returns it (borrowed,
+/* Records a tool call on choice c: {id: <id_prefix>…, name, arguments, text_at: the choice's text
+ * bytes so far}; returns it (borrowed,
  * owned by ch->calls) or NULL on OOM / invalid UTF-8. */
 json_t *enc_add_call(struct enc *en, int c, const char *id_prefix, const char *name,
                      const char *args, size_t n_args);

@@ -166,13 +166,17 @@ static int s_done(void *ctx, const struct usage *u)
                                   json_pack("{s:s, s:o, s:s}", "type", "thinking", "thinking",
                                             json_text(ch->reasoning.data, ch->reasoning.len),
                                             "signature", ""));
-        if (ch->text.len || !ch->calls)
-            json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
-                                                     json_text(ch->text.data ? ch->text.data : "",
-                                                               ch->text.len)));
-        size_t i;
+        /* text and tool_use blocks in reply order (each call knows the text before it) */
+        const char *tx = ch->text.data ? ch->text.data : "";
+        size_t i, from = 0;
         json_t *call;
         json_array_foreach(ch->calls, i, call) {
+            size_t at = (size_t)json_integer_value(json_object_get(call, "text_at"));
+            if (at > from && at <= ch->text.len) {
+                json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
+                                                         json_text(tx + from, at - from)));
+                from = at;
+            }
             const char *a = json_string_value(json_object_get(call, "arguments"));
             json_t *input = json_loads(a ? a : "{}", 0, NULL);
             json_array_append_new(content,
@@ -181,6 +185,9 @@ static int s_done(void *ctx, const struct usage *u)
                                             json_object_get(call, "name"), "input",
                                             input ? input : json_object()));
         }
+        if (ch->text.len > from || !ch->calls)
+            json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
+                                                     json_text(tx + from, ch->text.len - from)));
         buf_reset(&en->frame);
         json_append(&en->frame, message_obj(en, content, stop_reason(ch), ch->stop_seq, u));
         pipe_begin(en->job->pipe, 200, "application/json");

@@ -102,8 +102,9 @@ json_t *enc_add_call(struct enc *en, int c, const char *id_prefix, const char *n
     struct enc_choice *ch = &en->ch[c];
     if (!ch->calls && !(ch->calls = json_array())) return NULL;
     char *id = make_id(id_prefix);
-    json_t *call = id ? json_pack("{s:s, s:s, s:s%}", "id", id, "name", name, "arguments", args,
-                                  n_args)
+    /* text_at: reply text bytes before this call (to keep blocks in order, messages) */
+    json_t *call = id ? json_pack("{s:s, s:s, s:s%, s:I}", "id", id, "name", name, "arguments", args,
+                                  n_args, "text_at", (json_int_t)ch->text.len)
                       : NULL;
     free(id);
     if (!call || json_array_append_new(ch->calls, call) < 0) return NULL;

@@ -500,3 +500,30 @@ test('reasoning then a call: reasoning channel first, then the call, in every di
     assert.equal(m.stop_reason, 'tool_use');
   }
 });
+
+test('text around a call keeps its place: chat content, responses items, messages blocks (stream and not)', async () => {
+  const lark = `start: ${lit('Checking.\n')} <tool_call> ${lit(`\n${CALL1}\n`)} </tool_call> ${lit('\nDone checking.')}`;
+  const r = await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: Q }], tools: OAI_TOOLS, max_tokens: 100, lark });
+  assert.equal(r.choices[0].message.content, 'Checking.\nDone checking.'); // one content string in chat
+  assert.equal(r.choices[0].message.tool_calls.length, 1);
+  const s = await chatStreamed({ model: 'm', messages: [{ role: 'user', content: Q }], tools: OAI_TOOLS, max_tokens: 100, lark });
+  assert.equal(s.content, 'Checking.\nDone checking.');
+
+  const p = { model: 'm', input: Q, tools: RSP_TOOLS, max_output_tokens: 100, lark };
+  const rn = await oai.responses.create(p);
+  const shape = (out) => out.map((o) => (o.type === 'message' ? o.content[0].text : o.name));
+  assert.deepEqual(shape(rn.output), ['Checking.', 'get_weather', '\nDone checking.']);
+  assert.notEqual(rn.output[0].id, rn.output[2].id);
+  const rs = await rspStreamed(p);
+  assert.deepEqual(shape(rs.fin.output), ['Checking.', 'get_weather', '\nDone checking.']);
+  assert.equal(checkCallEvents(rs.events), 1);
+  assert.deepEqual(rs.events.filter((e) => e.type === 'response.output_item.added').map((e) => [e.output_index, e.item.type]),
+    [[0, 'message'], [1, 'function_call'], [2, 'message']]);
+
+  for (const stream of [false, true]) {
+    const q = { model: 'm', messages: [{ role: 'user', content: Q }], tools: ANT_TOOLS, max_tokens: 100, lark };
+    const m = stream ? await ant.messages.stream(q).finalMessage() : await ant.messages.create(q);
+    assert.deepEqual(m.content.map((b) => b.text ?? b.name), ['Checking.', 'get_weather', '\nDone checking.']);
+    assert.equal(m.stop_reason, 'tool_use');
+  }
+});
