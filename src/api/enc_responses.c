@@ -92,8 +92,7 @@ static json_t *response_obj(struct enc *en, const char *status, const struct usa
     json_t *error = e ? json_pack("{s:s, s:s}", "code", "server_error", "message", e->msg)
                       : json_null();
     json_t *instr = json_null();
-    for (int i = 0; i < r->n_msgs && i < 1; i++)
-        if (r->msgs[0].role == CHAT_SYSTEM) instr = json_string(r->msgs[0].content);
+    if (r->instructions) instr = json_text(r->instructions, strlen(r->instructions));
     json_t *o = json_pack(
         "{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:o, s:o, s:b, s:f, s:f, s:I, s:s, s:o, s:{s:{s:s}},"
         " s:{s:o, s:n}, s:o, s:s, s:b}",

@@ -184,6 +184,7 @@ int parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req
         if (!m) return oom(e);
         free(m->content);
         if (!(m->content = strdup(instr))) return oom(e);
+        if (!(req->instructions = strdup(instr))) return oom(e);
     }
     json_t *input = json_object_get(root, "input");
     if (!input || json_is_null(input))

@@ -46,6 +46,7 @@ void request_free(struct request *r)
     free(r->model);
     free(r->id);
     if (r->metadata) json_decref(r->metadata);
+    free(r->instructions);
     memset(r, 0, sizeof *r);
 }
 

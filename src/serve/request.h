@@ -62,6 +62,7 @@ struct request {
     char *id;                /* chatcmpl-…, resp_…, msg_… */
     int64_t created;         /* unix seconds */
     json_t *metadata;        /* responses: echoed back; NULL when absent */
+    char *instructions;      /* responses: echoed back; NULL when absent */
 };
 
 void request_init(struct request *r);

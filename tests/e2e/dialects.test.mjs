@@ -241,3 +241,12 @@ test('reasoning on and off: accepted per dialect, prompt changes, content stays 
   const tmpl = await (await fetch(`${srv.url}/apply-template?dialect=messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: USER, thinking: { type: 'enabled', budget_tokens: 1024 } }) })).json();
   assert.equal(tmpl.prompt, on.prompt, 'the same conversation renders the same in both dialects');
 });
+
+test('responses echo instructions (only the instructions param) and metadata', async () => {
+  const a = await oai.responses.create({ model: 'm', instructions: 'Be brief.', input: 'hi', max_output_tokens: 2, metadata: { k: 'v' } });
+  assert.equal(a.instructions, 'Be brief.');
+  assert.deepEqual(a.metadata, { k: 'v' });
+  const b = await oai.responses.create({ model: 'm', input: [{ role: 'developer', content: 'sys' }, { role: 'user', content: 'hi' }], max_output_tokens: 2 });
+  assert.equal(b.instructions, null);
+  assert.equal(b.temperature, 0.7, 'the family default, echoed at float precision');
+});
