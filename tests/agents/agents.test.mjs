@@ -11,6 +11,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer } from '../e2e/harness.mjs';
@@ -133,4 +134,68 @@ test('Codex CLI: exec completes a turn over /v1/responses (custom provider, stre
   const msg = ev.filter((e) => e.type === 'item.completed' && e.item.type === 'agent_message').at(-1);
   assert.deepEqual(JSON.parse(msg.item.text), { greeting: 'hello' });
   assertNoHttpErrors();
+});
+
+// Codex has no way to add body fields, so for its tool round trip a small proxy in this test adds
+// the grammar (`lark`) to each request: a call of Codex's exec_command tool while the input does
+// not yet end with a function_call_output, the answer after. The server's bytes (status, headers,
+// the SSE stream) pass through unchanged, so Codex parses exactly what lmserve sent.
+function grammarProxy(target, pick) {
+  const seen = [];
+  const server = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    let body = Buffer.concat(chunks).toString('utf8');
+    if (req.method === 'POST' && body) {
+      const j = JSON.parse(body);
+      seen.push(j);
+      body = JSON.stringify({ ...j, ...pick(j) });
+    }
+    const headers = {};
+    for (const k of ['content-type', 'authorization', 'accept']) if (req.headers[k]) headers[k] = req.headers[k];
+    const r = await fetch(target + req.url, { method: req.method, headers, body: req.method === 'POST' ? body : undefined });
+    res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/json' });
+    if (r.body) for await (const c of r.body) res.write(c);
+    res.end();
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, seen, url: `http://127.0.0.1:${server.address().port}` })));
+}
+
+test('Codex CLI: a tool round trip (function_call -> exec_command runs -> function_call_output -> answer)', async (t) => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cx-home-'));
+  fs.writeFileSync(path.join(home, 'hello.txt'), 'the secret word is pelican\n');
+  const call = `\n${JSON.stringify({ name: 'exec_command', arguments: { cmd: 'cat hello.txt' } })}\n`;
+  const px = await grammarProxy(srv.url, (body) => (body.input?.at(-1)?.type === 'function_call_output'
+    ? { lark: `start: ${JSON.stringify('The file says pelican.')}` }
+    : { lark: `start: <tool_call> ${JSON.stringify(call)} </tool_call>` }));
+  try {
+    fs.writeFileSync(path.join(home, 'config.toml'), [
+      'model = "lmserve-tiny"', 'model_provider = "lmserve"', '',
+      '[model_providers.lmserve]', 'name = "lmserve"', `base_url = "${px.url}/v1"`,
+      'wire_api = "responses"', 'env_key = "LMSERVE_API_KEY"', '',
+    ].join('\n'));
+    const r = await run(CODEX, ['exec', '--skip-git-repo-check', '--json', 'Show me hello.txt'],
+      { cwd: home, env: { HOME: home, CODEX_HOME: home, LMSERVE_API_KEY: 'dummy' } });
+    assert.equal(r.code, 0, r.out + r.err);
+    const ev = events(r.out);
+    assert.ok(ev.some((e) => e.type === 'turn.completed'), r.out);
+    assert.ok(!ev.some((e) => e.type === 'turn.failed' || e.type === 'error'), r.out);
+    const cmd = ev.find((e) => e.type === 'item.completed' && e.item.type === 'command_execution');
+    assert.ok(cmd, r.out);
+    assert.match(cmd.item.command, /cat hello\.txt/);
+    t.diagnostic(`exec_command: exit ${cmd.item.exit_code}, output ${JSON.stringify(cmd.item.aggregated_output)}`);
+    const msg = ev.filter((e) => e.type === 'item.completed' && e.item.type === 'agent_message').at(-1);
+    assert.equal(msg.item.text, 'The file says pelican.');
+    // what Codex sent back: its function_call item and the output for the same call_id
+    assert.ok(px.seen.length >= 2);
+    const last = px.seen.at(-1).input;
+    const fc = last.find((i) => i.type === 'function_call');
+    const out = last.find((i) => i.type === 'function_call_output');
+    assert.equal(fc.name, 'exec_command');
+    assert.deepEqual(JSON.parse(fc.arguments), { cmd: 'cat hello.txt' });
+    assert.equal(out.call_id, fc.call_id);
+    assertNoHttpErrors();
+  } finally {
+    px.server.close();
+  }
 });
