@@ -199,3 +199,38 @@ test('Codex CLI: a tool round trip (function_call -> exec_command runs -> functi
     px.server.close();
   }
 });
+
+test('Claude Code: one session with a tool round trip (grammar per turn added by the test proxy)', async () => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cc-home-'));
+  const work = fs.mkdtempSync(path.join(tmp, 'cc-work-'));
+  const file = path.join(work, 'notes.txt');
+  fs.writeFileSync(file, 'remember the heron\n');
+  const call = `\n${JSON.stringify({ name: 'Read', arguments: { file_path: file } })}\n`;
+  // a call of Claude Code's Read tool until a tool_result comes back, then the answer
+  const hasResult = (body) => (body.messages ?? []).some((m) => Array.isArray(m.content) && m.content.some((b) => b.type === 'tool_result'));
+  const px = await grammarProxy(srv.url, (body) => (hasResult(body)
+    ? { lark: `start: ${JSON.stringify('The note says heron.')}` }
+    : { lark: `start: <tool_call> ${JSON.stringify(call)} </tool_call>` }));
+  try {
+    const env = claudeEnv(home, {});
+    delete env.CLAUDE_CODE_EXTRA_BODY;
+    env.ANTHROPIC_BASE_URL = px.url;
+    const r = await run(CLAUDE, ['-p', 'What is in notes.txt?', '--output-format', 'stream-json', '--verbose'], { cwd: work, env });
+    assert.equal(r.code, 0, r.out + r.err);
+    const ev = events(r.out);
+    const tu = ev.filter((e) => e.type === 'assistant').flatMap((e) => e.message.content).find((b) => b.type === 'tool_use');
+    assert.equal(tu?.name, 'Read', r.out);
+    const tr = ev.filter((e) => e.type === 'user').flatMap((e) => e.message.content).find((b) => b.type === 'tool_result');
+    assert.match(JSON.stringify(tr.content), /heron/);
+    const res = ev.find((e) => e.type === 'result');
+    assert.equal(res.is_error, false, r.out);
+    assert.equal(res.subtype, 'success');
+    assert.equal(res.result, 'The note says heron.');
+    // the tool_use / tool_result pair went back to the server in the second request
+    const sent = px.seen.at(-1).messages;
+    assert.ok(sent.some((m) => m.role === 'assistant' && m.content.some?.((b) => b.type === 'tool_use' && b.id === tu.id)));
+    assertNoHttpErrors();
+  } finally {
+    px.server.close();
+  }
+});
