@@ -530,24 +530,27 @@ AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, co
 }
 
 /* NR rows at once: NR independent weight streams (more memory-level parallelism), the
- * activation block loaded once for all of them. */
+ * activation block loaded once for all of them. Same chains and summation order per row as
+ * dot_q8_0_a8, so a row's result does not depend on which kernel computed it. */
 AI void dot_q8_0_a8_rows(const int NR, const struct block_q8_0 *const *x, int64_t nb,
                          const int8_t *y, const float *ad, const int32_t *ai, float *out)
 {
-    __m256 a[4][2];
+    __m256 a[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++)
-        a[r][0] = a[r][1] = _mm256_setzero_ps();
+        a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm256_setzero_ps();
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++)
-            _mm_prefetch((const char *)(x[r] + b) + GEMV_PF, GEMV_HINT);
+    for (; b + 4 <= nb; b += 4) {
 #pragma GCC unroll 4
         for (int r = 0; r < NR; r++) {
-            a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
-            a[r][1] = q8_0_a8_block(x[r] + b + 1, y + 32 * b + 32, ad + b + 1, ai + b + 1, a[r][1]);
+            _mm_prefetch((const char *)(x[r] + b) + GEMV_PF, GEMV_HINT);
+            _mm_prefetch((const char *)(x[r] + b) + GEMV_PF + 64, GEMV_HINT);
         }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++)
+                a[r][k] = q8_0_a8_block(x[r] + b + k, y + 32 * (b + k), ad + b + k, ai + b + k, a[r][k]);
     }
     for (; b < nb; b++)
 #pragma GCC unroll 4
@@ -555,7 +558,7 @@ AI void dot_q8_0_a8_rows(const int NR, const struct block_q8_0 *const *x, int64_
             a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; r++)
-        out[r] = hsum8(_mm256_add_ps(a[r][0], a[r][1]));
+        out[r] = hsum8(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3])));
 }
 
 #define GEMV_NR 4

@@ -253,3 +253,31 @@ Test(matmul, bad_shapes_are_errors)
     cr_assert_eq(mm_run(NULL, GGML_TYPE_Q8_0, w, 1, 32, 0, x, 0, y, s, &e), 0);
     mm_scratch_free(s);
 }
+
+/* A row's GEMV result must not depend on how rows are grouped into kernels (the multi-row and
+ * single-row kernels sum in the same order), nor on the thread count: bitwise equal. Numerics
+ * tests compare greedy decoding against a reference, where one ulp can flip a token. */
+Test(matmul, gemv_rows_bitwise_independent_of_grouping)
+{
+    rs = 5;
+    struct mm_scratch *s = mm_scratch_new();
+    struct threadpool *tp = tp_new(2);
+    static const enum ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_F16};
+    for (int k = 0; k < 3; k++) {
+        struct wmat m;
+        int64_t cols = 512, rows = 37;
+        wmat_make(&m, types[k], rows, cols, 0);
+        float x[512], yall[37], yone;
+        for (int i = 0; i < cols; i++) x[i] = frand();
+        struct err e;
+        cr_assert_eq(mm_run(tp, types[k], m.q, rows, cols, 0, x, 1, yall, s, &e), 0);
+        for (int64_t r = 0; r < rows; r++) {
+            cr_assert_eq(mm_run(NULL, types[k], m.q + r * m.stride, 1, cols, 0, x, 1, &yone, s, &e), 0);
+            cr_assert(memcmp(&yone, &yall[r], sizeof yone) == 0, "%s row %ld: %.9g vs %.9g",
+                      quant_traits(types[k])->name, (long)r, yone, yall[r]);
+        }
+        wmat_free(&m);
+    }
+    tp_free(tp);
+    mm_scratch_free(s);
+}
