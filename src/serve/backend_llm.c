@@ -383,7 +383,8 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     for (int32_t i = 0; i < nv; i++) {
         size_t l = 0;
         L->g_bytes[i] = tok_bytes(L->v, i, &l);
-        L->g_lens[i] = (uint32_t)l;
+        /* padding ids ([PAD…], unused) are never allowed: the grammar skips len-0 tokens */
+        L->g_lens[i] = tok_type(L->v, i) == TOK_UNUSED ? 0 : (uint32_t)l;
         L->g_special[i] = tok_is_special(L->v, i);
     }
     struct grammar_vocab gv = {nv, L->g_bytes, L->g_lens, L->g_special,
