@@ -1534,10 +1534,74 @@ static int dec_to_ll(const struct jsrx_dec *d, long long *out)
 }
 
 /* number / integer alternative; NULL + no error when the range is empty */
+/* Both bounds and a multipleOf that is not a power of ten: enumerate the multiples (exact decimal
+ * arithmetic on m scaled to an integer). Each value is written in every JSON spelling of it:
+ * trailing fraction zeros, and `.0…` for integral values of type number. 1 = not applicable. */
+static int enum_multiples(struct js *c, struct sn *s, bool integer, struct buf *rx)
+{
+    const struct jsrx_dec *m = s->mult;
+    size_t f = strlen(m->fp);
+    char md[64];
+    if (strlen(m->ip) + f > 17 || !s->lo || !s->hi) return 1;
+    snprintf(md, sizeof md, "%s%s", m->ip, m->fp);
+    long long M = atoll(md);
+    char ls[820], hs[820];
+    snprintf(ls, sizeof ls, "%s%s.%s", s->lo->neg ? "-" : "", s->lo->ip, s->lo->fp);
+    snprintf(hs, sizeof hs, "%s%s.%s", s->hi->neg ? "-" : "", s->hi->ip, s->hi->fp);
+    double lo = strtod(ls, NULL), hi = strtod(hs, NULL), md_ = (double)M / pow(10, (double)f);
+    if (!(M > 0) || !isfinite(lo) || !isfinite(hi) || (hi - lo) / md_ > JS_MAX_ENUM_MULTIPLES)
+        return 1;
+    long long k0 = (long long)floor(lo / md_) - 1, k1 = (long long)ceil(hi / md_) + 1;
+    if (llabs(k0) > (1LL << 52) / (M ? M : 1) || llabs(k1) > (1LL << 52) / (M ? M : 1)) return 1;
+    int cnt = 0;
+    for (long long k = k0; k <= k1; k++) {
+        long long v = k * M, av = v < 0 ? -v : v;
+        char ip[32], fp[32], t[80];
+        long long p10 = 1;
+        for (size_t i = 0; i < f; i++) p10 *= 10;
+        snprintf(ip, sizeof ip, "%lld", av / p10);
+        snprintf(fp, sizeof fp, "%0*lld", (int)f, f ? av % p10 : 0);
+        size_t fl = f ? strlen(fp) : 0;
+        while (fl && fp[fl - 1] == '0') fl--;
+        fp[fl] = 0;
+        snprintf(t, sizeof t, "%s%s%s%s", v < 0 ? "-" : "", ip, fl ? "." : "", fp);
+        struct jsrx_dec d;
+        if (jsrx_dec_parse(t, &d)) return 1;
+        int c1 = jsrx_dec_cmp(&d, s->lo), c2 = jsrx_dec_cmp(&d, s->hi);
+        if (c1 < 0 || (c1 == 0 && s->lo_excl) || c2 > 0 || (c2 == 0 && s->hi_excl)) continue;
+        if (integer && fl) continue;
+        if (++cnt > JS_MAX_ENUM_MULTIPLES) return 1;
+        buf_puts(rx, cnt > 1 ? "|" : "(?:");
+        if (v == 0) buf_puts(rx, "-?");
+        else if (v < 0) buf_puts(rx, "-");
+        buf_puts(rx, ip);
+        if (fl) buf_printf(rx, "\\.%s0*", fp);
+        else if (!integer) buf_puts(rx, "(?:\\.0+)?");
+    }
+    if (!cnt) return 2;
+    buf_puts(rx, ")");
+    (void)c;
+    return 0;
+}
+
 static char *emit_number(struct js *c, struct sn *s, bool integer)
 {
     struct buf rx = {0};
     int max_frac = -1;
+    int pk;
+    if (s->mult && !mult_pow10(s->mult, &pk) && s->lo && s->hi) {
+        int r = enum_multiples(c, s, integer, &rx);
+        if (r == 2) {
+            buf_free(&rx);
+            return NULL; /* no multiple in range */
+        }
+        if (r == 0) {
+            char *name = mk_regex_rule(c, rx.data);
+            buf_free(&rx);
+            return name;
+        }
+        buf_reset(&rx);
+    }
     if (s->mult) {
         int k;
         if (mult_pow10(s->mult, &k)) {

@@ -154,6 +154,10 @@ Test(jsonschema, multiple_of)
     check("{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":0,\"maximum\":30}",
           L("0", "7", "14", "21", "28"), L("1", "35", "-7"));
     expect_error("{\"type\":\"integer\",\"multipleOf\":7}", "multipleOf");
+    check("{\"type\":\"number\",\"multipleOf\":2.5,\"minimum\":-5,\"exclusiveMaximum\":7.5}",
+          L("-5", "-2.5", "0", "-0", "2.50", "5.0", "5"), L("7.5", "1", "2.4", "-7.5", "2.55"));
+    check("{\"type\":\"number\",\"multipleOf\":11,\"minimum\":0,\"maximum\":30}",
+          L("0", "11", "22.0"), L("33", "12", "11.5"));
 }
 
 Test(jsonschema, strings_and_escapes)
