@@ -122,3 +122,13 @@ test('SIGTERM during generation exits 0 and ends the stream', async () => {
   await until(async () => st.ended, 'the client connection to close');
   assert.match(s2.log(), /SIGTERM: shutting down/);
 });
+
+test('SIGTERM with a client that reads nothing still exits 0', { timeout: 60000 }, async () => {
+  const s3 = await startServer();
+  const st = rawStream(s3.port, { messages: USER, max_tokens: 3000, stream: true, temperature: 0, logprobs: true, top_logprobs: 20 });
+  st.sock.pause();
+  await until(async () => (await health(s3)).busy, 'generation to run');
+  const r = await s3.stop('SIGTERM');
+  assert.equal(r.code, 0, s3.log());
+  st.sock.destroy();
+});
