@@ -250,3 +250,13 @@ test('responses echo instructions (only the instructions param) and metadata', a
   assert.equal(b.instructions, null);
   assert.equal(b.temperature, 0.7, 'the family default, echoed at float precision');
 });
+
+test('seed makes sampled (temperature > 0) replies reproducible', async () => {
+  const p = { model: 'm', messages: USER, max_tokens: 12, temperature: 1.0, top_p: 1, seed: 1234 };
+  const a = (await oai.chat.completions.create(p)).choices[0].message.content;
+  const b = (await oai.chat.completions.create(p)).choices[0].message.content;
+  assert.equal(a, b);
+  const others = new Set();
+  for (const seed of [1, 2, 3, 4]) others.add((await oai.chat.completions.create({ ...p, seed })).choices[0].message.content);
+  assert.ok(others.size > 1, 'different seeds sample different replies');
+});
