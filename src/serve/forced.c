@@ -15,12 +15,18 @@ static int lark_lit(struct buf *b, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         int rc;
-        if (c == '\\' || c == '"') rc = buf_printf(b, "\\%c", c);
-        else if (c == '\n') rc = buf_puts(b, "\\n");
-        else if (c == '\r') rc = buf_puts(b, "\\r");
-        else if (c == '\t') rc = buf_puts(b, "\\t");
-        else if (c < 0x20) rc = buf_printf(b, "\\x%02x", c);
-        else rc = buf_append(b, s + i, 1);
+        if (c == '\\' || c == '"')
+            rc = buf_printf(b, "\\%c", c);
+        else if (c == '\n')
+            rc = buf_puts(b, "\\n");
+        else if (c == '\r')
+            rc = buf_puts(b, "\\r");
+        else if (c == '\t')
+            rc = buf_puts(b, "\\t");
+        else if (c < 0x20)
+            rc = buf_printf(b, "\\x%02x", c);
+        else
+            rc = buf_append(b, s + i, 1);
         if (rc < 0) return -1;
     }
     return 0;
@@ -34,7 +40,8 @@ char *forced_lark(const struct forced_tool *tools, int n, struct err *e)
     }
     struct buf b = {0};
     bool oom = buf_puts(&b, "start: ") < 0;
-    for (int i = 0; i < n && !oom; i++) oom = buf_printf(&b, "%scall_%d", i ? " | " : "", i) < 0;
+    for (int i = 0; i < n && !oom; i++)
+        oom = buf_printf(&b, "%scall_%d", i ? " | " : "", i) < 0;
     oom = oom || buf_puts(&b, "\n") < 0;
     for (int i = 0; i < n && !oom; i++) {
         const char *name = tools[i].name ? tools[i].name : "";
@@ -106,7 +113,8 @@ static bool tool_of(enum dialect d, const json_t *t, struct forced_tool *out)
         schema = json_object_get(t, "input_schema");
         strict = true; /* R-TOOL-3: Anthropic input_schema is always enforced */
         break;
-    default: return false;
+    default:
+        return false;
     }
     if (!json_is_string(name)) return false;
     out->name = json_string_value(name);
@@ -120,7 +128,8 @@ int forced_apply(struct request *req, enum dialect d, const json_t *tools, const
     if (req->constraint != CONSTRAINT_NONE)
         return err_set_param(e, ERR_INVALID, "tool_choice",
                              "a forced tool_choice cannot be combined with '%s' (both constrain "
-                             "the whole reply)", req->constraint_param);
+                             "the whole reply)",
+                             req->constraint_param);
     struct forced_tool *cand = NULL;
     int n = 0;
     size_t nt = json_is_array(tools) ? json_array_size(tools) : 0;
@@ -167,7 +176,8 @@ int forced_read(enum dialect d, const json_t *root, bool grammar, bool tools, st
     bool forced = false;
     const json_t *jn = NULL;
     if (d == DIALECT_MESSAGES) {
-        if (!strcmp(ty, "any")) forced = true;
+        if (!strcmp(ty, "any"))
+            forced = true;
         else if (!strcmp(ty, "tool")) {
             forced = true;
             if (!json_is_string(jn = json_object_get(choice, "name")))

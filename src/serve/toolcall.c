@@ -8,13 +8,17 @@
 static const size_t OPEN_LEN = sizeof TOOLCALL_OPEN - 1;
 static const size_t CLOSE_LEN = sizeof TOOLCALL_CLOSE - 1;
 
-static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 /* ---- region body parsing ---- */
 
 static size_t skip_ws(const char *s, size_t n, size_t i)
 {
-    while (i < n && is_ws(s[i])) i++;
+    while (i < n && is_ws(s[i]))
+        i++;
     return i;
 }
 
@@ -43,7 +47,8 @@ static size_t skip_value(const char *s, size_t n, size_t i)
                 i = skip_string(s, n, i);
                 continue;
             }
-            if (c == '{' || c == '[') depth++;
+            if (c == '{' || c == '[')
+                depth++;
             else if (c == '}' || c == ']') {
                 if (--depth == 0) return i + 1;
             }
@@ -51,7 +56,8 @@ static size_t skip_value(const char *s, size_t n, size_t i)
         }
         return n;
     }
-    while (i < n && !is_ws(s[i]) && s[i] != ',' && s[i] != '}' && s[i] != ']') i++;
+    while (i < n && !is_ws(s[i]) && s[i] != ',' && s[i] != '}' && s[i] != ']')
+        i++;
     return i;
 }
 
@@ -142,7 +148,10 @@ void toolcall_deinit(struct toolcall_scanner *sc)
     sc->n_lp = sc->cap_lp = 0;
 }
 
-struct reply_sink *toolcall_sink(struct toolcall_scanner *sc) { return &sc->sink; }
+struct reply_sink *toolcall_sink(struct toolcall_scanner *sc)
+{
+    return &sc->sink;
+}
 
 static int s_start(void *ctx)
 {
@@ -218,7 +227,8 @@ static int step_text(struct toolcall_scanner *sc, int choice, bool *progress)
     char *hit = n ? memmem(s, n, TOOLCALL_OPEN, OPEN_LEN) : NULL;
     if (hit) {
         size_t pos = (size_t)(hit - s), end = pos;
-        while (end > 0 && is_ws(s[end - 1])) end--;
+        while (end > 0 && is_ws(s[end - 1]))
+            end--;
         buf_reset(&sc->lead);
         if (buf_append(&sc->lead, s + end, pos - end) < 0) return -1;
         if (end > 0) {
@@ -233,7 +243,8 @@ static int step_text(struct toolcall_scanner *sc, int choice, bool *progress)
     }
     /* hold back a possible marker start and the whitespace before it */
     size_t hold = partial_suffix(s, n, TOOLCALL_OPEN, OPEN_LEN);
-    while (hold < n && is_ws(s[n - hold - 1])) hold++;
+    while (hold < n && is_ws(s[n - hold - 1]))
+        hold++;
     size_t out = n - hold;
     if (out == 0) return 0;
     if (out_text(sc, choice, s, out) < 0) return -1;
@@ -273,7 +284,8 @@ static int push_lp(struct toolcall_scanner *sc, const struct token_logprob *lp, 
 {
     if (sc->n_lp + n_lp > sc->cap_lp) {
         int cap = sc->cap_lp ? sc->cap_lp : 8;
-        while (cap < sc->n_lp + n_lp) cap *= 2;
+        while (cap < sc->n_lp + n_lp)
+            cap *= 2;
         struct token_logprob *p = realloc(sc->lp, (size_t)cap * sizeof *p);
         if (!p) return -1;
         sc->lp = p;
@@ -311,7 +323,8 @@ static int s_finish(void *ctx, int choice, enum finish_reason why, const char *s
         rc = out_region_as_text(sc, choice, sc->pend.data, sc->pend.len, false);
     } else {
         size_t n = sc->pend.len, i = 0;
-        while (i < n && is_ws(sc->pend.data[i])) i++;
+        while (i < n && is_ws(sc->pend.data[i]))
+            i++;
         if (!(i == n && sc->after_call)) rc = out_text(sc, choice, sc->pend.data, n);
     }
     buf_reset(&sc->pend);

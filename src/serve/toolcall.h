@@ -33,12 +33,12 @@ struct toolcall_scanner {
     struct reply_sink *out; /* the encoder's sink (borrowed) */
     struct reply_sink sink; /* feed this to the emitter */
     enum toolcall_mode mode;
-    struct buf pend;        /* TEXT: held-back tail; CALL: the region's body so far */
-    struct buf lead;        /* whitespace dropped before the open marker (restored if malformed) */
+    struct buf pend; /* TEXT: held-back tail; CALL: the region's body so far */
+    struct buf lead; /* whitespace dropped before the open marker (restored if malformed) */
     struct token_logprob *lp; /* logprobs of tokens whose text is held back */
     int n_lp, cap_lp;
-    int n_calls;            /* completed calls so far */
-    bool after_call;        /* nothing but whitespace since the last call */
+    int n_calls;     /* completed calls so far */
+    bool after_call; /* nothing but whitespace since the last call */
 };
 
 /* Sets up a scanner forwarding to out; toolcall_sink(sc) is what the emitter should write to. */

@@ -127,15 +127,15 @@ Test(toolcall, arguments_absent_or_null_are_empty_object)
 Test(toolcall, malformed_regions_are_text_with_markers)
 {
     /* bad JSON */
-    CHECK("T[<tool_call>\n{\"name\": \"a\", \"arguments\": {]}\n</tool_call>]F1:", FINISH_STOP, NULL,
-          "<tool_call>\n{\"name\": \"a\", \"argu", "ments\": {]}\n</tool_call>");
+    CHECK("T[<tool_call>\n{\"name\": \"a\", \"arguments\": {]}\n</tool_call>]F1:", FINISH_STOP,
+          NULL, "<tool_call>\n{\"name\": \"a\", \"argu", "ments\": {]}\n</tool_call>");
     /* no name, name not a string, arguments not an object, not an object, duplicate key */
     CHECK("T[<tool_call>{\"arguments\": {}}</tool_call>]F1:", FINISH_STOP, NULL,
           "<tool_call>{\"arguments\": {}}</tool_call>");
     CHECK("T[<tool_call>{\"name\": 3}</tool_call>]F1:", FINISH_STOP, NULL,
           "<tool_call>{\"name\": 3}</tool_call>");
-    CHECK("T[<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>]F1:", FINISH_STOP, NULL,
-          "<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>");
+    CHECK("T[<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>]F1:", FINISH_STOP,
+          NULL, "<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>");
     CHECK("T[<tool_call>[1]</tool_call>]F1:", FINISH_STOP, NULL, "<tool_call>[1]</tool_call>");
     CHECK("T[<tool_call>{\"name\": \"a\", \"name\": \"b\"}</tool_call>]F1:", FINISH_STOP, NULL,
           "<tool_call>{\"name\": \"a\", \"name\": \"b\"}</tool_call>");
@@ -173,16 +173,18 @@ Test(toolcall, escaped_strings_and_unicode)
           "<tool_call>\"}}</tool_call>");
     /* the first close marker ends the region (as in the template): inside a string it leaves
      * malformed JSON, which is text */
-    CHECK("T[<tool_call>{\"name\": \"a\", \"arguments\": {\"q\": \"</tool_call>\"}}</tool_call>]F1:",
-          FINISH_STOP, NULL, "<tool_call>{\"name\": \"a\", \"arguments\": {\"q\": \"</tool_call>",
-          "\"}}</tool_call>");
+    CHECK(
+        "T[<tool_call>{\"name\": \"a\", \"arguments\": {\"q\": \"</tool_call>\"}}</tool_call>]F1:",
+        FINISH_STOP, NULL, "<tool_call>{\"name\": \"a\", \"arguments\": {\"q\": \"</tool_call>",
+        "\"}}</tool_call>");
 }
 
 /* Every way of cutting a two-call reply into two deltas gives the same events. */
 Test(toolcall, every_split_point)
 {
-    const char *reply = "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"<x>\"}}\n"
-                        "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+    const char *reply =
+        "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"<x>\"}}\n"
+        "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
     const char *expect = "T[Sure.]Cf({\"a\": \"<x>\"})Cg({})F3:";
     size_t n = strlen(reply);
     for (size_t cut = 0; cut <= n; cut++) {
@@ -196,11 +198,13 @@ Test(toolcall, every_split_point)
     }
     /* and one byte at a time */
     char **bytes = calloc(n + 1, sizeof *bytes);
-    for (size_t i = 0; i < n; i++) bytes[i] = strndup(reply + i, 1);
+    for (size_t i = 0; i < n; i++)
+        bytes[i] = strndup(reply + i, 1);
     char *got = run((const char *const *)bytes, FINISH_STOP, NULL);
     cr_assert_str_eq(got, expect);
     free(got);
-    for (size_t i = 0; i < n; i++) free(bytes[i]);
+    for (size_t i = 0; i < n; i++)
+        free(bytes[i]);
     free(bytes);
 }
 
@@ -277,9 +281,18 @@ Test(toolcall, behind_the_emitter)
     toolcall_init(&sc, &out);
     struct emitter em;
     emitter_init(&em, toolcall_sink(&sc), 0, true, NULL, 0);
-    const char *toks[] = {"<think>", "\nhmm\n", "</think>", "\n\n", "<tool_call>", "\n{\"name\": ",
-                          "\"a\", \"arguments\": {\"n\": 1}}", "\n", "</tool_call>", NULL};
-    for (int i = 0; toks[i]; i++) cr_assert_eq(emitter_feed(&em, toks[i], strlen(toks[i]), NULL), 0);
+    const char *toks[] = {"<think>",
+                          "\nhmm\n",
+                          "</think>",
+                          "\n\n",
+                          "<tool_call>",
+                          "\n{\"name\": ",
+                          "\"a\", \"arguments\": {\"n\": 1}}",
+                          "\n",
+                          "</tool_call>",
+                          NULL};
+    for (int i = 0; toks[i]; i++)
+        cr_assert_eq(emitter_feed(&em, toks[i], strlen(toks[i]), NULL), 0);
     cr_assert_eq(emitter_finish(&em, FINISH_STOP), 0);
     cr_assert_str_eq(r.log.data, "R[hmm]Ca({\"n\": 1})F3:");
     emitter_deinit(&em);
@@ -313,12 +326,26 @@ Test(toolcall, parse_spans)
 Test(toolcall, random_replies_split_invariant)
 {
     static const char *frags[] = {
-        "Hello", " ", "\n", "\n\n", "\t", "<", "<tool", "<tool_call", "</tool_call>", "é", "世界",
+        "Hello",
+        " ",
+        "\n",
+        "\n\n",
+        "\t",
+        "<",
+        "<tool",
+        "<tool_call",
+        "</tool_call>",
+        "é",
+        "世界",
         "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
         "<tool_call>{\"name\":\"g\"}</tool_call>",
         "<tool_call>\n{\"name\": \"h\", \"arguments\": {\"s\": \"x<tool_call>y\"}}\n</tool_call>",
-        "<tool_call>{\"name\": 1}</tool_call>", "<tool_call>{oops</tool_call>", "<tool_call>",
-        "{\"name\": \"k\", \"arguments\": {}}", "}", "tool_call>"};
+        "<tool_call>{\"name\": 1}</tool_call>",
+        "<tool_call>{oops</tool_call>",
+        "<tool_call>",
+        "{\"name\": \"k\", \"arguments\": {}}",
+        "}",
+        "tool_call>"};
     const int nf = sizeof frags / sizeof frags[0];
     uint64_t st = 0x9e3779b97f4a7c15ull;
     for (int iter = 0; iter < 400; iter++) {
@@ -347,7 +374,8 @@ Test(toolcall, random_replies_split_invariant)
         cr_assert_str_eq(got, want, "reply: %s", reply.data);
         /* calls: C<name>(<args>) must come from the reply verbatim */
         for (const char *c = strstr(got, "C"); c; c = strstr(c + 1, "C")) {
-            if (c != got && c[-1] != ']' && c[-1] != ')') continue; /* event starts (no ']' in frags) */
+            if (c != got && c[-1] != ']' && c[-1] != ')')
+                continue; /* event starts (no ']' in frags) */
             const char *lp = strchr(c, '(');
             cr_assert_not_null(lp);
             char name[64];
@@ -355,7 +383,8 @@ Test(toolcall, random_replies_split_invariant)
             cr_assert_not_null(strstr(reply.data, name), "call name %s not in reply %s", name,
                                reply.data);
         }
-        for (int i = 0; i < nt; i++) free(toks[i]);
+        for (int i = 0; i < nt; i++)
+            free(toks[i]);
         free(got);
         free(want);
         buf_free(&reply);
@@ -370,21 +399,22 @@ Test(toolcall, random_replies_split_invariant)
 
 Test(forced, lark_one_alternative_per_tool)
 {
-    json_t *schema = json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", 0,
-                                NULL);
+    json_t *schema =
+        json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", 0, NULL);
     struct forced_tool t[2] = {{"get_weather", schema}, {"say \"hi\"\\", NULL}};
     struct err e = {0};
     char *src = forced_lark(t, 2, &e);
     cr_assert_not_null(src, "%s", e.msg);
     cr_assert_str_eq(
-        src,
-        "start: call_0 | call_1\n"
-        "call_0: <tool_call> \"\\n{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": \" args_0 \"}\\n\" "
-        "</tool_call>\n"
-        "args_0: %json{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}\n"
-        "call_1: <tool_call> \"\\n{\\\"name\\\": \\\"say \\\\\\\"hi\\\\\\\"\\\\\\\\\\\", \\\"arguments\\\": \" "
-        "args_1 \"}\\n\" </tool_call>\n"
-        "args_1: %json{\"type\":\"object\"}\n");
+        src, "start: call_0 | call_1\n"
+             "call_0: <tool_call> \"\\n{\\\"name\\\": \\\"get_weather\\\", \\\"arguments\\\": \" "
+             "args_0 \"}\\n\" "
+             "</tool_call>\n"
+             "args_0: %json{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}\n"
+             "call_1: <tool_call> \"\\n{\\\"name\\\": \\\"say \\\\\\\"hi\\\\\\\"\\\\\\\\\\\", "
+             "\\\"arguments\\\": \" "
+             "args_1 \"}\\n\" </tool_call>\n"
+             "args_1: %json{\"type\":\"object\"}\n");
     free(src);
     json_decref(schema);
     cr_assert_null(forced_lark(t, 0, &e));
@@ -414,12 +444,15 @@ Test(forced, choices_of_each_dialect)
     struct request r;
     struct err e;
     /* chat: strict tools are enforced, the others get the permissive object */
-    cr_assert_eq(read_choice(DIALECT_CHAT,
-                             "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
-                             "{\"name\":\"a\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":"
-                             "{\"x\":{\"type\":\"string\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"b\","
-                             "\"parameters\":{\"type\":\"object\",\"properties\":{\"y\":{}}}}}]}",
-                             &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(
+        read_choice(
+            DIALECT_CHAT,
+            "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
+            "{\"name\":\"a\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":"
+            "{\"x\":{\"type\":\"string\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"b\","
+            "\"parameters\":{\"type\":\"object\",\"properties\":{\"y\":{}}}}}]}",
+            &r, &e),
+        0, "%s", e.msg);
     cr_assert_eq(r.constraint, CONSTRAINT_LARK);
     cr_assert_str_eq(r.constraint_param, "tool_choice");
     cr_assert(strstr(r.constraint_src, "start: call_0 | call_1\n"));
@@ -428,40 +461,59 @@ Test(forced, choices_of_each_dialect)
     cr_assert(!r.reasoning);
     request_free(&r);
     /* chat: a named function is the only alternative */
-    cr_assert_eq(read_choice(DIALECT_CHAT,
-                             "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b\"}},\"tools\":"
-                             "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},{\"type\":\"function\","
-                             "\"function\":{\"name\":\"b\"}}]}", &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(
+        read_choice(
+            DIALECT_CHAT,
+            "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"b\"}},\"tools\":"
+            "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},{\"type\":\"function\","
+            "\"function\":{\"name\":\"b\"}}]}",
+            &r, &e),
+        0, "%s", e.msg);
     cr_assert(strstr(r.constraint_src, "start: call_0\n"));
     cr_assert(strstr(r.constraint_src, "\\\"b\\\""));
     cr_assert_null(strstr(r.constraint_src, "\\\"a\\\""));
     request_free(&r);
     /* responses: strict on the tool itself; hosted tools are never candidates */
-    cr_assert_eq(read_choice(DIALECT_RESPONSES,
-                             "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"web_search\"},{\"type\":"
-                             "\"function\",\"name\":\"f\",\"strict\":true,\"parameters\":{\"type\":\"object\","
-                             "\"properties\":{\"k\":{\"const\":1}}}}]}", &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(
+        read_choice(
+            DIALECT_RESPONSES,
+            "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"web_search\"},{\"type\":"
+            "\"function\",\"name\":\"f\",\"strict\":true,\"parameters\":{\"type\":\"object\","
+            "\"properties\":{\"k\":{\"const\":1}}}}]}",
+            &r, &e),
+        0, "%s", e.msg);
     cr_assert(strstr(r.constraint_src, "start: call_0\n"));
     cr_assert(strstr(r.constraint_src, "\"const\":1"));
     request_free(&r);
-    cr_assert_eq(read_choice(DIALECT_RESPONSES,
-                             "{\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},\"tools\":[{\"type\":"
-                             "\"function\",\"name\":\"f\"}]}", &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(
+        read_choice(DIALECT_RESPONSES,
+                    "{\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},\"tools\":[{\"type\":"
+                    "\"function\",\"name\":\"f\"}]}",
+                    &r, &e),
+        0, "%s", e.msg);
     request_free(&r);
     /* messages: input_schema always enforced; any and tool */
-    cr_assert_eq(read_choice(DIALECT_MESSAGES,
-                             "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"name\":\"g\",\"input_schema\":"
-                             "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"boolean\"}}}}]}", &r, &e), 0,
-                 "%s", e.msg);
+    cr_assert_eq(
+        read_choice(
+            DIALECT_MESSAGES,
+            "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"name\":\"g\",\"input_schema\":"
+            "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"boolean\"}}}}]}",
+            &r, &e),
+        0, "%s", e.msg);
     cr_assert(strstr(r.constraint_src, "\"q\":{\"type\":\"boolean\"}"));
     request_free(&r);
-    cr_assert_eq(read_choice(DIALECT_MESSAGES,
-                             "{\"tool_choice\":{\"type\":\"tool\",\"name\":\"g\"},\"tools\":[{\"name\":\"g\"}]}",
-                             &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(
+        read_choice(
+            DIALECT_MESSAGES,
+            "{\"tool_choice\":{\"type\":\"tool\",\"name\":\"g\"},\"tools\":[{\"name\":\"g\"}]}", &r,
+            &e),
+        0, "%s", e.msg);
     request_free(&r);
     /* not forced: nothing set */
-    const char *free_choices[][2] = {{"0", "{\"tool_choice\":\"auto\"}"}, {"0", "{\"tool_choice\":\"none\"}"},
-                                     {"0", "{}"}, {"2", "{\"tool_choice\":{\"type\":\"auto\"}}"},
+    const char *free_choices[][2] = {{"0", "{\"tool_choice\":\"auto\"}"},
+                                     {"0", "{\"tool_choice\":\"none\"}"},
+                                     {"0", "{}"},
+                                     {"2", "{\"tool_choice\":{\"type\":\"auto\"}}"},
                                      {"2", "{\"tool_choice\":{\"type\":\"none\"}}"}};
     for (size_t i = 0; i < sizeof free_choices / sizeof free_choices[0]; i++) {
         enum dialect d = free_choices[i][0][0] == '2' ? DIALECT_MESSAGES : DIALECT_CHAT;
@@ -479,16 +531,25 @@ Test(forced, errors_name_tool_choice)
         int status;
     } cases[] = {
         {DIALECT_CHAT, "{\"tool_choice\":\"required\"}", 400},
-        {DIALECT_CHAT, "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", 400},
-        {DIALECT_CHAT, "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"x\"}},\"tools\":"
-                       "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]}", 400},
+        {DIALECT_CHAT,
+         "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", 400},
+        {DIALECT_CHAT,
+         "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"x\"}},\"tools\":"
+         "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]}",
+         400},
         {DIALECT_CHAT, "{\"tool_choice\":{\"type\":\"function\"}}", 400},
         {DIALECT_CHAT, "{\"tool_choice\":{\"type\":\"allowed_tools\",\"allowed_tools\":{}}}", 400},
-        {DIALECT_RESPONSES, "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"web_search\"}]}", 400},
-        {DIALECT_MESSAGES, "{\"tool_choice\":{\"type\":\"tool\"},\"tools\":[{\"name\":\"g\"}]}", 400},
-        {DIALECT_MESSAGES, "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"type\":\"bash_20250124\","
-                           "\"name\":\"bash\"}]}", 400},
-        {DIALECT_MESSAGES, "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"name\":\"g\",\"input_schema\":3}]}", 400},
+        {DIALECT_RESPONSES, "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"web_search\"}]}",
+         400},
+        {DIALECT_MESSAGES, "{\"tool_choice\":{\"type\":\"tool\"},\"tools\":[{\"name\":\"g\"}]}",
+         400},
+        {DIALECT_MESSAGES,
+         "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"type\":\"bash_20250124\","
+         "\"name\":\"bash\"}]}",
+         400},
+        {DIALECT_MESSAGES,
+         "{\"tool_choice\":{\"type\":\"any\"},\"tools\":[{\"name\":\"g\",\"input_schema\":3}]}",
+         400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct request r;
@@ -506,8 +567,10 @@ Test(forced, errors_name_tool_choice)
     r.constraint = CONSTRAINT_REGEX;
     r.constraint_src = strdup("a");
     snprintf(r.constraint_param, sizeof r.constraint_param, "regex");
-    json_t *root = json_loads("{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
-                              "{\"name\":\"a\"}}]}", 0, NULL);
+    json_t *root =
+        json_loads("{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
+                   "{\"name\":\"a\"}}]}",
+                   0, NULL);
     cr_assert_eq(forced_read(DIALECT_CHAT, root, true, true, &r, &e), -1);
     cr_assert_str_eq(e.param, "tool_choice");
     cr_assert(strstr(e.msg, "'regex'"));
