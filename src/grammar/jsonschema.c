@@ -833,6 +833,16 @@ static struct sn *resolve(struct js *c, struct sn *a);
  * enum/const (then those values are excluded); anything else is an error naming "not". */
 static struct sn *negate(struct js *c, json_t *v)
 {
+    /* not(not X) = X when "not" is the only validation keyword */
+    json_t *inner = json_is_object(v) ? json_object_get(v, "not") : NULL;
+    if (inner) {
+        const char *k;
+        json_t *x;
+        bool only = true;
+        json_object_foreach(v, k, x) if (strcmp(k, "not") && (in_list(KW_IMPL, k) ||
+                                                              in_list(KW_UNSUPPORTED, k))) only = false;
+        if (only) return lower(c, inner);
+    }
     struct sn *n = lower(c, v);
     if (!n) {
         err_wrap(c->e, "not");

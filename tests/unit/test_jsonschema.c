@@ -304,6 +304,7 @@ Test(jsonschema, not_simple_forms)
           L("\"a\"", "\"ab\"", "1"));
     check("{\"type\":[\"boolean\",\"null\"],\"not\":{\"const\":true}}", L("false", "null"), L("true"));
     check("{\"anyOf\":[{\"not\":{}},{\"type\":\"null\"}]}", L("null"), L("1"));
+    check("{\"not\":{\"not\":{\"type\":\"integer\",\"minimum\":3}}}", L("3", "40"), L("2", "\"a\""));
     expect_error("{\"not\":{\"type\":\"integer\"}}", "\"not\"");
     expect_error("{\"not\":{\"minimum\":3}}", "\"not\"");
     expect_error("{\"not\":{\"enum\":[1]}}", "\"not\"");
