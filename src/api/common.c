@@ -10,14 +10,20 @@
 static const char *type_name(json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
     case JSON_INTEGER:
-    case JSON_REAL: return "number";
+    case JSON_REAL:
+        return "number";
     case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "boolean";
+    default:
+        return "null";
     }
 }
 
@@ -53,8 +59,8 @@ int jv_int(json_t *o, const char *key, const char *param, long long lo, long lon
                              type_name(v));
     }
     if (x < lo || x > hi)
-        return err_set_param(e, ERR_INVALID, param, "'%s' must be in [%lld, %lld], got %lld",
-                             param, lo, hi, x);
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be in [%lld, %lld], got %lld", param,
+                             lo, hi, x);
     *out = x;
     return 1;
 }
@@ -106,7 +112,8 @@ int samp_read(json_t *o, struct samp_in *s, double tmax, bool penalties, struct 
     if (jv_int(o, "top_k", "top_k", 0, 1000000, &s->top_k, e) < 0) return -1;
     if (!penalties) return 0;
     if (jv_num(o, "min_p", "min_p", 0, 1, &s->min_p, e) < 0) return -1;
-    if (jv_num(o, "repeat_penalty", "repeat_penalty", 0.01, 10, &s->repeat_penalty, e) < 0) return -1;
+    if (jv_num(o, "repeat_penalty", "repeat_penalty", 0.01, 10, &s->repeat_penalty, e) < 0)
+        return -1;
     if (jv_num(o, "presence_penalty", "presence_penalty", -2, 2, &s->presence, e) < 0) return -1;
     if (jv_num(o, "frequency_penalty", "frequency_penalty", -2, 2, &s->frequency, e) < 0) return -1;
     int r = jv_int(o, "seed", "seed", -(1LL << 62), (1LL << 62), &s->seed, e);
@@ -162,7 +169,7 @@ int api_finalize(const struct api_ctx *ctx, struct request *req, const struct sa
     int cap = b->max_tokens_cap > 0 ? b->max_tokens_cap : 1024;
     req->max_tokens = max_tokens > 0 && max_tokens < cap ? (int)max_tokens : cap;
     req->model = strdup(b->model_id);
-    req->id = make_id(req->dialect == DIALECT_CHAT ? "chatcmpl-"
+    req->id = make_id(req->dialect == DIALECT_CHAT        ? "chatcmpl-"
                       : req->dialect == DIALECT_RESPONSES ? "resp_"
                                                           : "msg_");
     req->created = (int64_t)time(NULL);
@@ -233,7 +240,8 @@ int read_effort(const struct api_ctx *ctx, const char *effort, const char *param
                 if (require_caps)
                     return err_set_param(e, ERR_INVALID, param,
                                          "'%s' = '%s': this model cannot reason (use none or "
-                                         "minimal)", param, effort);
+                                         "minimal)",
+                                         param, effort);
                 req->reasoning = false;
                 return 0;
             }
@@ -257,7 +265,8 @@ char *content_text(json_t *content, const char *param, const char *const *ok_typ
     struct buf b = {0};
     size_t i;
     json_t *part;
-    json_array_foreach(content, i, part) {
+    json_array_foreach(content, i, part)
+    {
         char p[160];
         snprintf(p, sizeof p, "%s[%zu].type", param, i);
         json_t *tv = json_is_object(part) ? json_object_get(part, "type") : NULL;
@@ -344,10 +353,17 @@ int api_parse(enum dialect d, const struct api_ctx *ctx, const char *body, size_
     } else {
         req->dialect = d;
         switch (d) {
-        case DIALECT_CHAT: rc = parse_chat(ctx, root, req, e); break;
-        case DIALECT_RESPONSES: rc = parse_responses(ctx, root, req, e); break;
-        case DIALECT_MESSAGES: rc = parse_messages(ctx, root, req, e); break;
-        default: rc = err_set(e, ERR_INTERNAL, "unknown dialect");
+        case DIALECT_CHAT:
+            rc = parse_chat(ctx, root, req, e);
+            break;
+        case DIALECT_RESPONSES:
+            rc = parse_responses(ctx, root, req, e);
+            break;
+        case DIALECT_MESSAGES:
+            rc = parse_messages(ctx, root, req, e);
+            break;
+        default:
+            rc = err_set(e, ERR_INTERNAL, "unknown dialect");
         }
     }
     json_decref(root);
@@ -358,37 +374,58 @@ const char *api_error_type(enum dialect d, int status)
 {
     if (d == DIALECT_MESSAGES) {
         switch (status) {
-        case 400: return "invalid_request_error";
-        case 401: return "authentication_error";
-        case 403: return "permission_error";
-        case 404: return "not_found_error";
-        case 413: return "request_too_large";
-        case 429: return "rate_limit_error";
-        case 501: return "invalid_request_error";
+        case 400:
+            return "invalid_request_error";
+        case 401:
+            return "authentication_error";
+        case 403:
+            return "permission_error";
+        case 404:
+            return "not_found_error";
+        case 413:
+            return "request_too_large";
+        case 429:
+            return "rate_limit_error";
+        case 501:
+            return "invalid_request_error";
         case 503:
-        case 529: return "overloaded_error";
-        default: return status < 500 ? "invalid_request_error" : "api_error";
+        case 529:
+            return "overloaded_error";
+        default:
+            return status < 500 ? "invalid_request_error" : "api_error";
         }
     }
     switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    case 501: return "not_implemented_error";
-    default: return status < 500 ? "invalid_request_error" : "server_error";
+    case 401:
+        return "authentication_error";
+    case 404:
+        return "not_found_error";
+    case 429:
+        return "rate_limit_error";
+    case 501:
+        return "not_implemented_error";
+    default:
+        return status < 500 ? "invalid_request_error" : "server_error";
     }
 }
 
 static const char *oai_code(const struct err *e)
 {
     switch (e->code) {
-    case ERR_CONTEXT: return "context_length_exceeded";
-    case ERR_AUTH: return "invalid_api_key";
-    case ERR_BUSY: return "rate_limit_exceeded";
-    case ERR_TOO_LARGE: return "request_too_large";
-    case ERR_UNSUPPORTED: return "unsupported_parameter";
-    case ERR_NOT_FOUND: return "not_found";
-    default: return NULL;
+    case ERR_CONTEXT:
+        return "context_length_exceeded";
+    case ERR_AUTH:
+        return "invalid_api_key";
+    case ERR_BUSY:
+        return "rate_limit_exceeded";
+    case ERR_TOO_LARGE:
+        return "request_too_large";
+    case ERR_UNSUPPORTED:
+        return "unsupported_parameter";
+    case ERR_NOT_FOUND:
+        return "not_found";
+    default:
+        return NULL;
     }
 }
 
@@ -437,7 +474,8 @@ json_t *json_text(const char *s, size_t n)
         unsigned char c = (unsigned char)s[i];
         size_t need = c < 0x80 ? 1 : c >= 0xF0 && c < 0xF8 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
         bool ok = need > 0 && i + need <= n;
-        for (size_t k = 1; ok && k < need; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        for (size_t k = 1; ok && k < need; k++)
+            ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
         if (ok && need > 1) {
             json_t *t = json_stringn(s + i, need); /* rejects overlongs / surrogates */
             ok = t != NULL;
@@ -459,10 +497,14 @@ json_t *json_text(const char *s, size_t n)
 int api_sink_install(struct job *job)
 {
     switch (job->req.dialect) {
-    case DIALECT_CHAT: return enc_chat_install(job);
-    case DIALECT_RESPONSES: return enc_responses_install(job);
-    case DIALECT_MESSAGES: return enc_messages_install(job);
-    default: return -1;
+    case DIALECT_CHAT:
+        return enc_chat_install(job);
+    case DIALECT_RESPONSES:
+        return enc_responses_install(job);
+    case DIALECT_MESSAGES:
+        return enc_messages_install(job);
+    default:
+        return -1;
     }
 }
 

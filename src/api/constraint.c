@@ -14,11 +14,13 @@ static int set_constraint(const struct api_ctx *ctx, struct request *req, enum c
         free(src);
         return err_set_param(e, ERR_UNSUPPORTED, param,
                              "'%s' needs grammar-constrained decoding, which this build does not "
-                             "have yet", param);
+                             "have yet",
+                             param);
     }
     if (req->constraint != CONSTRAINT_NONE) {
         free(src);
-        return err_set_param(e, ERR_INVALID, param, "only one of response_format, regex and lark "
+        return err_set_param(e, ERR_INVALID, param,
+                             "only one of response_format, regex and lark "
                              "may be given");
     }
     if (!src) return err_set(e, ERR_NOMEM, "out of memory");
@@ -49,8 +51,8 @@ int read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *param, s
             json_t *js = json_object_get(fmt, "json_schema");
             json_t *schema = json_object_get(json_is_object(js) ? js : fmt, "schema");
             if (!json_is_object(schema) && !json_is_boolean(schema))
-                return err_set_param(e, ERR_INVALID, param, "'%s' json_schema needs a 'schema' object",
-                                     param);
+                return err_set_param(e, ERR_INVALID, param,
+                                     "'%s' json_schema needs a 'schema' object", param);
             if (set_constraint(ctx, req, CONSTRAINT_JSON_SCHEMA, json_dumps(schema, JSON_COMPACT),
                                param, e) < 0)
                 return -1;

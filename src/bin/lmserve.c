@@ -24,25 +24,26 @@ struct opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: lmserve MODEL.gguf [flags]\n"
-            "  --host H          address to listen on (default 127.0.0.1)\n"
-            "  --port N          port (default 8080; 0 = any free port)\n"
-            "  --ctx N           context length (default: the model's, capped by the RAM guard)\n"
-            "  --threads N       threads for a forward pass (default: physical cores)\n"
-            "  --api-key K       require Authorization: Bearer K or x-api-key: K (default: none;\n"
-            "                    also read from LMSERVE_API_KEY)\n"
-            "  --queue N         requests waiting beyond the running one; more get 429 (default 16)\n"
-            "  --conns N         concurrent connections (default 64)\n"
-            "  --max-tokens N    cap on any reply, and the default when a request names none\n"
-            "                    (default 1024)\n"
-            "  --max-body N      request body limit in bytes; larger gets 413 (default 8388608)\n"
-            "  --timeout S       idle timeout while a request is read, seconds (default 30)\n"
-            "  --prefix-reuse    keep the KV rows a request shares with the previous one (faster\n"
-            "                    follow-ups, reported as cached_tokens; greedy replies may then\n"
-            "                    differ in the last bits: default off)\n"
-            "  --log-level L     debug, info, warn or error (default info)\n"
-            "  --help            this text\n");
+    fprintf(
+        f,
+        "usage: lmserve MODEL.gguf [flags]\n"
+        "  --host H          address to listen on (default 127.0.0.1)\n"
+        "  --port N          port (default 8080; 0 = any free port)\n"
+        "  --ctx N           context length (default: the model's, capped by the RAM guard)\n"
+        "  --threads N       threads for a forward pass (default: physical cores)\n"
+        "  --api-key K       require Authorization: Bearer K or x-api-key: K (default: none;\n"
+        "                    also read from LMSERVE_API_KEY)\n"
+        "  --queue N         requests waiting beyond the running one; more get 429 (default 16)\n"
+        "  --conns N         concurrent connections (default 64)\n"
+        "  --max-tokens N    cap on any reply, and the default when a request names none\n"
+        "                    (default 1024)\n"
+        "  --max-body N      request body limit in bytes; larger gets 413 (default 8388608)\n"
+        "  --timeout S       idle timeout while a request is read, seconds (default 30)\n"
+        "  --prefix-reuse    keep the KV rows a request shares with the previous one (faster\n"
+        "                    follow-ups, reported as cached_tokens; greedy replies may then\n"
+        "                    differ in the last bits: default off)\n"
+        "  --log-level L     debug, info, warn or error (default info)\n"
+        "  --help            this text\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -116,7 +117,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
                 for (int k = 0; k < 4; k++)
                     if (!strcmp(v, lv[k])) found = k;
                 if (found < 0) {
-                    fprintf(stderr, "lmserve: bad value '%s' for --log-level (debug, info, warn, error)\n", v);
+                    fprintf(stderr,
+                            "lmserve: bad value '%s' for --log-level (debug, info, warn, error)\n",
+                            v);
                     return -1;
                 }
                 log_set_level((enum log_level)found);
@@ -132,7 +135,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
     }
     if (!o->model) {
-        fprintf(stderr, "lmserve: no model given (usage: lmserve MODEL.gguf [flags]; see --help)\n");
+        fprintf(stderr,
+                "lmserve: no model given (usage: lmserve MODEL.gguf [flags]; see --help)\n");
         return -1;
     }
     return 0;
@@ -167,8 +171,12 @@ static void *signal_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.host = "127.0.0.1", .port = 8080, .queue = 16, .conns = 64,
-                     .max_tokens = 1024, .max_body = HTTP_DEFAULT_MAX_BODY,
+    struct opts o = {.host = "127.0.0.1",
+                     .port = 8080,
+                     .queue = 16,
+                     .conns = 64,
+                     .max_tokens = 1024,
+                     .max_body = HTTP_DEFAULT_MAX_BODY,
                      .timeout = HTTP_DEFAULT_TIMEOUT_S};
     log_set_level(LOG_INFO);
     const char *envkey = getenv("LMSERVE_API_KEY");
@@ -191,8 +199,11 @@ int main(int argc, char **argv)
     static struct http_app app;
     struct err e;
     err_clear(&e);
-    struct http_opts ho = {.host = o.host, .port = (int)o.port, .conns = (int)o.conns,
-                           .timeout_s = (int)o.timeout, .max_body = (size_t)o.max_body,
+    struct http_opts ho = {.host = o.host,
+                           .port = (int)o.port,
+                           .conns = (int)o.conns,
+                           .timeout_s = (int)o.timeout,
+                           .max_body = (size_t)o.max_body,
                            .api_key = o.api_key};
     struct http_server *srv = http_start(&ho, &app, &e);
     if (!srv) {
@@ -201,8 +212,10 @@ int main(int argc, char **argv)
     }
     log_info("listening on http://%s:%d (loading %s)", o.host, http_port(srv), o.model);
 
-    struct backend_llm_opts bo = {.n_threads = (int)o.threads, .n_ctx = (int)o.ctx,
-                                  .max_tokens = (int)o.max_tokens, .prefix_reuse = o.prefix_reuse};
+    struct backend_llm_opts bo = {.n_threads = (int)o.threads,
+                                  .n_ctx = (int)o.ctx,
+                                  .max_tokens = (int)o.max_tokens,
+                                  .prefix_reuse = o.prefix_reuse};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {
         fprintf(stderr, "lmserve: cannot load %s: %s\n", o.model, e.msg);
@@ -223,14 +236,15 @@ int main(int argc, char **argv)
 
     pthread_mutex_lock(&sigs.mu);
     sigs.loaded = true;
-    while (!sigs.signalled) pthread_cond_wait(&sigs.cv, &sigs.mu);
+    while (!sigs.signalled)
+        pthread_cond_wait(&sigs.cv, &sigs.mu);
     int sig = sigs.sig;
     pthread_mutex_unlock(&sigs.mu);
     log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     atomic_store(&app.stopping, true);
-    http_quiesce(srv);   /* no new connections */
-    queue_shutdown(q);   /* cancel the running job, fail the queued ones, join the worker */
-    http_stop(srv);      /* connections drain their (now ended) pipes and close */
+    http_quiesce(srv); /* no new connections */
+    queue_shutdown(q); /* cancel the running job, fail the queued ones, join the worker */
+    http_stop(srv);    /* connections drain their (now ended) pipes and close */
     queue_free(q);
     b->ops->free(b);
     log_info("bye");

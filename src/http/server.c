@@ -19,8 +19,18 @@
 #define WAIT_SLICE_MS 100
 #define SSE_BLOCK 16384
 
-enum route { R_NONE, R_CHAT, R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_MODELS, R_MODEL_ONE,
-             R_HEALTH, R_APPLY_TEMPLATE, R_COUNT };
+enum route {
+    R_NONE,
+    R_CHAT,
+    R_RESPONSES,
+    R_MESSAGES,
+    R_COUNT_TOKENS,
+    R_MODELS,
+    R_MODEL_ONE,
+    R_HEALTH,
+    R_APPLY_TEMPLATE,
+    R_COUNT
+};
 
 struct http_server {
     struct MHD_Daemon *d;
@@ -124,7 +134,8 @@ static enum MHD_Result send_error(struct conn_req *cr, const struct err *e)
 
 static int conn_fd(struct MHD_Connection *c)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci ? ci->connect_fd : -1;
 }
 
@@ -172,9 +183,8 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 static enum MHD_Result serve_models(struct conn_req *cr, struct backend *b, const char *one)
 {
     json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s}", "id", b->model_id, "object",
-                          "model", "created", (json_int_t)0, "owned_by", "lmserve", "type",
-                          "model", "display_name", b->model_id, "created_at",
-                          "1970-01-01T00:00:00Z");
+                          "model", "created", (json_int_t)0, "owned_by", "lmserve", "type", "model",
+                          "display_name", b->model_id, "created_at", "1970-01-01T00:00:00Z");
     json_t *body;
     if (one) {
         if (strcmp(one, b->model_id)) {
@@ -199,9 +209,11 @@ static bool content_type_ok(struct MHD_Connection *c)
 {
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!ct) return true; /* absent: assume JSON (curl --data-binary without -H) */
-    while (*ct == ' ') ct++;
+    while (*ct == ' ')
+        ct++;
     size_t n = strcspn(ct, ";");
-    while (n > 0 && ct[n - 1] == ' ') n--;
+    while (n > 0 && ct[n - 1] == ' ')
+        n--;
     if (n == 16 && !strncasecmp(ct, "application/json", 16)) return true;
     return n > 5 && !strncasecmp(ct + n - 5, "+json", 5);
 }
@@ -213,7 +225,8 @@ static bool authorized(struct conn_req *cr)
     const char *a = MHD_lookup_connection_value(cr->conn, MHD_HEADER_KIND, "Authorization");
     if (a && !strncasecmp(a, "Bearer ", 7)) {
         const char *t = a + 7;
-        while (*t == ' ') t++;
+        while (*t == ' ')
+            t++;
         if (http_key_equal(t, strlen(t), key)) return true;
     }
     const char *x = MHD_lookup_connection_value(cr->conn, MHD_HEADER_KIND, "x-api-key");
@@ -339,7 +352,8 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
         else if (!strcmp(d, "messages"))
             cr->dialect = DIALECT_MESSAGES;
         else {
-            err_set_param(&e, ERR_INVALID, "dialect", "'dialect' must be chat, responses or messages");
+            err_set_param(&e, ERR_INVALID, "dialect",
+                          "'dialect' must be chat, responses or messages");
             return send_error(cr, &e);
         }
     }
@@ -367,7 +381,8 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
         return send_json(cr, 200, h);
     }
     if (!authorized(cr)) {
-        err_set(&e, ERR_AUTH, "invalid or missing API key (send Authorization: Bearer KEY or x-api-key: KEY)");
+        err_set(&e, ERR_AUTH,
+                "invalid or missing API key (send Authorization: Bearer KEY or x-api-key: KEY)");
         return send_error(cr, &e);
     }
     if (cr->too_large) {
@@ -384,15 +399,20 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
     }
     struct queue *q = atomic_load(&app->queue);
     if (!b || !q || atomic_load(&app->stopping)) {
-        err_set(&e, ERR_CANCELLED, b ? "the server is shutting down" : "the model is still loading");
+        err_set(&e, ERR_CANCELLED,
+                b ? "the server is shutting down" : "the model is still loading");
         return send_error(cr, &e);
     }
     switch (cr->route) {
-    case R_MODELS: return serve_models(cr, b, NULL);
-    case R_MODEL_ONE: return serve_models(cr, b, model_id);
+    case R_MODELS:
+        return serve_models(cr, b, NULL);
+    case R_MODEL_ONE:
+        return serve_models(cr, b, model_id);
     case R_COUNT_TOKENS:
-    case R_APPLY_TEMPLATE: return serve_prompt(cr, b);
-    default: return serve_generate(cr, b, q);
+    case R_APPLY_TEMPLATE:
+        return serve_prompt(cr, b);
+    default:
+        return serve_generate(cr, b, q);
     }
 }
 
@@ -416,7 +436,8 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn, const char *u
     if (*upload_data_size) {
         if (!cr->too_large) {
             if (cr->body.len + *upload_data_size > s->o.max_body) {
-                cr->too_large = true; /* keep reading (and dropping) so the 413 reaches the client */
+                cr->too_large =
+                    true; /* keep reading (and dropping) so the 413 reaches the client */
                 buf_free(&cr->body);
             } else if (buf_append(&cr->body, upload_data, *upload_data_size) < 0) {
                 cr->too_large = true;
@@ -438,11 +459,12 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     *req_cls = NULL;
     struct job *j = cr->job;
     if (j && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) /* an idle keep-alive times out again */
-        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
-                                  (unsigned)(cr->srv->o.timeout_s > 0 ? cr->srv->o.timeout_s
-                                                                      : HTTP_DEFAULT_TIMEOUT_S));
+        MHD_set_connection_option(
+            conn, MHD_CONNECTION_OPTION_TIMEOUT,
+            (unsigned)(cr->srv->o.timeout_s > 0 ? cr->srv->o.timeout_s : HTTP_DEFAULT_TIMEOUT_S));
     if (j) {
-        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || pipe_state(j->pipe) == PIPE_OPEN) cancel_job(cr);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || pipe_state(j->pipe) == PIPE_OPEN)
+            cancel_job(cr);
         /* A cancelled job stops at its next token; its counts are final once the pipe ended. */
         pipe_wait_end(j->pipe, 5000);
         int status = cr->status;
@@ -455,8 +477,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         log_info("%s %s %d prompt=%lld completion=%lld cached=%lld ttft_ms=%.1f tok_s=%.1f "
                  "total_ms=%.1f",
                  cr->method, cr->path, status, (long long)j->usage.prompt_tokens,
-                 (long long)j->usage.completion_tokens, (long long)j->usage.cached_tokens, ttft, tps,
-                 (mono_seconds() - cr->t0) * 1e3);
+                 (long long)j->usage.completion_tokens, (long long)j->usage.cached_tokens, ttft,
+                 tps, (mono_seconds() - cr->t0) * 1e3);
         job_unref(j);
     } else if (cr->status) {
         log_info("%s %s %d total_ms=%.1f", cr->method, cr->path, cr->status,
@@ -476,7 +498,8 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
     s->o = *o;
     s->app = app;
     if (o->api_key && o->api_key[0]) s->api_key = strdup(o->api_key);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
     struct addrinfo *ai = NULL;
     char port[16];
@@ -488,17 +511,15 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
         free(s);
         return NULL;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, ahc, s,
-                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->conns > 0 ? o->conns : 64),
-                            MHD_OPTION_CONNECTION_TIMEOUT,
+    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, ahc, s, MHD_OPTION_SOCK_ADDR,
+                            ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(o->conns > 0 ? o->conns : 64), MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(o->timeout_s > 0 ? o->timeout_s : HTTP_DEFAULT_TIMEOUT_S),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                            MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         err_set(e, ERR_IO, "cannot listen on %s:%d (in use, or not a local address?)", o->host,
@@ -512,7 +533,10 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
     return s;
 }
 
-int http_port(const struct http_server *s) { return s->port; }
+int http_port(const struct http_server *s)
+{
+    return s->port;
+}
 
 void http_quiesce(struct http_server *s)
 {

@@ -27,13 +27,17 @@ void emitter_deinit(struct emitter *em)
     em->n_lp = em->cap_lp = 0;
 }
 
-bool emitter_in_reasoning(const struct emitter *em) { return em->mode == EM_REASONING; }
+bool emitter_in_reasoning(const struct emitter *em)
+{
+    return em->mode == EM_REASONING;
+}
 
 size_t utf8_incomplete_tail(const char *s, size_t n)
 {
     /* Walk back over at most 3 continuation bytes to the lead byte. */
     size_t k = 0;
-    while (k < n && k < 4 && ((unsigned char)s[n - 1 - k] & 0xC0) == 0x80) k++;
+    while (k < n && k < 4 && ((unsigned char)s[n - 1 - k] & 0xC0) == 0x80)
+        k++;
     if (k == n) return 0; /* only continuation bytes: invalid, let them through */
     unsigned char lead = (unsigned char)s[n - 1 - k];
     size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
@@ -41,7 +45,10 @@ size_t utf8_incomplete_tail(const char *s, size_t n)
     return k + 1 < need ? k + 1 : 0;
 }
 
-static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 /* Drops the first n pending bytes. */
 static void consume(struct emitter *em, size_t n)
@@ -87,7 +94,8 @@ static int step_head(struct emitter *em, bool *progress)
 {
     size_t i = 0, n = em->pend.len;
     const char *s = em->pend.data;
-    while (i < n && is_ws(s[i])) i++;
+    while (i < n && is_ws(s[i]))
+        i++;
     size_t rest = n - i;
     if (rest == 0) return 0;
     const char *t = s + i;
@@ -119,7 +127,8 @@ static int step_reasoning(struct emitter *em, bool *progress)
 {
     if (em->strip_nl) {
         size_t i = 0;
-        while (i < em->pend.len && (em->pend.data[i] == '\n' || em->pend.data[i] == '\r')) i++;
+        while (i < em->pend.len && (em->pend.data[i] == '\n' || em->pend.data[i] == '\r'))
+            i++;
         consume(em, i);
         if (em->pend.len == 0) return 0;
         em->strip_nl = false;
@@ -128,7 +137,8 @@ static int step_reasoning(struct emitter *em, bool *progress)
     char *hit = memmem(em->pend.data, em->pend.len, THINK_CLOSE, lc);
     if (hit) {
         size_t pos = (size_t)(hit - em->pend.data), end = pos;
-        while (end > 0 && is_ws(em->pend.data[end - 1])) end--;
+        while (end > 0 && is_ws(em->pend.data[end - 1]))
+            end--;
         if (emit_reasoning(em, end) < 0) return -1;
         consume(em, pos - end + lc);
         em->mode = EM_TEXT;
@@ -139,7 +149,8 @@ static int step_reasoning(struct emitter *em, bool *progress)
     }
     size_t n = em->pend.len;
     size_t hold = partial_suffix(em->pend.data, n, THINK_CLOSE, lc);
-    while (hold < n && is_ws(em->pend.data[n - hold - 1])) hold++;
+    while (hold < n && is_ws(em->pend.data[n - hold - 1]))
+        hold++;
     size_t out = n - hold;
     out -= utf8_incomplete_tail(em->pend.data, out);
     em->n_lp = 0;
@@ -150,7 +161,8 @@ static int step_text(struct emitter *em)
 {
     if (em->strip_ws) {
         size_t i = 0;
-        while (i < em->pend.len && is_ws(em->pend.data[i])) i++;
+        while (i < em->pend.len && is_ws(em->pend.data[i]))
+            i++;
         consume(em, i);
         if (em->pend.len == 0) {
             em->n_lp = 0; /* whitespace-only tokens between sections carry no content */
@@ -177,7 +189,8 @@ static int step_text(struct emitter *em)
         em->fired = best;
         em->mode = EM_STOPPED;
         buf_reset(&em->pend);
-        return em->sink->finish(em->sink->ctx, em->choice, FINISH_STOP, em->stop[best]) < 0 ? -1 : 1;
+        return em->sink->finish(em->sink->ctx, em->choice, FINISH_STOP, em->stop[best]) < 0 ? -1
+                                                                                            : 1;
     }
     size_t hold = 0;
     for (int k = 0; k < em->n_stop; k++) {
@@ -208,11 +221,19 @@ int emitter_feed(struct emitter *em, const char *s, size_t n, const struct token
         bool progress = false;
         int rc = 0;
         switch (em->mode) {
-        case EM_HEAD: rc = step_head(em, &progress); break;
-        case EM_REASONING: rc = step_reasoning(em, &progress); break;
-        case EM_TEXT: rc = step_text(em); break;
-        case EM_STOPPED: return 1;
-        default: return -1;
+        case EM_HEAD:
+            rc = step_head(em, &progress);
+            break;
+        case EM_REASONING:
+            rc = step_reasoning(em, &progress);
+            break;
+        case EM_TEXT:
+            rc = step_text(em);
+            break;
+        case EM_STOPPED:
+            return 1;
+        default:
+            return -1;
         }
         if (rc != 0) return rc;
         if (!progress) return 0;
@@ -228,7 +249,8 @@ int emitter_finish(struct emitter *em, enum finish_reason why)
     } else {
         if (em->strip_ws) {
             size_t i = 0;
-            while (i < em->pend.len && is_ws(em->pend.data[i])) i++;
+            while (i < em->pend.len && is_ws(em->pend.data[i]))
+                i++;
             consume(em, i);
         }
         rc = emit_text(em, em->pend.len);

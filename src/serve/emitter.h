@@ -19,14 +19,14 @@ struct emitter {
     struct reply_sink *sink;
     int choice;
     enum emitter_mode mode;
-    bool strip_ws;            /* drop leading whitespace of the next section */
-    bool strip_nl;            /* drop leading newlines (reasoning start) */
+    bool strip_ws; /* drop leading whitespace of the next section */
+    bool strip_nl; /* drop leading newlines (reasoning start) */
     const char *const *stop;
     int n_stop;
     struct buf pend;          /* bytes not yet handed to the sink */
     struct token_logprob *lp; /* logprobs of tokens whose text is (partly) pending */
     int n_lp, cap_lp;
-    int fired;                /* index of the stop string that fired, -1 none */
+    int fired;                  /* index of the stop string that fired, -1 none */
     size_t n_text, n_reasoning; /* bytes emitted so far */
 };
 

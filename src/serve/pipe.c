@@ -38,7 +38,10 @@ struct pipe *pipe_new(void)
     return p;
 }
 
-void pipe_ref(struct pipe *p) { atomic_fetch_add(&p->refs, 1); }
+void pipe_ref(struct pipe *p)
+{
+    atomic_fetch_add(&p->refs, 1);
+}
 
 void pipe_unref(struct pipe *p)
 {
@@ -104,7 +107,10 @@ void pipe_fail(struct pipe *p, int status, const char *body)
     pthread_mutex_unlock(&p->mu);
 }
 
-bool pipe_cancelled(struct pipe *p) { return atomic_load(&p->cancel); }
+bool pipe_cancelled(struct pipe *p)
+{
+    return atomic_load(&p->cancel);
+}
 
 void pipe_cancel(struct pipe *p)
 {
@@ -157,7 +163,8 @@ long pipe_read(struct pipe *p, void *out, size_t cap, int timeout_ms)
         memcpy(out, p->data.data + p->rpos, n);
         p->rpos += n;
         rc = (long)n;
-        /* Everything delivered: restart at the front so the buffer does not grow with the stream. */
+        /* Everything delivered: restart at the front so the buffer does not grow with the stream.
+         */
         if (p->rpos == p->data.len) {
             buf_reset(&p->data);
             p->rpos = 0;

@@ -39,7 +39,8 @@ void pipe_cancel(struct pipe *p);
  * (status/content type filled, content_type valid while the pipe lives), 0 on timeout. */
 int pipe_wait_head(struct pipe *p, int timeout_ms, int *status, const char **content_type);
 /* Copies up to cap bytes not yet read. Waits up to timeout_ms when none is available.
- * Returns bytes (> 0), 0 on timeout, -1 at the end of a DONE pipe, -2 at the end of a FAILED one. */
+ * Returns bytes (> 0), 0 on timeout, -1 at the end of a DONE pipe, -2 at the end of a FAILED one.
+ */
 long pipe_read(struct pipe *p, void *out, size_t cap, int timeout_ms);
 enum pipe_state pipe_state(struct pipe *p);
 /* Waits up to timeout_ms for the producer to end the pipe (DONE or FAILED); returns the state. */

@@ -27,7 +27,10 @@ struct job *job_new(void)
     return j;
 }
 
-void job_ref(struct job *j) { atomic_fetch_add(&j->refs, 1); }
+void job_ref(struct job *j)
+{
+    atomic_fetch_add(&j->refs, 1);
+}
 
 void job_unref(struct job *j)
 {
@@ -55,7 +58,8 @@ static void *worker_main(void *arg)
     struct queue *q = arg;
     for (;;) {
         pthread_mutex_lock(&q->mu);
-        while (!q->head && !q->stopping) pthread_cond_wait(&q->cv, &q->mu);
+        while (!q->head && !q->stopping)
+            pthread_cond_wait(&q->cv, &q->mu);
         if (!q->head) { /* stopping and drained */
             pthread_mutex_unlock(&q->mu);
             break;

@@ -35,10 +35,12 @@ static void msg_free(struct chat_msg *m)
 
 void request_free(struct request *r)
 {
-    for (int i = 0; i < r->n_msgs; i++) msg_free(&r->msgs[i]);
+    for (int i = 0; i < r->n_msgs; i++)
+        msg_free(&r->msgs[i]);
     free(r->msgs);
     if (r->tools) json_decref(r->tools);
-    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
     free(r->constraint_src);
     if (r->grammar) grammar_free(r->grammar);
     free(r->tokens);
@@ -71,16 +73,25 @@ struct chat_msg *request_add_msg(struct request *r, enum chat_role role)
 int err_http_status(enum err_code c)
 {
     switch (c) {
-    case ERR_OK: return 200;
+    case ERR_OK:
+        return 200;
     case ERR_INVALID:
     case ERR_RANGE:
-    case ERR_CONTEXT: return 400;
-    case ERR_AUTH: return 401;
-    case ERR_NOT_FOUND: return 404;
-    case ERR_TOO_LARGE: return 413;
-    case ERR_BUSY: return 429;
-    case ERR_UNSUPPORTED: return 501;
-    case ERR_CANCELLED: return 503;
-    default: return 500;
+    case ERR_CONTEXT:
+        return 400;
+    case ERR_AUTH:
+        return 401;
+    case ERR_NOT_FOUND:
+        return 404;
+    case ERR_TOO_LARGE:
+        return 413;
+    case ERR_BUSY:
+        return 429;
+    case ERR_UNSUPPORTED:
+        return 501;
+    case ERR_CANCELLED:
+        return 503;
+    default:
+        return 500;
     }
 }

@@ -63,7 +63,8 @@ static const char *run(bool think, const char *const *stop, int n_stop, const ch
 Test(emitter, think_head_routes_reasoning)
 {
     struct rec r = {0};
-    const char *toks[] = {"<think>", "\n", "let me", " see", "\n", "</think>", "\n\n", "Hi", "!", NULL};
+    const char *toks[] = {"<think>",  "\n",   "let me", " see", "\n",
+                          "</think>", "\n\n", "Hi",     "!",    NULL};
     cr_assert_str_eq(run(true, NULL, 0, toks, FINISH_STOP, &r), "R[let me]R[ see]T[Hi]T[!]F1:");
     cr_assert_eq(r.n_lp, 2, "logprobs only for content tokens");
 }

@@ -125,11 +125,13 @@ Test(pipe, concurrent_reader_and_cancel_wakes)
     pthread_create(&t, NULL, producer, &pr);
     char out[97];
     long n, total = 0;
-    while ((n = pipe_read(p, out, sizeof out, 50)) >= 0) total += n;
+    while ((n = pipe_read(p, out, sizeof out, 50)) >= 0)
+        total += n;
     pthread_join(t, NULL);
     cr_assert_eq(n, -1);
     long expect = 0;
-    for (int i = 0; i < 5000; i++) expect += snprintf(out, sizeof out, "%d\n", i);
+    for (int i = 0; i < 5000; i++)
+        expect += snprintf(out, sizeof out, "%d\n", i);
     cr_assert_eq(total, expect);
     pipe_unref(p);
 

@@ -37,7 +37,8 @@ static void run(void *arg, struct job *j)
 static void wait_started(struct runner *r, int n)
 {
     pthread_mutex_lock(&r->mu);
-    while (r->started < n) pthread_cond_wait(&r->cv, &r->mu);
+    while (r->started < n)
+        pthread_cond_wait(&r->cv, &r->mu);
     pthread_mutex_unlock(&r->mu);
 }
 
