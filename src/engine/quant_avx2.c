@@ -458,11 +458,13 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
         prefetch_block(x + i, sizeof(struct block_q6_K));
         const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
         __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        /* offset: 32 * sum_g sc[g] * bsums[g] */
-        int off =
-            32 * hsum8i(_mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y[i].bsums)));
+        /* the -32 offset: start from -32 * sc[g] * bsums[g] (summed with the rest at the end) */
+        __m256i sumi = _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_slli_epi32(
+                _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5));
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
@@ -491,9 +493,8 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
             }
         }
-        acc = _mm256_fmadd_ps(
-            _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0))),
-            _mm256_set1_ps(fp16_to_f32(x[i].d) * y[i].d), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * y[i].d),
+                              acc);
     }
     return hsum8(acc);
 }
