@@ -133,3 +133,29 @@ test('an idle keep-alive connection is closed after a completed generation (--ti
   assert.match(data, /^HTTP\/1\.1 200/);
   assert.match(data, /"finish_reason":"length"/);
 });
+
+test('--conns bounds concurrent connections; a freed slot serves again', { timeout: 60000 }, async (t) => {
+  const s = await startServer(['--conns', '2', '--timeout', '30']);
+  t.after(() => s.stop('SIGKILL'));
+  const hold = [];
+  for (let i = 0; i < 2; i++) {
+    const c = net.connect(s.port, '127.0.0.1');
+    c.on('error', () => {});
+    await new Promise((r) => c.on('connect', r));
+    c.write('GET /health HTTP/1.1\r\nHost: x\r\n'); // headers never finished: holds a slot
+    hold.push(c);
+  }
+  await new Promise((r) => setTimeout(r, 200));
+  // fresh sockets (fetch would reuse the harness's pooled keep-alive connection)
+  const health = () => rawRequest(s.port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', { timeoutMs: 5000 }).catch(() => ({ status: 0 }));
+  assert.equal((await health()).status, 0, 'a connection beyond the limit gets no answer');
+  hold[0].destroy();
+  let ok = false;
+  for (let i = 0; i < 100 && !ok; i++) {
+    ok = (await health()).status === 200;
+    if (!ok) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(ok, 'served again once a slot is free');
+  hold[1].destroy();
+  assert.equal((await s.stop()).code, 0);
+});
