@@ -773,6 +773,7 @@ AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, in
     const int64_t nb = cols / 32;
     float *dx = (float *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63); /* [b][16] */
     int32_t *cbuf = (int32_t *)(dx + nb * 16);                     /* 2 x 16 x 16 */
+    if (nrows < 16) memset(cbuf, 0, 2 * 256 * sizeof *cbuf); /* rows past nrows: read, never stored */
     for (int64_t b = 0; b < nb; b++)
         for (int r = 0; r < 16; r++)
             dx[b * 16 + r] =
