@@ -51,6 +51,7 @@ struct conn_req {
     int status;
     char method[8];
     char path[160];
+    char why[160]; /* the error message of a 4xx/5xx answer, for the log line */
     double t0;
 };
 
@@ -126,6 +127,7 @@ static enum MHD_Result send_error(struct conn_req *cr, const struct err *e)
     struct buf b = {0};
     api_error_body(cr->dialect, e, &b);
     int status = err_http_status(e->code);
+    snprintf(cr->why, sizeof cr->why, "%.40s%s%.110s", e->param, e->param[0] ? ": " : "", e->msg);
     enum MHD_Result rc = send_body(cr, status, "application/json", b.data ? b.data : "{}", b.len,
                                    status == 429 ? 1 : 0);
     buf_free(&b);
@@ -481,8 +483,9 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                  tps, (mono_seconds() - cr->t0) * 1e3);
         job_unref(j);
     } else if (cr->status) {
-        log_info("%s %s %d total_ms=%.1f", cr->method, cr->path, cr->status,
-                 (mono_seconds() - cr->t0) * 1e3);
+        log_info("%s %s %d total_ms=%.1f%s%s%s", cr->method, cr->path, cr->status,
+                 (mono_seconds() - cr->t0) * 1e3, cr->why[0] ? " error=\"" : "", cr->why,
+                 cr->why[0] ? "\"" : "");
     }
     buf_free(&cr->body);
     free(cr);
