@@ -499,8 +499,97 @@ static float q6_K_dot(int64_t n, const void *vx, const void *vy)
     return hsum8(acc);
 }
 
+/* int16 vector: scale g in lanes 0-7 and g + 1 in lanes 8-15, from 16 int8 scales */
+static inline __m256i scale_pair(__m128i sc8, int g)
+{
+    __m128i ctl = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(g + 1)),
+                                 (long long)(0x0101010101010101ULL * (uint64_t)g));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, ctl));
+}
+
+/* Q3_K: u = low 2 bits | high bit << 2 in [0, 7] (maddubs-able), value = scale * (u - 4); the -4
+ * is folded in through bsums. Element 128n + 32k + l: bits 2k of qs[32n + l], hmask[l] bit 4n+k. */
+static float q3_K_dot(int64_t n, const void *vx, const void *vy)
+{
+    const struct block_q3_K *x = vx;
+    const struct block_q8_K *y = vy;
+    const __m256i m2 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_block(x + i, sizeof(struct block_q3_K));
+        /* 16 x 6-bit scales: low nibbles in bytes 0-7, top 2 bits in bytes 8-11; minus 32 */
+        uint32_t a0, a1, t;
+        memcpy(&a0, x[i].scales, 4);
+        memcpy(&a1, x[i].scales + 4, 4);
+        memcpy(&t, x[i].scales + 8, 4);
+        uint32_t o0 = (a0 & 0x0f0f0f0fu) | ((t & 0x03030303u) << 4);
+        uint32_t o1 = (a1 & 0x0f0f0f0fu) | (((t >> 2) & 0x03030303u) << 4);
+        uint32_t o2 = ((a0 >> 4) & 0x0f0f0f0fu) | (((t >> 4) & 0x03030303u) << 4);
+        uint32_t o3 = ((a1 >> 4) & 0x0f0f0f0fu) | (((t >> 6) & 0x03030303u) << 4);
+        __m128i sc8 = _mm_sub_epi8(_mm_set_epi32((int)o3, (int)o2, (int)o1, (int)o0), _mm_set1_epi8(32));
+        __m256i sumi = _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
+                                                _mm256_loadu_si256((const __m256i *)y[i].bsums)),
+                              2));
+        __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i qs = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), m2);
+                __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
+                __m256i u = _mm256_or_si256(lo, hb);
+                __m256i p = _mm256_maddubs_epi16(
+                    u, _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc8, 8 * h + 2 * k)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * y[i].d),
+                              acc);
+    }
+    return hsum8(acc);
+}
+
+/* Q2_K: value = d * (sc & 15) * q - dmin * (sc >> 4), q in [0, 3]. */
+static float q2_K_dot(int64_t n, const void *vx, const void *vy)
+{
+    const struct block_q2_K *x = vx;
+    const struct block_q8_K *y = vy;
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    float macc = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_block(x + i, sizeof(struct block_q2_K));
+        __m128i raw = _mm_loadu_si128((const __m128i *)x[i].scales);
+        __m128i sc8 = _mm_and_si128(raw, _mm_set1_epi8(15));
+        __m128i mn8 = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15));
+        float dy = y[i].d;
+        macc += fp16_to_f32(x[i].dmin) * dy *
+                (float)hsum8i(_mm256_madd_epi16(_mm256_cvtepu8_epi16(mn8),
+                                                _mm256_loadu_si256((const __m256i *)y[i].bsums)));
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i qs = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), m2);
+                __m256i p = _mm256_maddubs_epi16(
+                    q, _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale_pair(sc8, 8 * h + 2 * k)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(fp16_to_f32(x[i].d) * dy), acc);
+    }
+    return hsum8(acc) - macc;
+}
+
 void quant_register_avx2(struct quant_traits *t)
 {
+    t[GGML_TYPE_Q2_K].vec_dot = q2_K_dot;
+    t[GGML_TYPE_Q3_K].vec_dot = q3_K_dot;
     t[GGML_TYPE_F32].vec_dot = f32_dot;
     t[GGML_TYPE_F16].vec_dot = f16_dot;
     t[GGML_TYPE_F16].to_float = f16_to_float;
