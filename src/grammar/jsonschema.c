@@ -1551,7 +1551,7 @@ static int enum_multiples(struct js *c, struct sn *s, bool integer, struct buf *
 {
     const struct jsrx_dec *m = s->mult;
     size_t f = strlen(m->fp);
-    char md[64];
+    char md[820];
     if (strlen(m->ip) + f > 17 || !s->lo || !s->hi) return 1;
     snprintf(md, sizeof md, "%s%s", m->ip, m->fp);
     long long M = atoll(md);
