@@ -12,3 +12,8 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ /
 for t in ${KBENCH_TYPES:-q8_0 q4_K f16}; do
   "$BIN" "${ARGS[@]}" --type "$t" --pp "${KBENCH_PP:-512}" --reps 3
 done
+# single-matrix kernel rates (L2-resident GEMV, DRAM GEMV, 1024x1024 GEMM), one thread
+for t in ${KBENCH_TYPES:-q8_0 q4_K f16} q6_K; do
+  "$BIN" -t 1 --type "$t" --kernels --reps 3
+done
+"$BIN" -t 1 --type q8_0 --kernels --reps 3 --no-amx

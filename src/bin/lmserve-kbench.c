@@ -66,8 +66,53 @@ struct layer {
     void *q, *k, *v, *o, *gate, *up, *down;
 };
 
+/* --kernels: one matrix at a time, to separate kernel speed from DRAM: GEMV over a matrix that
+ * stays in L2 (1536 x 1024, repeated) and one that streams from DRAM (256 MiB), and GEMM of
+ * 1024 x 1024 by pp tokens. CPU time per thread, best of the repeats. */
+static int kernel_rates(struct threadpool *tp, enum ggml_type t, int pp, int reps)
+{
+    const int64_t cols = 1024, rows_l2 = 1536;
+    size_t rs = quant_row_size(t, cols);
+    int64_t rows_big = (int64_t)((256u << 20) / rs);
+    uint64_t seed = 7;
+    void *wb = make_w(t, rows_big, cols, &seed);
+    int64_t ny = rows_big > 1024 * (int64_t)pp ? rows_big : 1024 * (int64_t)pp;
+    float *x = malloc((size_t)(pp * cols) * 4), *y = malloc((size_t)ny * 4);
+    struct mm_scratch *s = mm_scratch_new();
+    if (!wb || !x || !y || !s) return 1;
+    for (int64_t i = 0; i < pp * cols; i++) x[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
+    struct err e;
+    double best_l2 = 0, best_big = 0, best_mm = 0, nt = tp_size(tp);
+    for (int r = 0; r < reps; r++) {
+        double c0 = cpu_now();
+        for (int k = 0; k < 100; k++)
+            if (mm_run(tp, t, wb, rows_l2, cols, 0, x, 1, y, s, &e)) goto fail;
+        double c = (cpu_now() - c0) / nt;
+        if ((double)rs * rows_l2 * 100 / c > best_l2) best_l2 = (double)rs * rows_l2 * 100 / c;
+        c0 = cpu_now();
+        if (mm_run(tp, t, wb, rows_big, cols, 0, x, 1, y, s, &e)) goto fail;
+        c = (cpu_now() - c0) / nt;
+        if ((double)rs * rows_big / c > best_big) best_big = (double)rs * rows_big / c;
+        c0 = cpu_now();
+        if (mm_run(tp, t, wb, 1024, cols, 0, x, pp, y, s, &e)) goto fail;
+        c = (cpu_now() - c0) / nt;
+        if (2.0 * 1024 * cols * pp / c > best_mm) best_mm = 2.0 * 1024 * cols * pp / c;
+    }
+    printf("kernels %s (gemm %s), best of %d, CPU time per thread: GEMV in L2 %.2f GB/s, GEMV from "
+           "DRAM %.2f GB/s, GEMM 1024x1024x%d %.1f GOPS\n",
+           quant_traits(t)->name, mm_gemm_name(t), reps, best_l2 / 1e9, best_big / 1e9, pp,
+           best_mm / 1e9);
+    free(wb), free(x), free(y);
+    mm_scratch_free(s);
+    return 0;
+fail:
+    fprintf(stderr, "matmul failed: %s\n", e.msg);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
+    int kernels = 0;
     int nth = tp_default_threads(), n_layer = 28, pp = 512, reps = 5;
     enum ggml_type t = GGML_TYPE_Q8_0;
     int64_t n_embd = 1024, n_q = 2048, n_kv = 1024, n_ff = 3072, n_vocab = 151936;
@@ -84,6 +129,8 @@ int main(int argc, char **argv)
             reps = atoi(v), i++;
         else if (!strcmp(a, "--no-amx"))
             mm_set_amx(0);
+        else if (!strcmp(a, "--kernels"))
+            kernels = 1;
         else if (!strcmp(a, "--type") && v) {
             int found = 0;
             for (int k = 0; k < GGML_TYPE_COUNT; k++) {
@@ -98,7 +145,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] "
-                    "[--no-amx]\n",
+                    "[--no-amx] [--kernels]\n",
                     argv[0]);
             return 2;
         }
@@ -111,6 +158,7 @@ int main(int argc, char **argv)
     struct threadpool *tp = tp_new(nth);
     struct mm_scratch *s = mm_scratch_new();
     if (!tp || !s) return 1;
+    if (kernels) return kernel_rates(tp, t, pp, reps);
     uint64_t seed = 42;
     struct layer *L = calloc((size_t)n_layer, sizeof *L);
     for (int l = 0; l < n_layer; l++) {
