@@ -62,6 +62,7 @@ struct sn {
     struct sn **prefix;
     int n_prefix;
     struct sn *items; /* NULL = any */
+    struct sn *contains; /* NULL = none */
     int64_t min_items, max_items;
     /* object */
     const char **pnames;
@@ -181,7 +182,7 @@ static bool sn_is_any(const struct sn *s)
 {
     return s->types == JT_ALL && !s->n_alts && !s->ref && !s->enumv && !s->not_enum && !s->lo && !s->hi &&
            !s->mult && s->min_len == 0 && s->max_len < 0 && !s->pattern && !s->format &&
-           !s->n_prefix && !s->items && s->min_items == 0 && s->max_items < 0 && !s->n_props &&
+           !s->n_prefix && !s->items && !s->contains && s->min_items == 0 && s->max_items < 0 && !s->n_props &&
            !s->n_req && !s->addl && !s->n_ppat && s->min_props == 0 && s->max_props < 0;
 }
 
@@ -353,13 +354,13 @@ static const char *const KW_IMPL[] = {
     "prefixItems", "minItems", "maxItems", "properties", "additionalProperties",
     "patternProperties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
     "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "multipleOf", "uniqueItems", NULL};
+    "multipleOf", "uniqueItems", "contains", NULL};
 /* Annotation keywords ($defs, title, description, default, examples, ...) and keywords JSON
  * Schema does not define are ignored (docs/jsonschema.md lists them). */
 /* JSON Schema keywords we do not implement: an error naming them. */
 static const char *const KW_UNSUPPORTED[] = {
     "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
-    "contains", "minContains", "maxContains", "propertyNames", "unevaluatedProperties",
+    "minContains", "maxContains", "propertyNames", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
     "contentSchema", NULL};
 
@@ -738,6 +739,13 @@ static struct sn *lower_own(struct js *c, json_t *s)
             return NULL;
         }
         if (!sn_is_any(it)) n->items = it;
+    }
+    if ((v = json_object_get(s, "contains"))) {
+        n->contains = lower(c, v);
+        if (!n->contains) {
+            err_wrap(c->e, "contains");
+            return NULL;
+        }
     }
     if ((v = json_object_get(s, "minItems")) && get_count(c, v, "minItems", &n->min_items)) return NULL;
     if ((v = json_object_get(s, "maxItems")) && get_count(c, v, "maxItems", &n->max_items)) return NULL;
@@ -1165,6 +1173,11 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
         }
         r->n_prefix = np;
     }
+    if (a->contains && b->contains && a->contains != b->contains) {
+        err_set(c->e, ERR_UNSUPPORTED, "allOf: two different \"contains\" are not supported");
+        goto fail;
+    }
+    r->contains = a->contains ? a->contains : b->contains;
     if (a->items && b->items) {
         r->items = intersect(c, a->items, b->items);
         if (!r->items) goto fail;
@@ -1363,11 +1376,14 @@ static bool value_ok(struct js *c, struct sn *s, json_t *v, int depth)
         if (!(s->types & JT_ARR)) return false;
         int64_t n = (int64_t)json_array_size(v);
         if (n < s->min_items || (s->max_items >= 0 && n > s->max_items)) return false;
+        bool found = !s->contains;
         for (int64_t i = 0; i < n; i++) {
             struct sn *is = i < s->n_prefix ? s->prefix[i] : s->items;
             if (is && !value_ok(c, is, json_array_get(v, (size_t)i), depth + 1)) return false;
+            if (!found && value_ok(c, s->contains, json_array_get(v, (size_t)i), depth + 1))
+                found = true;
         }
-        return true;
+        return found;
     }
     case JSON_OBJECT: {
         if (!(s->types & JT_OBJ)) return false;
@@ -1851,8 +1867,30 @@ static char *emit_string(struct js *c, struct sn *s)
     return r;
 }
 
+/* "contains": at least one element matches; other elements match items */
+static char *emit_contains(struct js *c, struct sn *s)
+{
+    if (s->n_prefix || s->max_items >= 0 || s->min_items > 1) {
+        err_set(c->e, ERR_UNSUPPORTED,
+                "\"contains\" together with prefixItems/maxItems/minItems > 1 is not supported");
+        return NULL;
+    }
+    struct sn *y = intersect(c, s->items ? s->items : sn_new(c, JT_ALL), s->contains);
+    if (!y) return NULL;
+    const char *ye = emit(c, y);
+    if (!ye) return NULL; /* nothing can be contained: unsatisfiable (or error set) */
+    const char *xe = s->items ? emit(c, s->items) : r_value(c);
+    if (!xe && c->e->msg[0]) return NULL;
+    const char *w = r_ws(c), *cm = r_comma(c);
+    struct buf b = {0};
+    if (xe) buf_printf(&b, "\"[\" %s? (%s %s)* %s (%s %s)* %s? \"]\"", w, xe, cm, ye, cm, xe, w);
+    else buf_printf(&b, "\"[\" %s? %s %s? \"]\"", w, ye, w);
+    return mk_rule_buf(c, &b);
+}
+
 static char *emit_array(struct js *c, struct sn *s)
 {
+    if (s->contains) return emit_contains(c, s);
     int64_t mn = s->min_items, mx = s->max_items;
     int k = s->n_prefix;
     const char *pe[k + 1];

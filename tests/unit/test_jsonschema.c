@@ -253,6 +253,13 @@ Test(jsonschema, arrays)
           L("[null,true]", "[null,false,true]"), L("[null]", "[true,true]", "[null,1]"));
 }
 
+Test(jsonschema, contains)
+{
+    check("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":5}}",
+          L("[5]", "[1,7]", "[9,1,2]", "[1, 2, 6, 3]"), L("[]", "[1,2]", "[\"a\",7]", "[7,\"a\"]"));
+    expect_error("{\"type\":\"array\",\"contains\":{\"type\":\"null\"},\"maxItems\":3}", "contains");
+}
+
 Test(jsonschema, enum_const_any_values)
 {
     check("{\"enum\":[\"a\\\"b\",1,2.5,null,[1,{\"k\":true}],{\"x\":[]}]}",
