@@ -3,15 +3,16 @@
  * W is used in place (a pointer into the mmapped model file, never copied or repacked at load).
  * One call (mm_run_ops) runs any number of independent products in a single fork-join: Q/K/V of
  * a layer, gate+up, or the active experts of an MoE layer. Inside a call:
- *   1. every distinct activation set X is quantized once (in parallel) to what the kernels eat:
- *      the weight type's vec_dot_type for the GEMV path, or an int8 panel with per-32 scales for
- *      the GEMM path;
- *   2. rows are cut into tiles and handed to threads dynamically. With few tokens (decode), each
- *      row is dotted against each token (memory bound: the weights stream once). With many
- *      tokens and a VNNI CPU, each thread unpacks a 16-row tile of W into a transient u8 panel in
- *      its scratch (per call, not at load) and runs a register-blocked 16 rows x N tokens int8
- *      micro-kernel (vpdpbusd) over all tokens, so each weight byte is read from memory once per
- *      call and reused for every token.
+ *   1. every distinct activation set X is quantized once to what its kernels eat: the weight
+ *      type's vec_dot_type (generic path), or the "A8" int8 panel with an f32 scale per 32
+ *      (VNNI/AMX paths); float weights on AVX-512 read X as is;
+ *   2. row tiles are handed to threads dynamically (tp_run_dynamic). Decode (< 4 tokens): each
+ *      row is dotted against each token, q8_0 with a 4-row VNNI kernel (memory bound: the weights
+ *      stream once). Prefill: q8_0 on AMX (tiles loaded straight from the rows); other quantized
+ *      types through a transient 16-row u8 panel per thread (per call, not at load) and a
+ *      16 rows x 8 tokens vpdpbusd micro-kernel; f32/f16/bf16 with 4 x 6 FMA tiles. Each weight
+ *      byte is read from memory once per call and reused for every token.
+ * Paths and figures: docs/kernels.md. X and Y must not overlap.
  * Threading: one caller at a time per scratch; the pool may be NULL (single thread). */
 #ifndef LMS_ENGINE_MATMUL_H
 #define LMS_ENGINE_MATMUL_H
