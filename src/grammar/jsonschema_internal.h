@@ -58,6 +58,7 @@ int jsrx_format(const char *format, struct buf *out, struct err *e);
 /* JSON string (with quotes) whose value is none of names[0..n) (UTF-8 values). Escapes accepted
  * are the canonical ones (\" \\ \b \f \n \r \t and \u00XX for other control characters), so each
  * value has one spelling and the exclusion is exact. */
+#define JSRX_MAX_NAME 1024
 int jsrx_key_not_in(const char *const *names, const size_t *lens, int n, struct buf *out,
                     struct err *e);
 

@@ -861,7 +861,11 @@ static void key_not_in_rec(struct kname *names, int n, struct buf *out, int dept
         size_t k = 0;
         uint32_t c = dec_cp(names[i].s, names[i].n, &k);
         int j = i;
-        struct kname sub[n];
+        struct kname *sub = malloc((size_t)n * sizeof *sub);
+        if (!sub) {
+            buf_free(&alts);
+            return;
+        }
         int ns = 0;
         while (j < n) {
             size_t kk = 0;
@@ -878,6 +882,7 @@ static void key_not_in_rec(struct kname *names, int n, struct buf *out, int dept
         if (nalt++) buf_puts(&alts, "|");
         emit_set(&alts, &one, true);
         key_not_in_rec(sub, ns, &alts, depth + 1);
+        free(sub);
         i = j;
     }
     struct cpset other = firsts;
@@ -907,7 +912,11 @@ static void raw_not_in_rec(struct kname *names, int n, struct buf *out)
         size_t k = 0;
         uint32_t c = dec_cp(names[i].s, names[i].n, &k);
         int j = i;
-        struct kname sub[n];
+        struct kname *sub = malloc((size_t)n * sizeof *sub);
+        if (!sub) {
+            buf_free(&alts);
+            return;
+        }
         int ns = 0;
         while (j < n) {
             size_t kk = 0;
@@ -921,6 +930,7 @@ static void raw_not_in_rec(struct kname *names, int n, struct buf *out)
         if (nalt++) buf_puts(&alts, "|");
         jsrx_literal(names[i].s, k, &alts);
         raw_not_in_rec(sub, ns, &alts);
+        free(sub);
         put_class_cp(&excl, c);
         i = j;
     }
@@ -935,6 +945,9 @@ int jsrx_key_not_in(const char *const *names, const size_t *lens, int n, struct 
                     struct err *e)
 {
     if (n > 100000) return err_set(e, ERR_TOO_LARGE, "too many property names");
+    for (int i = 0; i < n; i++) /* the exclusion regex recurses once per character */
+        if (lens[i] > JSRX_MAX_NAME)
+            return err_set(e, ERR_TOO_LARGE, "property name longer than %d bytes", JSRX_MAX_NAME);
     struct kname *k = calloc((size_t)n + 1, sizeof *k);
     if (!k) return err_set(e, ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
