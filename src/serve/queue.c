@@ -151,26 +151,27 @@ int queue_push(struct queue *q, struct job *j, struct err *e)
 }
 
 /* Unlinks j; caller holds the lock and knows j is queued. */
-static void unlink_locked(struct queue *q, struct job *j)
+static bool unlink_locked(struct queue *q, struct job *j)
 {
     struct job **pp = &q->head, *prev = NULL;
     while (*pp && *pp != j) {
         prev = *pp;
         pp = &(*pp)->next;
     }
-    if (!*pp) return;
+    if (!*pp) return false;
     *pp = j->next;
     if (q->tail == j) q->tail = prev;
     j->next = NULL;
     j->queued = false;
     q->len--;
+    return true;
 }
 
 bool queue_remove(struct queue *q, struct job *j)
 {
     pthread_mutex_lock(&q->mu);
-    bool was = j->queued;
-    if (was) unlink_locked(q, j);
+    /* only the side that unlinks a job drops the queue's reference (shutdown takes the list) */
+    bool was = j->queued && unlink_locked(q, j);
     pthread_mutex_unlock(&q->mu);
     if (was) {
         pipe_cancel(j->pipe);
@@ -205,6 +206,7 @@ void queue_shutdown(struct queue *q)
     }
     q->stopping = true;
     struct job *list = q->head;
+    for (struct job *k = list; k; k = k->next) k->queued = false; /* ours now, not removable */
     q->head = q->tail = NULL;
     q->len = 0;
     if (q->running) pipe_cancel(q->running->pipe);
@@ -213,7 +215,6 @@ void queue_shutdown(struct queue *q)
     while (list) {
         struct job *n = list->next;
         list->next = NULL;
-        list->queued = false;
         /* Not started, so nobody else uses its sink: the dialect renders the 503. */
         struct err e;
         err_set(&e, ERR_CANCELLED, "the server is shutting down");

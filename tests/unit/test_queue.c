@@ -123,3 +123,59 @@ Test(queue, cancel_running_and_shutdown_fails_queued)
     job_unref(a);
     job_unref(b);
 }
+
+struct remover {
+    struct queue *q;
+    struct job **jobs;
+    int n;
+    int removed;
+    pthread_barrier_t *go;
+};
+
+static void *remove_all(void *arg)
+{
+    struct remover *r = arg;
+    pthread_barrier_wait(r->go);
+    /* from the back: the shutdown walks its list from the front, so the two meet midway */
+    for (int i = r->n - 1; i >= 0; i--) r->removed += queue_remove(r->q, r->jobs[i]);
+    return NULL;
+}
+
+/* A client disconnect (queue_remove) racing with shutdown: each queued job's queue reference is
+ * dropped exactly once (ASan catches a double unref), and every job ends failed. */
+Test(queue, remove_races_shutdown)
+{
+    /* many jobs: the shutdown's walk over its list is long enough for the remover to overlap it */
+    enum { NJ = 3000 };
+    static struct job *jobs[NJ];
+    for (int round = 0; round < 8; round++) {
+        struct runner r;
+        init_runner(&r);
+        r.stop_on_cancel = true;
+        struct err e;
+        struct queue *q = queue_new(NJ, run, &r, &e);
+        struct job *a = mk('a');
+        queue_push(q, a, &e);
+        wait_started(&r, 1);
+        for (int i = 0; i < NJ; i++) {
+            jobs[i] = mk('b' + i);
+            cr_assert_eq(queue_push(q, jobs[i], &e), 0);
+        }
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        struct remover rm = {q, jobs, NJ, 0, &go};
+        pthread_t t;
+        pthread_create(&t, NULL, remove_all, &rm);
+        pthread_barrier_wait(&go); /* both sides start together */
+        queue_shutdown(q);
+        pthread_join(t, NULL);
+        pthread_barrier_destroy(&go);
+        for (int i = 0; i < NJ; i++) {
+            cr_assert_eq(pipe_state(jobs[i]->pipe), PIPE_FAILED);
+            job_unref(jobs[i]);
+        }
+        cr_assert_eq(r.started, 1);
+        queue_free(q);
+        job_unref(a);
+    }
+}
