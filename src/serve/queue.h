@@ -39,7 +39,7 @@ typedef void (*queue_run_fn)(void *arg, struct job *job);
 struct queue;
 /* Starts the worker thread. cap >= 1. */
 struct queue *queue_new(int cap, queue_run_fn run, void *arg, struct err *e);
-/* Enqueues (taking a reference). ERR_BUSY when full, ERR_UNSUPPORTED-free: ERR_CANCELLED when the
+/* Enqueues (taking a reference). ERR_BUSY when full (-> 429), ERR_CANCELLED when the
  * queue is shutting down. Thread-safe. */
 int queue_push(struct queue *q, struct job *j, struct err *e);
 /* Unlinks a job that is still waiting (its pipe is failed, the queue's reference dropped).
