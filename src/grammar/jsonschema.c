@@ -2313,6 +2313,17 @@ static int finish_defs(struct js *c)
         d->emitted = true;
         struct sn *s = def_ir(c, d);
         if (!s) return -1;
+        /* a chain of bare $refs that comes back to itself matches nothing */
+        struct sn *a = s;
+        for (int k = 0; a && a->ref && k <= c->n_defs; k++) {
+            struct def *t = find_def(c, a->ref);
+            if (t == d) {
+                return err_set(c->e, ERR_INVALID, "$ref \"%.200s\" refers to itself without content",
+                               d->ref);
+            }
+            a = def_ir(c, t);
+        }
+        if (!a) return -1;
         char *body = emit(c, s);
         if (!body) {
             if (!c->e->msg[0])

@@ -302,6 +302,10 @@ Test(jsonschema, refs_local_and_recursive)
           L("false"));
     expect_error("{\"$ref\":\"other.json#/x\"}", "$ref");
     expect_error("{\"$ref\":\"#/$defs/missing\"}", "not found");
+    expect_error("{\"allOf\":[{\"$ref\":\"#\"}]}", "itself");
+    expect_error("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},"
+                 "\"$ref\":\"#/$defs/a\"}",
+                 "itself");
 }
 
 Test(jsonschema, not_simple_forms)
