@@ -466,3 +466,87 @@ Test(jsonschema, key_exclusion_exact)
     pcre2_code_free(re);
     buf_free(&rx);
 }
+
+/* ---- end to end through the grammar engine (src/grammar/grammar.c): byte-level vocabulary
+ * (token i = byte i for i in 1..255, token 0 = end of turn), instances fed byte by byte. This
+ * checks that the engine compiles what we emit and agrees with it, greedy lexer included. */
+
+#include "grammar/grammar.h"
+
+struct bytevocab {
+    char bytes[256][2];
+    const char *ptr[256];
+    uint32_t len[256];
+    bool sp[256];
+    struct grammar_vocab gv;
+    struct grammar_vocab_index *vi;
+};
+
+static void bv_init(struct bytevocab *v)
+{
+    memset(v, 0, sizeof *v);
+    for (int i = 0; i < 256; i++) {
+        v->bytes[i][0] = (char)i;
+        v->ptr[i] = i ? v->bytes[i] : "<eos>";
+        v->len[i] = i ? 1 : 5;
+        v->sp[i] = i == 0;
+    }
+    v->gv = (struct grammar_vocab){256, v->ptr, v->len, v->sp, 0};
+    struct err e = {0};
+    v->vi = grammar_vocab_index_new(&v->gv, &e);
+    cr_assert(v->vi, "%s", e.msg);
+}
+
+static bool engine_accepts(const struct grammar *g, const char *s)
+{
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    cr_assert(m, "%s", e.msg);
+    bool ok = true;
+    for (const unsigned char *p = (const unsigned char *)s; *p && ok; p++)
+        if (matcher_consume(m, *p)) ok = false;
+    if (ok) ok = matcher_accepting(m);
+    matcher_free(m);
+    return ok;
+}
+
+static void engine_check(struct bytevocab *v, const char *schema, const char *const *good,
+                         const char *const *bad)
+{
+    struct err e = {0};
+    struct grammar *g = grammar_compile(v->vi, GRAMMAR_JSON_SCHEMA, schema, strlen(schema), &e);
+    cr_assert(g, "engine rejects %s: %s", schema, e.msg);
+    for (; good && *good; good++) cr_expect(engine_accepts(g, *good), "%s should accept %s", schema, *good);
+    for (; bad && *bad; bad++) cr_expect(!engine_accepts(g, *bad), "%s should reject %s", schema, *bad);
+    grammar_free(g);
+}
+
+Test(jsonschema, through_grammar_engine)
+{
+    struct bytevocab *v = calloc(1, sizeof *v);
+    bv_init(v);
+    engine_check(v,
+                 "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-5,"
+                 "\"maximum\":120},\"b\":{\"type\":\"string\",\"maxLength\":3}},\"required\":[\"b\"]}",
+                 L("{\"b\":\"x\"}", "{\"a\":120,\"b\":\"\\\"é\"}", "{\n  \"a\": -5,\n  \"b\": \"\",\n  \"z\": [1, {}]\n}"),
+                 L("{\"a\":1}", "{\"a\":121,\"b\":\"x\"}", "{\"b\":\"abcd\"}", "{\"b\":\"x\",\"a\":1}",
+                   "{\"a\":\"s\",\"b\":\"x\"}", " {\"b\":\"x\"}"));
+    engine_check(v, "{\"type\":\"array\",\"items\":{\"enum\":[1,\"a\",null,{\"k\":[true]}]},\"maxItems\":2}",
+                 L("[]", "[1,\"a\"]", "[{\"k\":[true]}]", "[ null , { \"k\" : [ true ] } ]"),
+                 L("[1,1,1]", "[2]", "[{\"k\":[]}]", "[1,]"));
+    engine_check(v, "{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d?$\"}",
+                 L("\"ab\"", "\"abc1\""), L("\"1\"", "\"ab12\"", "\"a\\\"\""));
+    engine_check(v, "{\"type\":\"string\",\"pattern\":\"^[a-z\\\"]{1,9}$\",\"maxLength\":4}",
+                 L("\"ab\"", "\"a\\\"cd\""), L("\"abcde\"", "\"\"", "\"A\""));
+    engine_check(v, "{\"type\":\"number\",\"exclusiveMinimum\":0.5,\"maximum\":10}",
+                 L("0.51", "1", "10", "10.0", "9.999"), L("0.5", "10.01", "-1", "1e1"));
+    engine_check(v,
+                 "{\"$defs\":{\"t\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                 "\"c\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"}}},\"required\":[\"v\"],"
+                 "\"additionalProperties\":false}},\"$ref\":\"#/$defs/t\"}",
+                 L("{\"v\":1,\"c\":[{\"v\":2,\"c\":[]}]}"), L("{\"v\":1,\"c\":[{}]}", "{\"v\":1,\"x\":2}"));
+    engine_check(v, "{\"type\":\"string\",\"format\":\"date-time\"}", L("\"2024-02-29T10:00:00Z\""),
+                 L("\"2023-02-29T10:00:00Z\""));
+    grammar_vocab_index_free(v->vi);
+    free(v);
+}
