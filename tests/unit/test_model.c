@@ -443,6 +443,35 @@ Test(model, thread_count_does_not_change_logits)
     free(l[1]);
 }
 
+/* --experts=borrow changes only how expert pages become resident, never the numbers. */
+Test(model, experts_borrow_same_logits)
+{
+    float *l[2];
+    int V = 0;
+    for (int r = 0; r < 2; r++) {
+        rng_state = 777;
+        const char *p = write_model(&MOE, NULL);
+        struct err e = {0};
+        struct model_opts o = {.n_threads = 2, .experts_borrow = r == 1};
+        struct model *m = model_load(p, &o, &e);
+        unlink(p);
+        cr_assert(m, "%s", e.msg);
+        V = model_config(m)->n_vocab;
+        struct kv_cache *kv = kv_new(m, 32, &e);
+        int32_t tok[12], pos[12];
+        struct kv_cache *seq[12];
+        for (int i = 0; i < 12; i++) tok[i] = i * 23 % V, pos[i] = i, seq[i] = kv;
+        l[r] = malloc(sizeof(float) * (size_t)V);
+        struct batch b = {.token = tok, .pos = pos, .seq = seq, .n = 12};
+        cr_assert(model_forward(m, &b, l[r], &e) == 0, "%s", e.msg);
+        kv_free(kv);
+        model_free(m);
+    }
+    cr_expect(max_abs_diff(l[0], l[1], V) == 0.0, "borrow changes logits by %g", max_abs_diff(l[0], l[1], V));
+    free(l[0]);
+    free(l[1]);
+}
+
 Test(model, bad_batches_are_errors)
 {
     struct model *m = load(&DENSE, 1);
