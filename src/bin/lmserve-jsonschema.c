@@ -61,15 +61,24 @@ static void ser_str(struct buf *b, const char *s, size_t n)
     buf_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') buf_puts(b, "\\\"");
-        else if (ch == '\\') buf_puts(b, "\\\\");
-        else if (ch == '\n') buf_puts(b, "\\n");
-        else if (ch == '\r') buf_puts(b, "\\r");
-        else if (ch == '\t') buf_puts(b, "\\t");
-        else if (ch == '\b') buf_puts(b, "\\b");
-        else if (ch == '\f') buf_puts(b, "\\f");
-        else if (ch < 0x20) buf_printf(b, "\\u%04x", ch);
-        else buf_append(b, &s[i], 1);
+        if (ch == '"')
+            buf_puts(b, "\\\"");
+        else if (ch == '\\')
+            buf_puts(b, "\\\\");
+        else if (ch == '\n')
+            buf_puts(b, "\\n");
+        else if (ch == '\r')
+            buf_puts(b, "\\r");
+        else if (ch == '\t')
+            buf_puts(b, "\\t");
+        else if (ch == '\b')
+            buf_puts(b, "\\b");
+        else if (ch == '\f')
+            buf_puts(b, "\\f");
+        else if (ch < 0x20)
+            buf_printf(b, "\\u%04x", ch);
+        else
+            buf_append(b, &s[i], 1);
     }
     buf_puts(b, "\"");
 }
@@ -78,10 +87,18 @@ static void ser_str(struct buf *b, const char *s, size_t n)
 static void ser(struct buf *b, json_t *v, int indent, int depth)
 {
     switch (json_typeof(v)) {
-    case JSON_NULL: buf_puts(b, "null"); break;
-    case JSON_TRUE: buf_puts(b, "true"); break;
-    case JSON_FALSE: buf_puts(b, "false"); break;
-    case JSON_INTEGER: buf_printf(b, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_NULL:
+        buf_puts(b, "null");
+        break;
+    case JSON_TRUE:
+        buf_puts(b, "true");
+        break;
+    case JSON_FALSE:
+        buf_puts(b, "false");
+        break;
+    case JSON_INTEGER:
+        buf_printf(b, "%lld", (long long)json_integer_value(v));
+        break;
     case JSON_REAL: {
         double x = json_real_value(v);
         char t[64];
@@ -104,7 +121,9 @@ static void ser(struct buf *b, json_t *v, int indent, int depth)
         buf_puts(b, t);
         break;
     }
-    case JSON_STRING: ser_str(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_STRING:
+        ser_str(b, json_string_value(v), json_string_length(v));
+        break;
     case JSON_ARRAY: {
         if (!json_array_size(v)) {
             buf_puts(b, "[]");
@@ -168,8 +187,9 @@ static int check_main(int argc, char **argv, int first)
         lark_pcre(lark.data, &rx);
         int ec;
         PCRE2_SIZE eo;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)rx.data, rx.len,
-                                       PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &ec, &eo, NULL);
+        pcre2_code *re =
+            pcre2_compile((PCRE2_SPTR)rx.data, rx.len,
+                          PCRE2_UTF | PCRE2_ANCHORED | PCRE2_ENDANCHORED, &ec, &eo, NULL);
         if (!re) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(ec, msg, sizeof msg);
@@ -191,18 +211,25 @@ static int check_main(int argc, char **argv, int first)
                 struct buf inst = {0};
                 ser(&inst, json_object_get(tc, "data"), ind, 0);
                 int m = pcre2_match(re, (PCRE2_SPTR)inst.data, inst.len, 0, 0, md, NULL);
-                if (valid) vt++;
-                else it++;
+                if (valid)
+                    vt++;
+                else
+                    it++;
                 if (m < 0 && m != PCRE2_ERROR_NOMATCH) {
-                    printf("{\"file\":\"%s\",\"test\":%zu,\"pcre_match_error\":%d}\n", argv[i], k, m);
+                    printf("{\"file\":\"%s\",\"test\":%zu,\"pcre_match_error\":%d}\n", argv[i], k,
+                           m);
                 } else if ((valid && m < 0) || (!valid && m >= 0)) {
-                    if (valid) fve++;
-                    else fie++;
+                    if (valid)
+                        fve++;
+                    else
+                        fie++;
                     size_t cut = inst.len < 200 ? inst.len : 200;
-                    while (cut < inst.len && (inst.data[cut] & 0xC0) == 0x80) cut--;
-                    json_t *line = json_pack("{s:s, s:i, s:b, s:i, s:s%}", "file", argv[i], "test",
-                                             (int)k, valid ? "validation_error" : "invalidation_error",
-                                             1, "indent", ind, "instance", inst.data, cut);
+                    while (cut < inst.len && (inst.data[cut] & 0xC0) == 0x80)
+                        cut--;
+                    json_t *line =
+                        json_pack("{s:s, s:i, s:b, s:i, s:s%}", "file", argv[i], "test", (int)k,
+                                  valid ? "validation_error" : "invalidation_error", 1, "indent",
+                                  ind, "instance", inst.data, cut);
                     char *ls = line ? json_dumps(line, JSON_COMPACT) : NULL;
                     if (ls) puts(ls);
                     free(ls);

@@ -22,11 +22,11 @@
 #include "grammar/jsonschema_internal.h"
 
 /* Limits (bad or hostile schemas are errors, not crashes) */
-#define JS_MAX_DEPTH 200        /* nesting of schema objects while lowering */
-#define JS_MAX_INTERSECT 100    /* nested allOf/$ref intersections */
-#define JS_MAX_ALTS 1000        /* alternatives after distributing anyOf over allOf */
+#define JS_MAX_DEPTH 200           /* nesting of schema objects while lowering */
+#define JS_MAX_INTERSECT 100       /* nested allOf/$ref intersections */
+#define JS_MAX_ALTS 1000           /* alternatives after distributing anyOf over allOf */
 #define JS_MAX_ENUM_MULTIPLES 2000 /* bounded multipleOf enumerated as alternatives */
-#define JS_MAX_OUT (64u << 20)  /* lark text size */
+#define JS_MAX_OUT (64u << 20)     /* lark text size */
 
 /* Whitespace allowed between JSON tokens: a run of spaces/tabs, optionally one line break followed
  * by indentation. Bounded (100 columns) so a greedy model cannot emit whitespace forever; covers
@@ -61,7 +61,7 @@ struct sn {
     /* array */
     struct sn **prefix;
     int n_prefix;
-    struct sn *items; /* NULL = any */
+    struct sn *items;    /* NULL = any */
     struct sn *contains; /* NULL = none */
     int64_t min_items, max_items;
     /* object */
@@ -165,7 +165,10 @@ static json_t *js_keep(struct js *c, json_t *v)
     return v;
 }
 
-static int js_oom(struct js *c) { return err_set(c->e, ERR_NOMEM, "out of memory"); }
+static int js_oom(struct js *c)
+{
+    return err_set(c->e, ERR_NOMEM, "out of memory");
+}
 
 static struct sn *sn_new(struct js *c, unsigned types)
 {
@@ -180,20 +183,25 @@ static struct sn *sn_new(struct js *c, unsigned types)
 
 static bool sn_is_any(const struct sn *s)
 {
-    return s->types == JT_ALL && !s->n_alts && !s->ref && !s->enumv && !s->not_enum && !s->lo && !s->hi &&
-           !s->mult && s->min_len == 0 && s->max_len < 0 && !s->pattern && !s->format &&
-           !s->n_prefix && !s->items && !s->contains && s->min_items == 0 && s->max_items < 0 && !s->n_props &&
-           !s->n_req && !s->addl && !s->n_ppat && s->min_props == 0 && s->max_props < 0;
+    return s->types == JT_ALL && !s->n_alts && !s->ref && !s->enumv && !s->not_enum && !s->lo &&
+           !s->hi && !s->mult && s->min_len == 0 && s->max_len < 0 && !s->pattern && !s->format &&
+           !s->n_prefix && !s->items && !s->contains && s->min_items == 0 && s->max_items < 0 &&
+           !s->n_props && !s->n_req && !s->addl && !s->n_ppat && s->min_props == 0 &&
+           s->max_props < 0;
 }
 
-static bool sn_unsat(const struct sn *s) { return !s->n_alts && !s->ref && s->types == 0; }
+static bool sn_unsat(const struct sn *s)
+{
+    return !s->n_alts && !s->ref && s->types == 0;
+}
 
 /* ------------------------------------------------------------------ output: rules */
 
 static uint64_t fnv(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
 }
 
@@ -202,11 +210,13 @@ static int rules_rehash(struct js *c)
     size_t nc = c->hcap ? c->hcap * 2 : 256;
     int *h = malloc(nc * sizeof *h);
     if (!h) return -1;
-    for (size_t i = 0; i < nc; i++) h[i] = -1;
+    for (size_t i = 0; i < nc; i++)
+        h[i] = -1;
     for (int i = 0; i < c->n_rules; i++) {
         if (!c->rules[i].body) continue;
         size_t j = c->rules[i].hash & (nc - 1);
-        while (h[j] >= 0) j = (j + 1) & (nc - 1);
+        while (h[j] >= 0)
+            j = (j + 1) & (nc - 1);
         h[j] = i;
     }
     free(c->hidx);
@@ -215,7 +225,8 @@ static int rules_rehash(struct js *c)
     return 0;
 }
 
-/* Name for a rule with this body (deduplicated). body NULL: a fresh name with no body yet (defs). */
+/* Name for a rule with this body (deduplicated). body NULL: a fresh name with no body yet (defs).
+ */
 static char *mk_rule(struct js *c, const char *body)
 {
     if (c->oom) return NULL;
@@ -251,7 +262,8 @@ static char *mk_rule(struct js *c, const char *body)
     if (!r->name || (body && !r->body)) return NULL;
     if (body) {
         size_t j = h & (c->hcap - 1);
-        while (c->hidx[j] >= 0) j = (j + 1) & (c->hcap - 1);
+        while (c->hidx[j] >= 0)
+            j = (j + 1) & (c->hcap - 1);
         c->hidx[j] = c->n_rules;
         if (buf_printf(&c->out, "%s: %s\n", r->name, body)) c->oom = true;
         if (c->out.len > JS_MAX_OUT) {
@@ -282,8 +294,10 @@ static void lark_lit(struct buf *b, const char *s, size_t n)
 {
     buf_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"' || s[i] == '\\') buf_printf(b, "\\%c", s[i]);
-        else buf_append(b, &s[i], 1);
+        if (s[i] == '"' || s[i] == '\\')
+            buf_printf(b, "\\%c", s[i]);
+        else
+            buf_append(b, &s[i], 1);
     }
     buf_puts(b, "\"");
 }
@@ -340,8 +354,8 @@ static const char *r_value(struct js *c)
     const char *w = r_ws(c), *cm = r_comma(c), *cl = r_colon(c), *s = r_str(c), *n = r_num(c);
     buf_printf(&c->out, "%s: %s | %s | %s | %s | \"true\" | \"false\" | \"null\"\n", c->r_value,
                c->r_obj, c->r_arr, s, n);
-    buf_printf(&c->out, "%s: \"{\" %s? \"}\" | \"{\" %s? %s %s %s (%s %s %s %s)* %s? \"}\"\n", c->r_obj,
-               w, w, s, cl, c->r_value, cm, s, cl, c->r_value, w);
+    buf_printf(&c->out, "%s: \"{\" %s? \"}\" | \"{\" %s? %s %s %s (%s %s %s %s)* %s? \"}\"\n",
+               c->r_obj, w, w, s, cl, c->r_value, cm, s, cl, c->r_value, w);
     buf_printf(&c->out, "%s: \"[\" %s? \"]\" | \"[\" %s? %s (%s %s)* %s? \"]\"\n", c->r_arr, w, w,
                c->r_value, cm, c->r_value, w);
     return c->r_value;
@@ -349,20 +363,56 @@ static const char *r_value(struct js *c)
 
 /* ------------------------------------------------------------------ keywords */
 
-static const char *const KW_IMPL[] = {
-    "anyOf", "oneOf", "allOf", "$ref", "const", "enum", "type", "items", "additionalItems",
-    "prefixItems", "minItems", "maxItems", "properties", "additionalProperties",
-    "patternProperties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
-    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "multipleOf", "uniqueItems", "contains", NULL};
+static const char *const KW_IMPL[] = {"anyOf",
+                                      "oneOf",
+                                      "allOf",
+                                      "$ref",
+                                      "const",
+                                      "enum",
+                                      "type",
+                                      "items",
+                                      "additionalItems",
+                                      "prefixItems",
+                                      "minItems",
+                                      "maxItems",
+                                      "properties",
+                                      "additionalProperties",
+                                      "patternProperties",
+                                      "required",
+                                      "minProperties",
+                                      "maxProperties",
+                                      "minLength",
+                                      "maxLength",
+                                      "pattern",
+                                      "format",
+                                      "minimum",
+                                      "maximum",
+                                      "exclusiveMinimum",
+                                      "exclusiveMaximum",
+                                      "multipleOf",
+                                      "uniqueItems",
+                                      "contains",
+                                      NULL};
 /* Annotation keywords ($defs, title, description, default, examples, ...) and keywords JSON
  * Schema does not define are ignored (docs/jsonschema.md lists them). */
 /* JSON Schema keywords we do not implement: an error naming them. */
-static const char *const KW_UNSUPPORTED[] = {
-    "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
-    "minContains", "maxContains", "propertyNames", "unevaluatedProperties",
-    "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-    "contentSchema", NULL};
+static const char *const KW_UNSUPPORTED[] = {"if",
+                                             "then",
+                                             "else",
+                                             "dependencies",
+                                             "dependentRequired",
+                                             "dependentSchemas",
+                                             "minContains",
+                                             "maxContains",
+                                             "propertyNames",
+                                             "unevaluatedProperties",
+                                             "unevaluatedItems",
+                                             "$dynamicRef",
+                                             "$dynamicAnchor",
+                                             "$recursiveRef",
+                                             "$recursiveAnchor",
+                                             "contentSchema",
+                                             NULL};
 
 static bool in_list(const char *const *l, const char *k)
 {
@@ -376,7 +426,8 @@ static bool in_list(const char *const *l, const char *k)
 static int num_to_dec(struct js *c, json_t *v, struct jsrx_dec *d, const char *kw)
 {
     char tmp[64];
-    if (json_is_integer(v)) snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
+    if (json_is_integer(v))
+        snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v)) {
         double x = json_real_value(v);
         if (!isfinite(x)) return err_set(c->e, ERR_INVALID, "%s: not a finite number", kw);
@@ -384,7 +435,8 @@ static int num_to_dec(struct js *c, json_t *v, struct jsrx_dec *d, const char *k
             snprintf(tmp, sizeof tmp, "%.*g", p, x);
             if (strtod(tmp, NULL) == x) break;
         }
-    } else return err_set(c->e, ERR_INVALID, "%s must be a number", kw);
+    } else
+        return err_set(c->e, ERR_INVALID, "%s must be a number", kw);
     if (jsrx_dec_parse(tmp, d)) return err_set(c->e, ERR_INVALID, "%s: number out of range", kw);
     return 0;
 }
@@ -392,9 +444,12 @@ static int num_to_dec(struct js *c, json_t *v, struct jsrx_dec *d, const char *k
 static int get_count(struct js *c, json_t *v, const char *kw, int64_t *out)
 {
     double x;
-    if (json_is_integer(v)) x = (double)json_integer_value(v);
-    else if (json_is_real(v)) x = json_real_value(v);
-    else return err_set(c->e, ERR_INVALID, "%s must be a non-negative integer", kw);
+    if (json_is_integer(v))
+        x = (double)json_integer_value(v);
+    else if (json_is_real(v))
+        x = json_real_value(v);
+    else
+        return err_set(c->e, ERR_INVALID, "%s must be a non-negative integer", kw);
     if (!(x >= 0) || x != floor(x))
         return err_set(c->e, ERR_INVALID, "%s must be a non-negative integer", kw);
     *out = x > 1e15 ? (int64_t)1e15 : (int64_t)x;
@@ -470,9 +525,12 @@ static json_t *resolve_pointer(struct js *c, const char *ref)
         json_t *id = json_object_get(c->root, "$id");
         const char *ids = json_is_string(id) ? json_string_value(id) : NULL;
         size_t il = ids ? strlen(ids) : 0;
-        while (il && ids[il - 1] == '#') il--;
-        if (ids && il && !strncmp(p, ids, il) && (p[il] == '#' || !p[il])) p += il;
-        else return NULL;
+        while (il && ids[il - 1] == '#')
+            il--;
+        if (ids && il && !strncmp(p, ids, il) && (p[il] == '#' || !p[il]))
+            p += il;
+        else
+            return NULL;
         if (!*p) return c->root;
     }
     p++;
@@ -484,16 +542,20 @@ static json_t *resolve_pointer(struct js *c, const char *ref)
         size_t n = 0;
         while (*p && *p != '/') {
             char ch = *p++;
-            if (ch == '~' && (*p == '0' || *p == '1')) ch = *p++ == '0' ? '~' : '/';
+            if (ch == '~' && (*p == '0' || *p == '1'))
+                ch = *p++ == '0' ? '~' : '/';
             else if (ch == '%' && p[0] && p[1]) {
                 int hv = 0;
                 bool ok = true;
                 for (int k = 0; k < 2; k++) {
                     char h = p[k];
                     hv *= 16;
-                    if (h >= '0' && h <= '9') hv += h - '0';
-                    else if ((h | 32) >= 'a' && (h | 32) <= 'f') hv += (h | 32) - 'a' + 10;
-                    else ok = false;
+                    if (h >= '0' && h <= '9')
+                        hv += h - '0';
+                    else if ((h | 32) >= 'a' && (h | 32) <= 'f')
+                        hv += (h | 32) - 'a' + 10;
+                    else
+                        ok = false;
                 }
                 if (ok) {
                     ch = (char)hv;
@@ -504,13 +566,15 @@ static json_t *resolve_pointer(struct js *c, const char *ref)
             key[n++] = ch;
         }
         key[n] = 0;
-        if (json_is_object(cur)) cur = json_object_get(cur, key);
+        if (json_is_object(cur))
+            cur = json_object_get(cur, key);
         else if (json_is_array(cur)) {
             char *end;
             long idx = strtol(key, &end, 10);
             if (*end || idx < 0) return NULL;
             cur = json_array_get(cur, (size_t)idx);
-        } else return NULL;
+        } else
+            return NULL;
         if (!cur) return NULL;
     }
     return cur;
@@ -522,7 +586,8 @@ static struct def *get_def(struct js *c, const char *ref)
     if (d) return d;
     json_t *node = resolve_pointer(c, ref);
     if (!node) {
-        err_set(c->e, ERR_INVALID, "$ref \"%.200s\" not found (only local refs are supported)", ref);
+        err_set(c->e, ERR_INVALID, "$ref \"%.200s\" not found (only local refs are supported)",
+                ref);
         return NULL;
     }
     if (c->n_defs == c->cap_defs) {
@@ -647,7 +712,8 @@ static struct sn *lower_own(struct js *c, json_t *s)
     }
     /* numbers */
     json_t *mn = json_object_get(s, "minimum"), *mx = json_object_get(s, "maximum");
-    json_t *emn = json_object_get(s, "exclusiveMinimum"), *emx = json_object_get(s, "exclusiveMaximum");
+    json_t *emn = json_object_get(s, "exclusiveMinimum"),
+           *emx = json_object_get(s, "exclusiveMaximum");
     struct jsrx_dec d;
     if (mn) {
         if (num_to_dec(c, mn, &d, "minimum")) return NULL;
@@ -689,8 +755,10 @@ static struct sn *lower_own(struct js *c, json_t *s)
         *n->mult = d;
     }
     /* strings */
-    if ((v = json_object_get(s, "minLength")) && get_count(c, v, "minLength", &n->min_len)) return NULL;
-    if ((v = json_object_get(s, "maxLength")) && get_count(c, v, "maxLength", &n->max_len)) return NULL;
+    if ((v = json_object_get(s, "minLength")) && get_count(c, v, "minLength", &n->min_len))
+        return NULL;
+    if ((v = json_object_get(s, "maxLength")) && get_count(c, v, "maxLength", &n->max_len))
+        return NULL;
     if ((v = json_object_get(s, "pattern"))) {
         if (!json_is_string(v)) {
             err_set(c->e, ERR_INVALID, "pattern must be a string");
@@ -747,8 +815,10 @@ static struct sn *lower_own(struct js *c, json_t *s)
             return NULL;
         }
     }
-    if ((v = json_object_get(s, "minItems")) && get_count(c, v, "minItems", &n->min_items)) return NULL;
-    if ((v = json_object_get(s, "maxItems")) && get_count(c, v, "maxItems", &n->max_items)) return NULL;
+    if ((v = json_object_get(s, "minItems")) && get_count(c, v, "minItems", &n->min_items))
+        return NULL;
+    if ((v = json_object_get(s, "maxItems")) && get_count(c, v, "maxItems", &n->max_items))
+        return NULL;
     if ((v = json_object_get(s, "uniqueItems")) && json_is_true(v)) {
         err_set(c->e, ERR_UNSUPPORTED, "unsupported keyword \"uniqueItems\" (true)");
         return NULL;
@@ -791,9 +861,11 @@ static struct sn *lower_own(struct js *c, json_t *s)
             if (!dup) n->req[n->n_req++] = json_string_value(x);
         }
     }
-    if ((v = json_object_get(s, "minProperties")) && get_count(c, v, "minProperties", &n->min_props))
+    if ((v = json_object_get(s, "minProperties")) &&
+        get_count(c, v, "minProperties", &n->min_props))
         return NULL;
-    if ((v = json_object_get(s, "maxProperties")) && get_count(c, v, "maxProperties", &n->max_props))
+    if ((v = json_object_get(s, "maxProperties")) &&
+        get_count(c, v, "maxProperties", &n->max_props))
         return NULL;
     return n;
 }
@@ -847,8 +919,9 @@ static struct sn *negate(struct js *c, json_t *v)
         const char *k;
         json_t *x;
         bool only = true;
-        json_object_foreach(v, k, x) if (strcmp(k, "not") && (in_list(KW_IMPL, k) ||
-                                                              in_list(KW_UNSUPPORTED, k))) only = false;
+        json_object_foreach(v, k, x) if (strcmp(k, "not") &&
+                                         (in_list(KW_IMPL, k) || in_list(KW_UNSUPPORTED, k))) only =
+            false;
         if (only) return lower(c, inner);
     }
     struct sn *n = lower(c, v);
@@ -997,7 +1070,8 @@ static struct sn *lower(struct js *c, json_t *s)
              * property order follows the order of applicators in the schema, as llguidance does */
             own_done = true;
             part = lower_own(c, s);
-        } else continue;
+        } else
+            continue;
         if (!part) {
             res = NULL;
             goto out;
@@ -1069,7 +1143,8 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
     if (sn_unsat(b)) return b;
     if (++c->idepth > JS_MAX_INTERSECT) {
         c->idepth--;
-        err_set(c->e, ERR_UNSUPPORTED, "schema intersection nested too deeply (recursive allOf/$ref)");
+        err_set(c->e, ERR_UNSUPPORTED,
+                "schema intersection nested too deeply (recursive allOf/$ref)");
         return NULL;
     }
     struct sn *r = NULL;
@@ -1081,8 +1156,8 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
     if (a->n_alts || b->n_alts) {
         int na = a->n_alts ? a->n_alts : 1, nb = b->n_alts ? b->n_alts : 1;
         if ((int64_t)na * nb > JS_MAX_ALTS) {
-            err_set(c->e, ERR_TOO_LARGE, "anyOf/oneOf combined with allOf gives over %d alternatives",
-                    JS_MAX_ALTS);
+            err_set(c->e, ERR_TOO_LARGE,
+                    "anyOf/oneOf combined with allOf gives over %d alternatives", JS_MAX_ALTS);
             goto done;
         }
         struct sn *u = sn_new(c, 0);
@@ -1110,12 +1185,14 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
             break;
         }
         r->enumv = e;
-    } else r->enumv = a->enumv ? a->enumv : b->enumv;
+    } else
+        r->enumv = a->enumv ? a->enumv : b->enumv;
     if (a->not_enum && b->not_enum) {
         json_t *e = js_keep(c, json_array());
         if (!e || json_array_extend(e, a->not_enum) || json_array_extend(e, b->not_enum)) goto fail;
         r->not_enum = e;
-    } else r->not_enum = a->not_enum ? a->not_enum : b->not_enum;
+    } else
+        r->not_enum = a->not_enum ? a->not_enum : b->not_enum;
     /* numbers */
     r->lo = a->lo;
     r->lo_excl = a->lo_excl;
@@ -1142,8 +1219,10 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
     }
     /* strings */
     r->min_len = a->min_len > b->min_len ? a->min_len : b->min_len;
-    r->max_len = a->max_len < 0 ? b->max_len : b->max_len < 0 ? a->max_len
-                 : a->max_len < b->max_len ? a->max_len : b->max_len;
+    r->max_len = a->max_len < 0            ? b->max_len
+                 : b->max_len < 0          ? a->max_len
+                 : a->max_len < b->max_len ? a->max_len
+                                           : b->max_len;
     r->pattern = a->pattern ? a->pattern : b->pattern;
     if (a->pattern && b->pattern && strcmp(a->pattern, b->pattern)) {
         err_set(c->e, ERR_UNSUPPORTED, "allOf: two different patterns (/%.80s/ and /%.80s/)",
@@ -1157,8 +1236,10 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
     }
     /* arrays */
     r->min_items = a->min_items > b->min_items ? a->min_items : b->min_items;
-    r->max_items = a->max_items < 0 ? b->max_items : b->max_items < 0 ? a->max_items
-                   : a->max_items < b->max_items ? a->max_items : b->max_items;
+    r->max_items = a->max_items < 0              ? b->max_items
+                   : b->max_items < 0            ? a->max_items
+                   : a->max_items < b->max_items ? a->max_items
+                                                 : b->max_items;
     int np = a->n_prefix > b->n_prefix ? a->n_prefix : b->n_prefix;
     if (np) {
         r->prefix = js_alloc(c, (size_t)np * sizeof *r->prefix);
@@ -1181,7 +1262,8 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
     if (a->items && b->items) {
         r->items = intersect(c, a->items, b->items);
         if (!r->items) goto fail;
-    } else r->items = a->items ? a->items : b->items;
+    } else
+        r->items = a->items ? a->items : b->items;
     /* objects: a's properties first, then b's new ones */
     int nprops = a->n_props + b->n_props;
     if (nprops) {
@@ -1234,10 +1316,13 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
     if (a->addl && b->addl) {
         r->addl = intersect(c, a->addl, b->addl);
         if (!r->addl) goto fail;
-    } else r->addl = a->addl ? a->addl : b->addl;
+    } else
+        r->addl = a->addl ? a->addl : b->addl;
     r->min_props = a->min_props > b->min_props ? a->min_props : b->min_props;
-    r->max_props = a->max_props < 0 ? b->max_props : b->max_props < 0 ? a->max_props
-                   : a->max_props < b->max_props ? a->max_props : b->max_props;
+    r->max_props = a->max_props < 0              ? b->max_props
+                   : b->max_props < 0            ? a->max_props
+                   : a->max_props < b->max_props ? a->max_props
+                                                 : b->max_props;
     goto done;
 fail:
     r = NULL;
@@ -1280,9 +1365,11 @@ static bool provably_disjoint(struct js *c, struct sn *a, struct sn *b, int dept
                 size_t len = strlen(x->req[i]);
                 struct sn *xs = NULL, *ys = NULL;
                 for (int j = 0; j < x->n_props; j++)
-                    if (x->plens[j] == len && !memcmp(x->pnames[j], x->req[i], len)) xs = x->pschemas[j];
+                    if (x->plens[j] == len && !memcmp(x->pnames[j], x->req[i], len))
+                        xs = x->pschemas[j];
                 for (int j = 0; j < y->n_props; j++)
-                    if (y->plens[j] == len && !memcmp(y->pnames[j], x->req[i], len)) ys = y->pschemas[j];
+                    if (y->plens[j] == len && !memcmp(y->pnames[j], x->req[i], len))
+                        ys = y->pschemas[j];
                 struct sn *ya = y->addl ? resolve(c, y->addl) : NULL;
                 if (!ys && !y->n_ppat && ya && sn_unsat(ya)) return true;
                 if (xs && ys && provably_disjoint(c, xs, ys, depth + 1)) return true;
@@ -1306,7 +1393,8 @@ static int pattern_matches(const char *pat, const char *subj, size_t n)
 {
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
     if (!re) return -1;
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     int rc = md ? pcre2_match(re, (PCRE2_SPTR)subj, n, 0, 0, md, NULL) : -1;
@@ -1339,9 +1427,11 @@ static bool value_ok(struct js *c, struct sn *s, json_t *v, int depth)
         json_array_foreach(s->not_enum, i, x) if (json_equal(x, v)) return false;
     }
     switch (json_typeof(v)) {
-    case JSON_NULL: return s->types & JT_NULL;
+    case JSON_NULL:
+        return s->types & JT_NULL;
     case JSON_TRUE:
-    case JSON_FALSE: return s->types & JT_BOOL;
+    case JSON_FALSE:
+        return s->types & JT_BOOL;
     case JSON_INTEGER:
     case JSON_REAL: {
         bool isint = json_is_integer(v) || json_real_value(v) == floor(json_real_value(v));
@@ -1421,16 +1511,32 @@ static void json_str_text(struct buf *b, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         switch (ch) {
-        case '"': buf_puts(b, "\\\""); break;
-        case '\\': buf_puts(b, "\\\\"); break;
-        case '\b': buf_puts(b, "\\b"); break;
-        case '\f': buf_puts(b, "\\f"); break;
-        case '\n': buf_puts(b, "\\n"); break;
-        case '\r': buf_puts(b, "\\r"); break;
-        case '\t': buf_puts(b, "\\t"); break;
+        case '"':
+            buf_puts(b, "\\\"");
+            break;
+        case '\\':
+            buf_puts(b, "\\\\");
+            break;
+        case '\b':
+            buf_puts(b, "\\b");
+            break;
+        case '\f':
+            buf_puts(b, "\\f");
+            break;
+        case '\n':
+            buf_puts(b, "\\n");
+            break;
+        case '\r':
+            buf_puts(b, "\\r");
+            break;
+        case '\t':
+            buf_puts(b, "\\t");
+            break;
         default:
-            if (ch < 0x20) buf_printf(b, "\\u%04x", ch);
-            else buf_append(b, &s[i], 1);
+            if (ch < 0x20)
+                buf_printf(b, "\\u%04x", ch);
+            else
+                buf_append(b, &s[i], 1);
         }
     }
     buf_puts(b, "\"");
@@ -1441,9 +1547,15 @@ static void value_expr(struct js *c, struct buf *b, json_t *v)
 {
     struct buf t = {0};
     switch (json_typeof(v)) {
-    case JSON_NULL: buf_puts(b, "\"null\""); break;
-    case JSON_TRUE: buf_puts(b, "\"true\""); break;
-    case JSON_FALSE: buf_puts(b, "\"false\""); break;
+    case JSON_NULL:
+        buf_puts(b, "\"null\"");
+        break;
+    case JSON_TRUE:
+        buf_puts(b, "\"true\"");
+        break;
+    case JSON_FALSE:
+        buf_puts(b, "\"false\"");
+        break;
     case JSON_INTEGER:
         buf_printf(&t, "%lld", (long long)json_integer_value(v));
         lark_lit(b, t.data, t.len);
@@ -1584,11 +1696,13 @@ static int enum_multiples(struct js *c, struct sn *s, bool integer, struct buf *
         long long v = k * M, av = v < 0 ? -v : v;
         char ip[32], fp[32], t[80];
         long long p10 = 1;
-        for (size_t i = 0; i < f; i++) p10 *= 10;
+        for (size_t i = 0; i < f; i++)
+            p10 *= 10;
         snprintf(ip, sizeof ip, "%lld", av / p10);
         snprintf(fp, sizeof fp, "%0*lld", (int)f, f ? av % p10 : 0);
         size_t fl = f ? strlen(fp) : 0;
-        while (fl && fp[fl - 1] == '0') fl--;
+        while (fl && fp[fl - 1] == '0')
+            fl--;
         fp[fl] = 0;
         snprintf(t, sizeof t, "%s%s%s%s", v < 0 ? "-" : "", ip, fl ? "." : "", fp);
         struct jsrx_dec d;
@@ -1598,11 +1712,15 @@ static int enum_multiples(struct js *c, struct sn *s, bool integer, struct buf *
         if (integer && fl) continue;
         if (++cnt > JS_MAX_ENUM_MULTIPLES) return 1;
         buf_puts(rx, cnt > 1 ? "|" : "(?:");
-        if (v == 0) buf_puts(rx, "-?");
-        else if (v < 0) buf_puts(rx, "-");
+        if (v == 0)
+            buf_puts(rx, "-?");
+        else if (v < 0)
+            buf_puts(rx, "-");
         buf_puts(rx, ip);
-        if (fl) buf_printf(rx, "\\.%s0*", fp);
-        else if (!integer) buf_puts(rx, "(?:\\.0+)?");
+        if (fl)
+            buf_printf(rx, "\\.%s0*", fp);
+        else if (!integer)
+            buf_puts(rx, "(?:\\.0+)?");
     }
     if (!cnt) return 2;
     buf_puts(rx, ")");
@@ -1631,14 +1749,17 @@ static char *emit_number(struct js *c, struct sn *s, bool integer)
     if (s->mult) {
         int k;
         if (mult_pow10(s->mult, &k)) {
-            if (k == 0) integer = true;
-            else max_frac = k;
+            if (k == 0)
+                integer = true;
+            else
+                max_frac = k;
         } else if (!s->mult->fp[0] || integer) {
             /* integer multiples: integer k, or a fraction k with integer type */
             long long m, lo, hi;
             if (s->mult->fp[0]) {
-                err_set(c->e, ERR_UNSUPPORTED, "multipleOf %s.%s with type integer is not supported",
-                        s->mult->ip, s->mult->fp);
+                err_set(c->e, ERR_UNSUPPORTED,
+                        "multipleOf %s.%s with type integer is not supported", s->mult->ip,
+                        s->mult->fp);
                 return NULL;
             }
             if (dec_to_ll(s->mult, &m) || m <= 0) {
@@ -1693,9 +1814,10 @@ static char *emit_number(struct js *c, struct sn *s, bool integer)
                 d++;
             }
             if (p % m) {
-                err_set(c->e, ERR_UNSUPPORTED,
-                        "multipleOf %lld is supported only with both bounds or when it divides 1000",
-                        m);
+                err_set(
+                    c->e, ERR_UNSUPPORTED,
+                    "multipleOf %lld is supported only with both bounds or when it divides 1000",
+                    m);
                 return NULL;
             }
             struct buf small = {0}, suf = {0};
@@ -1704,7 +1826,8 @@ static char *emit_number(struct js *c, struct sn *s, bool integer)
                 buf_printf(&small, "%s%lld", ns++ ? "|" : "", v);
                 buf_printf(&suf, "%s%0*lld", nf++ ? "|" : "", d, v);
             }
-            if (m == 1) buf_puts(&rx, "-?(?:0|[1-9][0-9]*)");
+            if (m == 1)
+                buf_puts(&rx, "-?(?:0|[1-9][0-9]*)");
             else
                 buf_printf(&rx, "-?(?:%s|[1-9][0-9]*(?:%s))", small.data, suf.data);
             buf_free(&small);
@@ -1779,8 +1902,8 @@ static char *emit_string(struct js *c, struct sn *s)
         static const struct {
             const char *f;
             int64_t mn, mx;
-        } fl[] = {{"date", 10, 10}, {"uuid", 36, 36}, {"ipv4", 7, 15}, {"ipv6", 2, 45},
-                  {"time", 9, -1}, {"date-time", 20, -1}};
+        } fl[] = {{"date", 10, 10}, {"uuid", 36, 36}, {"ipv4", 7, 15},
+                  {"ipv6", 2, 45},  {"time", 9, -1},  {"date-time", 20, -1}};
         for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
             if (!strcmp(fl[i].f, s->format) && fl[i].mn >= s->min_len &&
                 (s->max_len < 0 || (fl[i].mx >= 0 && fl[i].mx <= s->max_len)))
@@ -1849,15 +1972,21 @@ static char *emit_string(struct js *c, struct sn *s)
                 buf_free(&one.notset);
                 return NULL;
             }
-            if (hi < 0) buf_printf(&rx, "\"%s{%lld,}\"", one.set.data, (long long)lo);
-            else buf_printf(&rx, "\"%s{%lld,%lld}\"", one.set.data, (long long)lo, (long long)hi);
-        } else buf_printf(&rx, "\"%s\"", body.data);
+            if (hi < 0)
+                buf_printf(&rx, "\"%s{%lld,}\"", one.set.data, (long long)lo);
+            else
+                buf_printf(&rx, "\"%s{%lld,%lld}\"", one.set.data, (long long)lo, (long long)hi);
+        } else
+            buf_printf(&rx, "\"%s\"", body.data);
         buf_free(&body);
         buf_free(&one.set);
         buf_free(&one.notset);
     } else if (len) {
-        if (s->max_len < 0) buf_printf(&rx, "\"" JSRX_CHAR "{%lld,}\"", (long long)s->min_len);
-        else buf_printf(&rx, "\"" JSRX_CHAR "{%lld,%lld}\"", (long long)s->min_len, (long long)s->max_len);
+        if (s->max_len < 0)
+            buf_printf(&rx, "\"" JSRX_CHAR "{%lld,}\"", (long long)s->min_len);
+        else
+            buf_printf(&rx, "\"" JSRX_CHAR "{%lld,%lld}\"", (long long)s->min_len,
+                       (long long)s->max_len);
     } else {
         buf_free(&rx);
         return (char *)r_str(c);
@@ -1883,8 +2012,10 @@ static char *emit_contains(struct js *c, struct sn *s)
     if (!xe && c->e->msg[0]) return NULL;
     const char *w = r_ws(c), *cm = r_comma(c);
     struct buf b = {0};
-    if (xe) buf_printf(&b, "\"[\" %s? (%s %s)* %s (%s %s)* %s? \"]\"", w, xe, cm, ye, cm, xe, w);
-    else buf_printf(&b, "\"[\" %s? %s %s? \"]\"", w, ye, w);
+    if (xe)
+        buf_printf(&b, "\"[\" %s? (%s %s)* %s (%s %s)* %s? \"]\"", w, xe, cm, ye, cm, xe, w);
+    else
+        buf_printf(&b, "\"[\" %s? %s %s? \"]\"", w, ye, w);
     return mk_rule_buf(c, &b);
 }
 
@@ -1905,7 +2036,8 @@ static char *emit_array(struct js *c, struct sn *s)
         }
     }
     const char *ie = NULL;
-    if (!s->items) ie = r_value(c);
+    if (!s->items)
+        ie = r_value(c);
     else {
         ie = emit(c, s->items);
         if (!ie && c->e->msg[0]) return NULL;
@@ -1922,29 +2054,40 @@ static char *emit_array(struct js *c, struct sn *s)
         int64_t hi = mx < 0 ? -1 : mx - k;
         /* when k == 0 the first of them has no leading comma: handled below */
         if (k > 0) {
-            if (hi < 0 && lo == 0) buf_printf(&tail, "(%s %s)*", cm, ie);
-            else if (hi < 0 && lo == 1) buf_printf(&tail, "(%s %s)+", cm, ie);
-            else if (hi < 0) buf_printf(&tail, "(%s %s){%lld,}", cm, ie, (long long)lo);
-            else buf_printf(&tail, "(%s %s){%lld,%lld}", cm, ie, (long long)lo, (long long)hi);
+            if (hi < 0 && lo == 0)
+                buf_printf(&tail, "(%s %s)*", cm, ie);
+            else if (hi < 0 && lo == 1)
+                buf_printf(&tail, "(%s %s)+", cm, ie);
+            else if (hi < 0)
+                buf_printf(&tail, "(%s %s){%lld,}", cm, ie, (long long)lo);
+            else
+                buf_printf(&tail, "(%s %s){%lld,%lld}", cm, ie, (long long)lo, (long long)hi);
         }
     }
     for (int i = k - 1; i >= 1; i--) {
         struct buf t = {0};
-        if (i < mn) buf_printf(&t, "%s %s %s", cm, pe[i], tail.data ? tail.data : "");
-        else buf_printf(&t, "(%s %s %s)?", cm, pe[i], tail.data ? tail.data : "");
+        if (i < mn)
+            buf_printf(&t, "%s %s %s", cm, pe[i], tail.data ? tail.data : "");
+        else
+            buf_printf(&t, "(%s %s %s)?", cm, pe[i], tail.data ? tail.data : "");
         buf_free(&tail);
         tail = t;
     }
     /* first element */
     struct buf first = {0};
     bool empty_ok = mn == 0;
-    if (k > 0) buf_printf(&first, "%s %s", pe[0], tail.data ? tail.data : "");
+    if (k > 0)
+        buf_printf(&first, "%s %s", pe[0], tail.data ? tail.data : "");
     else if (ie && (mx < 0 || mx > 0)) {
         int64_t lo = mn > 1 ? mn - 1 : 0, hi = mx < 0 ? -1 : mx - 1;
-        if (hi < 0 && lo == 0) buf_printf(&first, "%s (%s %s)*", ie, cm, ie);
-        else if (hi == 0) buf_printf(&first, "%s", ie);
-        else if (hi < 0) buf_printf(&first, "%s (%s %s){%lld,}", ie, cm, ie, (long long)lo);
-        else buf_printf(&first, "%s (%s %s){%lld,%lld}", ie, cm, ie, (long long)lo, (long long)hi);
+        if (hi < 0 && lo == 0)
+            buf_printf(&first, "%s (%s %s)*", ie, cm, ie);
+        else if (hi == 0)
+            buf_printf(&first, "%s", ie);
+        else if (hi < 0)
+            buf_printf(&first, "%s (%s %s){%lld,}", ie, cm, ie, (long long)lo);
+        else
+            buf_printf(&first, "%s (%s %s){%lld,%lld}", ie, cm, ie, (long long)lo, (long long)hi);
     }
     buf_free(&tail);
     if (!first.len && !empty_ok) {
@@ -1952,14 +2095,16 @@ static char *emit_array(struct js *c, struct sn *s)
         return NULL;
     }
     if (empty_ok) buf_printf(&b, "\"[\" %s? \"]\"", w);
-    if (first.len) buf_printf(&b, "%s\"[\" %s? %s %s? \"]\"", empty_ok ? " | " : "", w, first.data, w);
+    if (first.len)
+        buf_printf(&b, "%s\"[\" %s? %s %s? \"]\"", empty_ok ? " | " : "", w, first.data, w);
     buf_free(&first);
     return mk_rule_buf(c, &b);
 }
 
 static bool universal_pattern(const char *p)
 {
-    static const char *const u[] = {"", ".*", "^.*$", "^.*", ".*$", "(.*)", "^(.*)$", "^(.*)", NULL};
+    static const char *const u[] = {"",     ".*",     "^.*$",  "^.*", ".*$",
+                                    "(.*)", "^(.*)$", "^(.*)", NULL};
     return in_list(u, p);
 }
 
@@ -1997,7 +2142,8 @@ static char *emit_object(struct js *c, struct sn *s)
             for (int j = 0; j < s->n_ppat && !sc; j++) {
                 int m = pattern_matches(s->ppat[j], nm, ln);
                 if (m < 0) {
-                    err_set(c->e, ERR_INVALID, "patternProperties: bad pattern /%.100s/", s->ppat[j]);
+                    err_set(c->e, ERR_INVALID, "patternProperties: bad pattern /%.100s/",
+                            s->ppat[j]);
                     return NULL;
                 }
                 if (m) sc = s->ppsch[j];
@@ -2051,9 +2197,9 @@ static char *emit_object(struct js *c, struct sn *s)
             *c->e = save; /* not expressible: the errors below explain */
         } else {
             buf_puts(&compl, "\"");
-            compl_rule = mk_regex_rule(c, compl.data);
+            compl_rule = mk_regex_rule(c, compl .data);
         }
-        buf_free(&compl);
+        buf_free(&compl );
     }
     if (s->n_ppat && !ppat_any) { /* (pattern keys with any value and no additionalProperties:
                                    * every extra key takes any value) */
@@ -2076,9 +2222,10 @@ static char *emit_object(struct js *c, struct sn *s)
             for (int j = 0; j < s->n_ppat; j++)
                 if (!universal_pattern(s->ppat[j])) all_univ = false;
             if (!all_univ) {
-                err_set(c->e, ERR_UNSUPPORTED,
-                        "patternProperties without \"additionalProperties\": false is supported only "
-                        "for patterns matching every key");
+                err_set(
+                    c->e, ERR_UNSUPPORTED,
+                    "patternProperties without \"additionalProperties\": false is supported only "
+                    "for patterns matching every key");
                 buf_free(&xb);
                 return NULL;
             }
@@ -2166,27 +2313,38 @@ static char *emit_object(struct js *c, struct sn *s)
     char *rest_next = NULL; /* rule name or NULL when empty */
     struct buf xt = {0};
     if (x && xhi != 0) {
-        if (xhi < 0 && xlo == 0) buf_printf(&xt, "(%s %s)*", cm, x);
-        else if (xhi < 0) buf_printf(&xt, "(%s %s){%lld,}", cm, x, (long long)xlo);
-        else buf_printf(&xt, "(%s %s){%lld,%lld}", cm, x, (long long)xlo, (long long)xhi);
+        if (xhi < 0 && xlo == 0)
+            buf_printf(&xt, "(%s %s)*", cm, x);
+        else if (xhi < 0)
+            buf_printf(&xt, "(%s %s){%lld,}", cm, x, (long long)xlo);
+        else
+            buf_printf(&xt, "(%s %s){%lld,%lld}", cm, x, (long long)xlo, (long long)xhi);
         rest_next = mk_rule_buf(c, &xt);
     }
     char *first_next = NULL;
     if (x && xhi != 0) {
         struct buf t = {0};
         int64_t lo = xlo > 1 ? xlo - 1 : 0, hi = xhi < 0 ? -1 : xhi - 1;
-        if (hi == 0) buf_printf(&t, "%s", x);
-        else if (hi < 0 && lo == 0) buf_printf(&t, "%s (%s %s)*", x, cm, x);
-        else if (hi < 0) buf_printf(&t, "%s (%s %s){%lld,}", x, cm, x, (long long)lo);
-        else buf_printf(&t, "%s (%s %s){%lld,%lld}", x, cm, x, (long long)lo, (long long)hi);
+        if (hi == 0)
+            buf_printf(&t, "%s", x);
+        else if (hi < 0 && lo == 0)
+            buf_printf(&t, "%s (%s %s)*", x, cm, x);
+        else if (hi < 0)
+            buf_printf(&t, "%s (%s %s){%lld,}", x, cm, x, (long long)lo);
+        else
+            buf_printf(&t, "%s (%s %s){%lld,%lld}", x, cm, x, (long long)lo, (long long)hi);
         first_next = mk_rule_buf(c, &t);
     }
     bool extras_required = xlo > 0;
     bool any_req_after = extras_required; /* some required member at index >= i */
     for (int i = n - 1; i >= 0; i--) {
         struct buf rb = {0}, fb = {0};
-        if (reqd[i]) buf_printf(&rb, "%s %s%s%s", cm, vals[i], rest_next ? " " : "", rest_next ? rest_next : "");
-        else buf_printf(&rb, "(%s %s)?%s%s", cm, vals[i], rest_next ? " " : "", rest_next ? rest_next : "");
+        if (reqd[i])
+            buf_printf(&rb, "%s %s%s%s", cm, vals[i], rest_next ? " " : "",
+                       rest_next ? rest_next : "");
+        else
+            buf_printf(&rb, "(%s %s)?%s%s", cm, vals[i], rest_next ? " " : "",
+                       rest_next ? rest_next : "");
         buf_printf(&fb, "%s%s%s", vals[i], rest_next ? " " : "", rest_next ? rest_next : "");
         if (!reqd[i] && first_next) buf_printf(&fb, " | %s", first_next);
         if (reqd[i]) any_req_after = true;
@@ -2197,7 +2355,8 @@ static char *emit_object(struct js *c, struct sn *s)
     struct buf ob = {0};
     bool empty_ok = !any_req_after && !nonempty;
     if (empty_ok) buf_printf(&ob, "\"{\" %s? \"}\"", w);
-    if (first_next) buf_printf(&ob, "%s\"{\" %s? %s %s? \"}\"", empty_ok ? " | " : "", w, first_next, w);
+    if (first_next)
+        buf_printf(&ob, "%s\"{\" %s? %s %s? \"}\"", empty_ok ? " | " : "", w, first_next, w);
     if (!ob.len) return NULL;
     return mk_rule_buf(c, &ob);
 }
@@ -2247,19 +2406,25 @@ static char *emit(struct js *c, struct sn *s)
 #define ALT(expr)                                                                                  \
     do {                                                                                           \
         a = (expr);                                                                                \
-        if (a) buf_printf(&b, "%s%s", n++ ? " | " : "", a);                                        \
-        else if (c->e->msg[0]) goto fail;                                                          \
+        if (a)                                                                                     \
+            buf_printf(&b, "%s%s", n++ ? " | " : "", a);                                           \
+        else if (c->e->msg[0])                                                                     \
+            goto fail;                                                                             \
     } while (0)
     if (s->not_enum) { /* excluded values we can only express for strings, booleans, null */
         size_t i;
         json_t *x;
         json_array_foreach(s->not_enum, i, x)
         {
-            unsigned need = json_is_number(x) ? (JT_NUM | JT_INT) : json_is_array(x) ? JT_ARR
-                            : json_is_object(x) ? JT_OBJ : 0;
-            if (json_is_integer(x) || (json_is_real(x) && json_real_value(x) == floor(json_real_value(x))))
+            unsigned need = json_is_number(x)   ? (JT_NUM | JT_INT)
+                            : json_is_array(x)  ? JT_ARR
+                            : json_is_object(x) ? JT_OBJ
+                                                : 0;
+            if (json_is_integer(x) ||
+                (json_is_real(x) && json_real_value(x) == floor(json_real_value(x))))
                 need = JT_NUM | JT_INT;
-            else if (json_is_real(x)) need = JT_NUM;
+            else if (json_is_real(x))
+                need = JT_NUM;
             if (s->types & need) {
                 err_set(c->e, ERR_UNSUPPORTED,
                         "unsupported keyword \"not\" (excluding a number, array or object value)");
@@ -2295,9 +2460,11 @@ fail:
 
 static void js_free(struct js *c)
 {
-    for (size_t i = 0; i < c->n_allocs; i++) free(c->allocs[i]);
+    for (size_t i = 0; i < c->n_allocs; i++)
+        free(c->allocs[i]);
     free(c->allocs);
-    for (size_t i = 0; i < c->n_jallocs; i++) json_decref(c->jallocs[i]);
+    for (size_t i = 0; i < c->n_jallocs; i++)
+        json_decref(c->jallocs[i]);
     free(c->jallocs);
     free(c->rules);
     free(c->hidx);
@@ -2318,8 +2485,8 @@ static int finish_defs(struct js *c)
         for (int k = 0; a && a->ref && k <= c->n_defs; k++) {
             struct def *t = find_def(c, a->ref);
             if (t == d) {
-                return err_set(c->e, ERR_INVALID, "$ref \"%.200s\" refers to itself without content",
-                               d->ref);
+                return err_set(c->e, ERR_INVALID,
+                               "$ref \"%.200s\" refers to itself without content", d->ref);
             }
             a = def_ir(c, t);
         }
@@ -2343,7 +2510,11 @@ static void msg_utf8_fix(char *m)
     unsigned char *u = (unsigned char *)m;
     size_t i = 0, n = strlen(m);
     while (i < n) {
-        int len = u[i] < 0x80 ? 1 : (u[i] >> 5) == 6 ? 2 : (u[i] >> 4) == 14 ? 3 : (u[i] >> 3) == 30 ? 4 : 0;
+        int len = u[i] < 0x80         ? 1
+                  : (u[i] >> 5) == 6  ? 2
+                  : (u[i] >> 4) == 14 ? 3
+                  : (u[i] >> 3) == 30 ? 4
+                                      : 0;
         bool ok = len > 0 && i + (size_t)len <= n;
         for (int k = 1; ok && k < len; k++)
             if ((u[i + (size_t)k] & 0xC0) != 0x80) ok = false;
@@ -2364,7 +2535,8 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
     if (!rule_prefix) rule_prefix = "";
     if (strlen(rule_prefix) > 40) return err_set(e, ERR_INVALID, "rule prefix too long");
     json_error_t je;
-    json_t *root = json_loadb(schema_json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    json_t *root = json_loadb(schema_json, len,
+                              JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root)
         return err_set(e, ERR_INVALID, "schema is not valid JSON: %s (line %d, column %d)", je.text,
                        je.line, je.column);
@@ -2374,7 +2546,8 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
     if (!s) goto done;
     char *top = emit(&c, s);
     if (!top) {
-        if (!e->msg[0]) err_set(e, ERR_INVALID, "schema is unsatisfiable (no JSON value matches it)");
+        if (!e->msg[0])
+            err_set(e, ERR_INVALID, "schema is unsatisfiable (no JSON value matches it)");
         goto done;
     }
     if (finish_defs(&c)) goto done;
@@ -2382,8 +2555,10 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
         if (!e->msg[0]) js_oom(&c);
         goto done;
     }
-    if (*rule_prefix) buf_printf(&c.out, "%sroot: %s\n", rule_prefix, top);
-    else buf_printf(&c.out, "start: %s\n", top);
+    if (*rule_prefix)
+        buf_printf(&c.out, "%sroot: %s\n", rule_prefix, top);
+    else
+        buf_printf(&c.out, "start: %s\n", top);
     if (buf_append(out, c.out.data, c.out.len)) {
         js_oom(&c);
         goto done;

@@ -4,8 +4,9 @@
  * a "content" regex matches the characters between the quotes of a JSON string as they appear in
  * the serialized document (so a `"` in the value appears as `\"`).
  *
- * Allocation failures inside buf_* are sticky: callers check `out->data == NULL`-free invariants via
- * the int return where given; the regex builders return -1 with err set on bad input and on OOM. */
+ * Allocation failures inside buf_* are sticky: callers check `out->data == NULL`-free invariants
+ * via the int return where given; the regex builders return -1 with err set on bad input and on
+ * OOM. */
 #ifndef LMS_GRAMMAR_JSONSCHEMA_INTERNAL_H
 #define LMS_GRAMMAR_JSONSCHEMA_INTERNAL_H
 
@@ -20,7 +21,8 @@
  * `"` `\` and U+0000..U+001F, or an escape (\" \\ \/ \b \f \n \r \t \uXXXX; surrogates only as
  * a valid high+low pair, so each match is exactly one code point). */
 #define JSRX_CHAR                                                                                  \
-    "(?:[^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\\\/bfnrt]|\\\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7]" \
+    "(?:[^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\\\/"                                                       \
+    "bfnrt]|\\\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7]"                                     \
     "[0-9a-fA-F]{2})|\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2})"
 
 /* Unanchored ECMA-262 `pattern` → regex over JSON string content (no quotes) matching exactly the

@@ -73,7 +73,9 @@ static bool cp_has(const struct cpset *s, uint32_t c)
 static void cp_add_class(struct cpset *s, char k)
 {
     switch (k) {
-    case 'd': cp_add(s, '0', '9'); break;
+    case 'd':
+        cp_add(s, '0', '9');
+        break;
     case 'w':
         cp_add(s, '0', '9');
         cp_add(s, 'A', 'Z');
@@ -124,20 +126,28 @@ static void put_utf8(struct buf *o, uint32_t c)
 /* A code point inside a regex class: escape what is special there; controls as \xHH. */
 static void put_class_cp(struct buf *o, uint32_t c)
 {
-    if (c < 0x20 || c == 0x7F) buf_printf(o, "\\x%02X", c);
-    else if (c < 0x80 && strchr("\\]^-[/&~", (int)c)) buf_printf(o, "\\%c", (char)c);
-    else put_utf8(o, c);
+    if (c < 0x20 || c == 0x7F)
+        buf_printf(o, "\\x%02X", c);
+    else if (c < 0x80 && strchr("\\]^-[/&~", (int)c))
+        buf_printf(o, "\\%c", (char)c);
+    else
+        put_utf8(o, c);
 }
 
 /* Short JSON escape letter for a control char, 0 if none. */
 static char short_esc(uint32_t c)
 {
     switch (c) {
-    case 8: return 'b';
-    case 9: return 't';
-    case 10: return 'n';
-    case 12: return 'f';
-    case 13: return 'r';
+    case 8:
+        return 'b';
+    case 9:
+        return 't';
+    case 10:
+        return 'n';
+    case 12:
+        return 'f';
+    case 13:
+        return 'r';
     }
     return 0;
 }
@@ -232,13 +242,18 @@ static void emit_set(struct buf *o, const struct cpset *s, bool canonical)
             if (!cp_has(s, c)) continue;
             if (nalt++) buf_puts(&alt, "|");
             char se = short_esc(c);
-            if (se) buf_printf(&alt, "\\\\%c", se);
-            else buf_printf(&alt, "\\\\u00%X[%X%x]", c >> 4, c & 15, c & 15);
+            if (se)
+                buf_printf(&alt, "\\\\%c", se);
+            else
+                buf_printf(&alt, "\\\\u00%X[%X%x]", c >> 4, c & 15, c & 15);
         }
     }
-    if (nalt == 0) buf_puts(o, "[^\\x00-\\x{10FFFF}]"); /* empty set: matches nothing */
-    else if (nalt == 1 && nraw) buf_append(o, alt.data, alt.len);
-    else buf_printf(o, "(?:%s)", alt.data);
+    if (nalt == 0)
+        buf_puts(o, "[^\\x00-\\x{10FFFF}]"); /* empty set: matches nothing */
+    else if (nalt == 1 && nraw)
+        buf_append(o, alt.data, alt.len);
+    else
+        buf_printf(o, "(?:%s)", alt.data);
     buf_free(&raw);
     buf_free(&alt);
 }
@@ -247,9 +262,12 @@ void jsrx_literal(const char *s, size_t n, struct buf *out)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7F) buf_printf(out, "\\x%02X", c);
-        else if (strchr("\\.+*?()|[]{}^$/-&~\"", c)) buf_printf(out, "\\%c", c);
-        else buf_append(out, &s[i], 1);
+        if (c < 0x20 || c == 0x7F)
+            buf_printf(out, "\\x%02X", c);
+        else if (strchr("\\.+*?()|[]{}^$/-&~\"", c))
+            buf_printf(out, "\\%c", c);
+        else
+            buf_append(out, &s[i], 1);
     }
 }
 
@@ -264,8 +282,8 @@ struct pt {
 
 static int pt_fail(struct pt *p, const char *what)
 {
-    return err_set(p->e, ERR_INVALID, "pattern /%.*s/: %s at offset %zu", (int)(p->n > 200 ? 200 : p->n),
-                   p->s, what, p->i);
+    return err_set(p->e, ERR_INVALID, "pattern /%.*s/: %s at offset %zu",
+                   (int)(p->n > 200 ? 200 : p->n), p->s, what, p->i);
 }
 
 /* decode one UTF-8 code point at p->i */
@@ -304,22 +322,39 @@ static int pt_escape(struct pt *p, struct cpset *set, bool in_class)
     if (p->i >= p->n) return pt_fail(p, "trailing backslash");
     char c = p->s[p->i++];
     switch (c) {
-    case 'd': case 'w': case 's':
+    case 'd':
+    case 'w':
+    case 's':
         cp_add_class(set, c);
         return 0;
-    case 'D': case 'W': case 'S': {
+    case 'D':
+    case 'W':
+    case 'S': {
         struct cpset t = {0};
         cp_add_class(&t, (char)(c + 32));
         cp_negate(&t);
-        for (int i = 0; i < t.n; i++) cp_add(set, t.lo[i], t.hi[i]);
+        for (int i = 0; i < t.n; i++)
+            cp_add(set, t.lo[i], t.hi[i]);
         return 0;
     }
-    case 't': cp_add(set, 9, 9); return 0;
-    case 'n': cp_add(set, 10, 10); return 0;
-    case 'r': cp_add(set, 13, 13); return 0;
-    case 'f': cp_add(set, 12, 12); return 0;
-    case 'v': cp_add(set, 11, 11); return 0;
-    case '0': cp_add(set, 0, 0); return 0;
+    case 't':
+        cp_add(set, 9, 9);
+        return 0;
+    case 'n':
+        cp_add(set, 10, 10);
+        return 0;
+    case 'r':
+        cp_add(set, 13, 13);
+        return 0;
+    case 'f':
+        cp_add(set, 12, 12);
+        return 0;
+    case 'v':
+        cp_add(set, 11, 11);
+        return 0;
+    case '0':
+        cp_add(set, 0, 0);
+        return 0;
     case 'b':
         if (in_class) {
             cp_add(set, 8, 8);
@@ -327,7 +362,9 @@ static int pt_escape(struct pt *p, struct cpset *set, bool in_class)
         }
         p->i--;
         return pt_fail(p, "word boundary \\b is not supported");
-    case 'B': p->i--; return pt_fail(p, "\\B is not supported");
+    case 'B':
+        p->i--;
+        return pt_fail(p, "\\B is not supported");
     case 'c':
         if (p->i < p->n && ((p->s[p->i] | 32) >= 'a' && (p->s[p->i] | 32) <= 'z')) {
             uint32_t v = (uint32_t)(p->s[p->i++] & 31);
@@ -370,8 +407,10 @@ static int pt_escape(struct pt *p, struct cpset *set, bool in_class)
                 bool ok = true;
                 for (int k = 0; k < 4; k++) {
                     int h = hexval(p->s[p->i + 2 + (size_t)k]);
-                    if (h < 0) ok = false;
-                    else w = w * 16 + (uint32_t)h;
+                    if (h < 0)
+                        ok = false;
+                    else
+                        w = w * 16 + (uint32_t)h;
                 }
                 if (ok && w >= 0xDC00 && w <= 0xDFFF) {
                     v = 0x10000 + ((v - 0xD800) << 10) + (w - 0xDC00);
@@ -383,8 +422,13 @@ static int pt_escape(struct pt *p, struct cpset *set, bool in_class)
         cp_add(set, v, v);
         return 0;
     }
-    case 'p': case 'P': p->i--; return pt_fail(p, "Unicode property escapes are not supported");
-    case 'k': p->i--; return pt_fail(p, "named backreferences are not supported");
+    case 'p':
+    case 'P':
+        p->i--;
+        return pt_fail(p, "Unicode property escapes are not supported");
+    case 'k':
+        p->i--;
+        return pt_fail(p, "named backreferences are not supported");
     default:
         if (c >= '1' && c <= '9') {
             p->i--;
@@ -442,11 +486,13 @@ static int pt_class(struct pt *p, struct cpset *set)
                 if (pt_escape(p, &two, true)) return -1;
                 if (!(two.n == 1 && two.lo[0] == two.hi[0])) return pt_fail(p, "bad class range");
                 hi = two.lo[0];
-            } else hi = pt_cp(p);
+            } else
+                hi = pt_cp(p);
             if (hi < lo) return pt_fail(p, "class range out of order");
             cp_add(&s, lo, hi);
         } else {
-            for (int i = 0; i < one.n; i++) cp_add(&s, one.lo[i], one.hi[i]);
+            for (int i = 0; i < one.n; i++)
+                cp_add(&s, one.lo[i], one.hi[i]);
         }
     }
     p->i++; /* ']' */
@@ -463,7 +509,10 @@ struct anch {
 };
 
 #define LEN_CAP 1000000000LL
-static int64_t len_add(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a + b > LEN_CAP ? LEN_CAP : a + b; }
+static int64_t len_add(int64_t a, int64_t b)
+{
+    return a < 0 || b < 0 ? -1 : a + b > LEN_CAP ? LEN_CAP : a + b;
+}
 static int64_t len_mul(int64_t a, int64_t q) /* q -1: unbounded */
 {
     if (a == 0) return 0;
@@ -509,15 +558,21 @@ static int pt_quant(struct pt *p, struct buf *q, int64_t *qlo, int64_t *qhi)
             return 1;
         }
         p->i = j + 1;
-        if (!comma) b = a;
-        else if (!has_b) b = -1;
+        if (!comma)
+            b = a;
+        else if (!has_b)
+            b = -1;
         if (b >= 0 && b < a) return pt_fail(p, "repetition {m,n} with n < m");
         *qlo = a;
         *qhi = b;
-        if (b < 0) buf_printf(q, "{%lld,}", (long long)a);
-        else if (a == b) buf_printf(q, "{%lld}", (long long)a);
-        else buf_printf(q, "{%lld,%lld}", (long long)a, (long long)b);
-    } else return 0;
+        if (b < 0)
+            buf_printf(q, "{%lld,}", (long long)a);
+        else if (a == b)
+            buf_printf(q, "{%lld}", (long long)a);
+        else
+            buf_printf(q, "{%lld,%lld}", (long long)a, (long long)b);
+    } else
+        return 0;
     if (p->i < p->n && p->s[p->i] == '?') p->i++; /* lazy: same language */
     if (p->i < p->n && (p->s[p->i] == '*' || p->s[p->i] == '+' || p->s[p->i] == '{'))
         return pt_fail(p, "nested quantifier");
@@ -559,10 +614,12 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
         if (c == '(') {
             p->i++;
             if (p->i < p->n && p->s[p->i] == '?') {
-                if (p->i + 1 < p->n && p->s[p->i + 1] == ':') p->i += 2;
+                if (p->i + 1 < p->n && p->s[p->i + 1] == ':')
+                    p->i += 2;
                 else if (p->i + 2 < p->n && p->s[p->i + 1] == '<' && p->s[p->i + 2] != '=' &&
                          p->s[p->i + 2] != '!') {
-                    while (p->i < p->n && p->s[p->i] != '>') p->i++;
+                    while (p->i < p->n && p->s[p->i] != '>')
+                        p->i++;
                     if (p->i >= p->n) {
                         buf_free(&atom);
                         return pt_fail(p, "unterminated group name");
@@ -660,8 +717,10 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
                 return pt_fail(p, "quantified anchored group");
             }
         }
-        if (q.len) buf_printf(out, "(?:%s)%s", atom.data, q.data);
-        else buf_append(out, atom.data, atom.len);
+        if (q.len)
+            buf_printf(out, "(?:%s)%s", atom.data, q.data);
+        else
+            buf_append(out, atom.data, atom.len);
         *smn = len_add(*smn, len_mul(amn, qlo));
         *smx = len_add(*smx, len_mul(amx, qhi));
         if (qr == 1) { /* consume the literal '{' */
@@ -716,7 +775,8 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
         if (top)
             buf_printf(&acc, "%s%s%s", s ? "" : JSRX_CHAR "*", b.data ? b.data : "",
                        e ? "" : JSRX_CHAR "*");
-        else buf_append(&acc, b.data ? b.data : "", b.len);
+        else
+            buf_append(&acc, b.data ? b.data : "", b.len);
         if (mn < 0 || bmn < mn) mn = bmn;
         if (mx >= 0 && (bmx < 0 || bmx > mx)) mx = bmx;
         all_start &= s;
@@ -780,7 +840,7 @@ int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_singl
 #define RX_HOST RX_LABEL "(?:\\." RX_LABEL ")*"
 /* full-date with month lengths and leap years (Gregorian) */
 #define RX_DATE                                                                                    \
-    "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]"   \
+    "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]"    \
     "[0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]" \
     "|[2468][048]|[13579][26])00)-02-29)"
 #define RX_TIME                                                                                    \
@@ -788,16 +848,16 @@ int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_singl
     "[0-3]):[0-5][0-9])"
 #define RX_DUR_TIME "T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
 #define RX_DURATION                                                                                \
-    "P(?:(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:" RX_DUR_TIME          \
+    "P(?:(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:" RX_DUR_TIME           \
     ")?|" RX_DUR_TIME "|[0-9]+W)"
 #define RX_IPV6                                                                                    \
-    "(?:(?:" RX_H16 ":){7}" RX_H16 "|(?:" RX_H16 ":){1,7}:|(?:" RX_H16 ":){1,6}:" RX_H16          \
-    "|(?:" RX_H16 ":){1,5}(?::" RX_H16 "){1,2}|(?:" RX_H16 ":){1,4}(?::" RX_H16 "){1,3}|(?:"      \
-    RX_H16 ":){1,3}(?::" RX_H16 "){1,4}|(?:" RX_H16 ":){1,2}(?::" RX_H16 "){1,5}|" RX_H16        \
-    ":(?::" RX_H16 "){1,6}|:(?:(?::" RX_H16 "){1,7}|:)|(?:(?:" RX_H16 ":){6}|::(?:" RX_H16       \
-    ":){0,5}|(?:" RX_H16 ":){1}:(?:" RX_H16 ":){0,4}|(?:" RX_H16 ":){2}:(?:" RX_H16 ":){0,3}|(?:" \
-    RX_H16 ":){3}:(?:" RX_H16 ":){0,2}|(?:" RX_H16 ":){4}:(?:" RX_H16 ":)?|(?:" RX_H16           \
-    ":){5}:)" RX_IPV4 ")"
+    "(?:(?:" RX_H16 ":){7}" RX_H16 "|(?:" RX_H16 ":){1,7}:|(?:" RX_H16 ":){1,6}:" RX_H16           \
+    "|(?:" RX_H16 ":){1,5}(?::" RX_H16 "){1,2}|(?:" RX_H16 ":){1,4}(?::" RX_H16                    \
+    "){1,3}|(?:" RX_H16 ":){1,3}(?::" RX_H16 "){1,4}|(?:" RX_H16 ":){1,2}(?::" RX_H16              \
+    "){1,5}|" RX_H16 ":(?::" RX_H16 "){1,6}|:(?:(?::" RX_H16 "){1,7}|:)|(?:(?:" RX_H16             \
+    ":){6}|::(?:" RX_H16 ":){0,5}|(?:" RX_H16 ":){1}:(?:" RX_H16 ":){0,4}|(?:" RX_H16              \
+    ":){2}:(?:" RX_H16 ":){0,3}|(?:" RX_H16 ":){3}:(?:" RX_H16 ":){0,2}|(?:" RX_H16                \
+    ":){4}:(?:" RX_H16 ":)?|(?:" RX_H16 ":){5}:)" RX_IPV4 ")"
 #define RX_ATEXT "[a-zA-Z0-9!#$%&'*+\\/=?\\^_`{|}\\~\\-]"
 /* a URI character in JSON text; '/' may be written \/ */
 #define RX_URICH "(?:[a-zA-Z0-9\\-._\\~:?#\\[\\]@!$&'()*+,;=]|\\/|\\\\\\/|%[0-9a-fA-F]{2})"
@@ -805,17 +865,26 @@ int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_singl
 int jsrx_format(const char *f, struct buf *out, struct err *e)
 {
     const char *rx = NULL;
-    if (!strcmp(f, "date-time")) rx = RX_DATE "[tT]" RX_TIME;
-    else if (!strcmp(f, "date")) rx = RX_DATE;
-    else if (!strcmp(f, "time")) rx = RX_TIME;
-    else if (!strcmp(f, "duration")) rx = RX_DURATION;
-    else if (!strcmp(f, "email")) rx = RX_ATEXT "+(?:\\." RX_ATEXT "+)*@" RX_HOST;
-    else if (!strcmp(f, "hostname")) rx = RX_HOST;
-    else if (!strcmp(f, "ipv4")) rx = RX_IPV4;
-    else if (!strcmp(f, "ipv6")) rx = RX_IPV6;
+    if (!strcmp(f, "date-time"))
+        rx = RX_DATE "[tT]" RX_TIME;
+    else if (!strcmp(f, "date"))
+        rx = RX_DATE;
+    else if (!strcmp(f, "time"))
+        rx = RX_TIME;
+    else if (!strcmp(f, "duration"))
+        rx = RX_DURATION;
+    else if (!strcmp(f, "email"))
+        rx = RX_ATEXT "+(?:\\." RX_ATEXT "+)*@" RX_HOST;
+    else if (!strcmp(f, "hostname"))
+        rx = RX_HOST;
+    else if (!strcmp(f, "ipv4"))
+        rx = RX_IPV4;
+    else if (!strcmp(f, "ipv6"))
+        rx = RX_IPV6;
     else if (!strcmp(f, "uuid"))
         rx = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-    else if (!strcmp(f, "uri")) rx = "[a-zA-Z][a-zA-Z0-9+.\\-]*:" RX_URICH "*";
+    else if (!strcmp(f, "uri"))
+        rx = "[a-zA-Z][a-zA-Z0-9+.\\-]*:" RX_URICH "*";
     if (!rx) return err_set(e, ERR_INVALID, "unsupported format \"%.100s\"", f);
     buf_printf(out, "(?:%s)", rx);
     return 0;
@@ -856,7 +925,8 @@ static void key_not_in_rec(struct kname *names, int n, struct buf *out, int dept
     struct buf alts = {0};
     int nalt = 0;
     int i = 0;
-    while (i < n && names[i].n == 0) i++;
+    while (i < n && names[i].n == 0)
+        i++;
     while (i < n) {
         size_t k = 0;
         uint32_t c = dec_cp(names[i].s, names[i].n, &k);
@@ -907,7 +977,8 @@ static void raw_not_in_rec(struct kname *names, int n, struct buf *out)
     struct buf alts = {0}, excl = {0};
     int nalt = 0;
     int i = 0;
-    while (i < n && names[i].n == 0) i++;
+    while (i < n && names[i].n == 0)
+        i++;
     while (i < n) {
         size_t k = 0;
         uint32_t c = dec_cp(names[i].s, names[i].n, &k);
@@ -961,12 +1032,14 @@ int jsrx_key_not_in(const char *const *names, const size_t *lens, int n, struct 
             if (ch < 0x20 || ch == '"' || ch == '\\') plain = false;
         }
     buf_puts(out, "\"");
-    if (n == 0) buf_puts(out, JSRX_CHAR "*");
+    if (n == 0)
+        buf_puts(out, JSRX_CHAR "*");
     else if (plain) {
         buf_puts(out, "(?:" RAWCH "*(?:" ESCCH ")" JSRX_CHAR "*|");
         raw_not_in_rec(k, n, out);
         buf_puts(out, ")");
-    } else key_not_in_rec(k, n, out, 0);
+    } else
+        key_not_in_rec(k, n, out, 0);
     buf_puts(out, "\"");
     free(k);
     return 0;
@@ -1020,7 +1093,8 @@ int jsrx_dec_parse(const char *s, struct jsrx_dec *d)
         if (nf >= sizeof d->fp - 1) return -1;
         d->fp[nf++] = c;
     }
-    while (nf && d->fp[nf - 1] == '0') nf--;
+    while (nf && d->fp[nf - 1] == '0')
+        nf--;
     d->fp[nf] = 0;
     if (!strcmp(d->ip, "0") && nf == 0) d->neg = false;
     return 0;
@@ -1049,8 +1123,10 @@ static void ds_inc(char *s)
 {
     size_t n = strlen(s);
     long i = (long)n - 1;
-    while (i >= 0 && s[i] == '9') s[i--] = '0';
-    if (i >= 0) s[i]++;
+    while (i >= 0 && s[i] == '9')
+        s[i--] = '0';
+    if (i >= 0)
+        s[i]++;
     else {
         memmove(s + 1, s, n + 1);
         s[0] = '1';
@@ -1061,16 +1137,20 @@ static void ds_dec(char *s) /* s > 0 */
 {
     size_t n = strlen(s);
     long i = (long)n - 1;
-    while (i >= 0 && s[i] == '0') s[i--] = '9';
+    while (i >= 0 && s[i] == '0')
+        s[i--] = '9';
     if (i >= 0) s[i]--;
     if (s[0] == '0' && n > 1) memmove(s, s + 1, n);
 }
 
 static void digit_class(struct buf *o, char a, char b)
 {
-    if (a == '0' && b == '9') buf_puts(o, "[0-9]");
-    else if (a == b) buf_printf(o, "%c", a);
-    else buf_printf(o, "[%c-%c]", a, b);
+    if (a == '0' && b == '9')
+        buf_puts(o, "[0-9]");
+    else if (a == b)
+        buf_printf(o, "%c", a);
+    else
+        buf_printf(o, "[%c-%c]", a, b);
 }
 
 /* strings of length n ≥ s (ge) or ≤ s (!ge), digit by digit */
@@ -1081,8 +1161,10 @@ static void bound_suffix(struct buf *o, const char *s, size_t n, bool ge)
     for (size_t i = 0; i < n; i++)
         if (s[i] != (ge ? '0' : '9')) trivial = false;
     if (trivial) {
-        if (n == 1) buf_puts(o, "[0-9]");
-        else buf_printf(o, "[0-9]{%zu}", n);
+        if (n == 1)
+            buf_puts(o, "[0-9]");
+        else
+            buf_printf(o, "[0-9]{%zu}", n);
         return;
     }
     buf_puts(o, "(?:");
@@ -1090,8 +1172,10 @@ static void bound_suffix(struct buf *o, const char *s, size_t n, bool ge)
     bound_suffix(o, s + 1, n - 1, ge);
     if (ge ? s[0] < '9' : s[0] > '0') {
         buf_puts(o, "|");
-        if (ge) digit_class(o, (char)(s[0] + 1), '9');
-        else digit_class(o, '0', (char)(s[0] - 1));
+        if (ge)
+            digit_class(o, (char)(s[0] + 1), '9');
+        else
+            digit_class(o, '0', (char)(s[0] - 1));
         if (n > 1) buf_printf(o, "[0-9]{%zu}", n - 1);
     }
     buf_puts(o, ")");
@@ -1101,7 +1185,8 @@ static void bound_suffix(struct buf *o, const char *s, size_t n, bool ge)
 static void same_len(struct buf *o, const char *a, const char *b, size_t n)
 {
     size_t p = 0;
-    while (p < n && a[p] == b[p]) p++;
+    while (p < n && a[p] == b[p])
+        p++;
     buf_append(o, a, p);
     if (p == n) return;
     size_t k = n - p - 1;
@@ -1140,11 +1225,14 @@ static void int_range(struct buf *o, const char *lo, const char *hi)
         memset(nines, '9', nl);
         nines[nl] = 0;
         same_len(o, lo, nines, nl);
-        if (!hi) buf_printf(o, "|[1-9][0-9]{%zu,}", nl);
+        if (!hi)
+            buf_printf(o, "|[1-9][0-9]{%zu,}", nl);
         else {
             if (nh > nl + 1) {
-                if (nh - 1 == nl + 1) buf_printf(o, "|[1-9][0-9]{%zu}", nl);
-                else buf_printf(o, "|[1-9][0-9]{%zu,%zu}", nl, nh - 2);
+                if (nh - 1 == nl + 1)
+                    buf_printf(o, "|[1-9][0-9]{%zu}", nl);
+                else
+                    buf_printf(o, "|[1-9][0-9]{%zu,%zu}", nl, nh - 2);
             }
             char first[420];
             first[0] = '1';
@@ -1170,16 +1258,20 @@ static bool frac_any(struct buf *o, const char *s, bool se, const char *t, bool 
     bool empty_ok = s_free && (!t || *t || !te);
     struct buf ne = {0};
     bool has = rem != 0 && frac_nonempty(&ne, s, se, t, te, rem);
-    if (has && empty_ok) buf_printf(o, "(?:%s)?", ne.data);
-    else if (has) buf_append(o, ne.data, ne.len);
+    if (has && empty_ok)
+        buf_printf(o, "(?:%s)?", ne.data);
+    else if (has)
+        buf_append(o, ne.data, ne.len);
     buf_free(&ne);
     return has || empty_ok;
 }
 
 static void rep_digits(struct buf *o, int rem) /* [0-9]* bounded by rem */
 {
-    if (rem < 0) buf_puts(o, "[0-9]*");
-    else if (rem > 0) buf_printf(o, "[0-9]{0,%d}", rem);
+    if (rem < 0)
+        buf_puts(o, "[0-9]*");
+    else if (rem > 0)
+        buf_printf(o, "[0-9]{0,%d}", rem);
 }
 
 static bool frac_nonempty(struct buf *o, const char *s, bool se, const char *t, bool te, int rem)
@@ -1187,7 +1279,8 @@ static bool frac_nonempty(struct buf *o, const char *s, bool se, const char *t, 
     if (rem == 0) return false;
     bool s_free = !s || (!*s && !se);
     if (s && !*s && se && !t) { /* any fraction with a nonzero digit */
-        if (rem < 0) buf_puts(o, "(?:0*[1-9][0-9]*)");
+        if (rem < 0)
+            buf_puts(o, "(?:0*[1-9][0-9]*)");
         else {
             buf_puts(o, "(?:");
             for (int i = 0; i < rem; i++)
@@ -1198,8 +1291,10 @@ static bool frac_nonempty(struct buf *o, const char *s, bool se, const char *t, 
     }
     if (t && !*t) { /* upper bound 0: only zeros, if allowed */
         if (!s_free || te) return false;
-        if (rem < 0) buf_puts(o, "0+");
-        else buf_printf(o, "0{1,%d}", rem);
+        if (rem < 0)
+            buf_puts(o, "0+");
+        else
+            buf_printf(o, "0{1,%d}", rem);
         return true;
     }
     struct buf alts = {0};
@@ -1209,26 +1304,33 @@ static bool frac_nonempty(struct buf *o, const char *s, bool se, const char *t, 
         /* lower: 0 free, 1 sub(s'), -1 fail */
         int lw;
         const char *ls = NULL;
-        if (s_free) lw = 0;
+        if (s_free)
+            lw = 0;
         else if (!*s) { /* strictly > 0 */
-            if (c > '0') lw = 0;
+            if (c > '0')
+                lw = 0;
             else {
                 lw = 1;
                 ls = s;
             }
-        } else if (c > s[0]) lw = 0;
+        } else if (c > s[0])
+            lw = 0;
         else if (c == s[0]) {
             lw = 1;
             ls = s + 1;
-        } else lw = -1;
+        } else
+            lw = -1;
         int up;
         const char *us = NULL;
-        if (!t) up = 0;
-        else if (c < t[0]) up = 0;
+        if (!t)
+            up = 0;
+        else if (c < t[0])
+            up = 0;
         else if (c == t[0]) {
             up = 1;
             us = t + 1;
-        } else up = -1;
+        } else
+            up = -1;
         if (lw < 0 || up < 0) continue;
         if (lw == 0 && up == 0) {
             if (!free_lo) free_lo = c;
@@ -1316,7 +1418,8 @@ static bool magnitude(struct buf *o, const struct jsrx_dec *lo, bool lo_excl,
         bool mid = true;
         if (hi) {
             strcpy(H, hi->ip);
-            if (!strcmp(H, "0")) mid = false;
+            if (!strcmp(H, "0"))
+                mid = false;
             else {
                 ds_dec(H);
                 size_t a = strlen(L), b = strlen(H);
@@ -1348,9 +1451,12 @@ int jsrx_number(const struct jsrx_dec *lo, bool lo_excl, const struct jsrx_dec *
                 bool integer, int max_frac, struct buf *out)
 {
     if (!lo && !hi) {
-        if (integer || max_frac == 0) buf_puts(out, "-?(?:0|[1-9][0-9]*)");
-        else if (max_frac > 0) buf_printf(out, "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]{1,%d})?", max_frac);
-        else buf_puts(out, "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+\\-]?[0-9]+)?");
+        if (integer || max_frac == 0)
+            buf_puts(out, "-?(?:0|[1-9][0-9]*)");
+        else if (max_frac > 0)
+            buf_printf(out, "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]{1,%d})?", max_frac);
+        else
+            buf_puts(out, "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+\\-]?[0-9]+)?");
         return 0;
     }
     struct jsrx_dec zero;
@@ -1393,9 +1499,12 @@ int jsrx_number(const struct jsrx_dec *lo, bool lo_excl, const struct jsrx_dec *
         buf_free(&neg);
         return 1;
     }
-    if (has_pos && has_neg) buf_printf(out, "(?:%s|-%s)", pos.data, neg.data);
-    else if (has_pos) buf_append(out, pos.data, pos.len);
-    else buf_printf(out, "-%s", neg.data);
+    if (has_pos && has_neg)
+        buf_printf(out, "(?:%s|-%s)", pos.data, neg.data);
+    else if (has_pos)
+        buf_append(out, pos.data, pos.len);
+    else
+        buf_printf(out, "-%s", neg.data);
     buf_free(&pos);
     buf_free(&neg);
     return 0;

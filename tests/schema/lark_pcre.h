@@ -23,7 +23,8 @@ static inline int lark_pcre(const char *lark, struct buf *o)
         p = colon + 2;
         while (*p && *p != '\n') {
             char c = *p;
-            if (c == ' ') p++;
+            if (c == ' ')
+                p++;
             else if (c == '"') {
                 p++;
                 buf_puts(o, "(?:");
@@ -33,7 +34,8 @@ static inline int lark_pcre(const char *lark, struct buf *o)
                     if (ch < 0x80 && !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
                                        (ch >= 'A' && ch <= 'Z')))
                         buf_printf(o, "\\x{%x}", ch);
-                    else buf_append(o, p, 1);
+                    else
+                        buf_append(o, p, 1);
                     p++;
                 }
                 buf_puts(o, ")");
@@ -59,8 +61,10 @@ static inline int lark_pcre(const char *lark, struct buf *o)
                 while ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || *q == '_' ||
                        (*q >= '0' && *q <= '9'))
                     q++;
-                if (c >= '0' && c <= '9') buf_append(o, p, (size_t)(q - p)); /* inside {m,n} */
-                else buf_printf(o, "(?&%.*s)", (int)(q - p), p);
+                if (c >= '0' && c <= '9')
+                    buf_append(o, p, (size_t)(q - p)); /* inside {m,n} */
+                else
+                    buf_printf(o, "(?&%.*s)", (int)(q - p), p);
                 p = q;
             } else {
                 buf_append(o, p++, 1);

@@ -57,8 +57,10 @@ static pcre2_code *schema_re(const char *schema)
 static void check(const char *schema, const char *const *good, const char *const *bad)
 {
     pcre2_code *re = schema_re(schema);
-    for (; good && *good; good++) cr_expect(rx_match(re, *good), "%s should accept %s", schema, *good);
-    for (; bad && *bad; bad++) cr_expect(!rx_match(re, *bad), "%s should reject %s", schema, *bad);
+    for (; good && *good; good++)
+        cr_expect(rx_match(re, *good), "%s should accept %s", schema, *good);
+    for (; bad && *bad; bad++)
+        cr_expect(!rx_match(re, *bad), "%s should reject %s", schema, *bad);
     pcre2_code_free(re);
 }
 
@@ -88,7 +90,8 @@ Test(jsonschema, output_shape_and_prefix)
     cr_expect(strstr(b.data, "start") == NULL);
     cr_expect(strstr(b.data, "j1_root: ") != NULL);
     /* every rule defined in the prefixed grammar carries the prefix */
-    for (const char *p = b.data; *p; p = strchr(p, '\n') + 1) cr_expect(!strncmp(p, "j1_", 3), "%.40s", p);
+    for (const char *p = b.data; *p; p = strchr(p, '\n') + 1)
+        cr_expect(!strncmp(p, "j1_", 3), "%.40s", p);
     buf_free(&a);
     buf_free(&b);
 }
@@ -103,10 +106,12 @@ Test(jsonschema, json_object_any)
     cr_assert(re);
     const char *good[] = {"{}", "{\"a\":1}", "{\"a\": [1, {\"b\": null}], \"c\": \"\\u00e9\\n\"}",
                           "{\n  \"a\": {\n    \"b\": [\n      true\n    ]\n  }\n}", NULL};
-    const char *bad[] = {" {}", "{} ", "[]", "{\"a\":01}", "{\"a\":1,}", "{'a':1}", "1", "{\"a\"}",
-                         "{\"a\":\"\t\"}", NULL};
-    for (int i = 0; good[i]; i++) cr_expect(rx_match(re, good[i]), "accept %s", good[i]);
-    for (int i = 0; bad[i]; i++) cr_expect(!rx_match(re, bad[i]), "reject %s", bad[i]);
+    const char *bad[] = {" {}",     "{} ", "[]",      "{\"a\":01}",     "{\"a\":1,}",
+                         "{'a':1}", "1",   "{\"a\"}", "{\"a\":\"\t\"}", NULL};
+    for (int i = 0; good[i]; i++)
+        cr_expect(rx_match(re, good[i]), "accept %s", good[i]);
+    for (int i = 0; bad[i]; i++)
+        cr_expect(!rx_match(re, bad[i]), "reject %s", bad[i]);
     pcre2_code_free(re);
     buf_free(&lark);
     buf_free(&rx);
@@ -125,13 +130,14 @@ Test(jsonschema, integer_bounds)
     check("{\"type\":\"integer\",\"minimum\":-15,\"maximum\":230}",
           L("-15", "-9", "-0", "0", "9", "99", "100", "199", "229", "230"),
           L("-16", "-100", "231", "300", "1000", "2300"));
-    check("{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":10}",
-          L("1", "5", "9"), L("0", "-0", "10", "-1"));
+    check("{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":10}", L("1", "5", "9"),
+          L("0", "-0", "10", "-1"));
     check("{\"type\":\"integer\",\"minimum\":1000}", L("1000", "9999", "10000", "123456789"),
           L("999", "0", "-1000", "1"));
     check("{\"type\":\"integer\",\"maximum\":-3}", L("-3", "-4", "-100"), L("-2", "0", "3"));
     /* draft 4 boolean exclusive flags */
-    check("{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":true}", L("6", "60"), L("5", "4"));
+    check("{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":true}", L("6", "60"),
+          L("5", "4"));
 }
 
 Test(jsonschema, number_bounds_decimal)
@@ -204,9 +210,11 @@ Test(jsonschema, formats)
           L("\"123e4567-e89b-12d3-a456-426614174000\""), L("\"123e4567e89b12d3a456426614174000\""));
     check("{\"type\":\"string\",\"format\":\"ipv4\"}", L("\"192.168.0.1\"", "\"0.0.0.0\""),
           L("\"256.1.1.1\"", "\"01.1.1.1\"", "\"1.1.1\""));
-    check("{\"type\":\"string\",\"format\":\"ipv6\"}", L("\"::1\"", "\"fe80::1:2\"", "\"1:2:3:4:5:6:7:8\"", "\"::ffff:1.2.3.4\""),
+    check("{\"type\":\"string\",\"format\":\"ipv6\"}",
+          L("\"::1\"", "\"fe80::1:2\"", "\"1:2:3:4:5:6:7:8\"", "\"::ffff:1.2.3.4\""),
           L("\"1:2:3:4:5:6:7:8:9\"", "\"12345::\""));
-    check("{\"type\":\"string\",\"format\":\"email\"}", L("\"a.b@example.com\""), L("\"a@\"", "\"@b.c\"", "\"a b@c.d\""));
+    check("{\"type\":\"string\",\"format\":\"email\"}", L("\"a.b@example.com\""),
+          L("\"a@\"", "\"@b.c\"", "\"a b@c.d\""));
     check("{\"type\":\"string\",\"format\":\"duration\"}", L("\"P1D\"", "\"PT1H30M\"", "\"P2W\""),
           L("\"P\"", "\"PT\"", "\"1D\""));
     expect_error("{\"type\":\"string\",\"format\":\"color\"}", "format \"color\"");
@@ -216,8 +224,9 @@ Test(jsonschema, objects_order_required_additional)
 {
     const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
                     "\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}";
-    check(s, L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"a\": 1, \"b\": \"x\", \"zz\": [1]}",
-               "{\n  \"a\": 1,\n  \"b\": \"x\"\n}"),
+    check(s,
+          L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"a\": 1, \"b\": \"x\", \"zz\": [1]}",
+            "{\n  \"a\": 1,\n  \"b\": \"x\"\n}"),
           L("{}", "{\"a\":1}", "{\"b\":\"x\",\"a\":1}", "{\"a\":\"str\",\"b\":\"x\"}",
             "{\"b\":\"x\",\"a\":\"str\"}", "{\"b\":1}", " {\"b\":\"x\"}", "{\"b\":\"x\"} "));
     check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
@@ -229,26 +238,30 @@ Test(jsonschema, objects_order_required_additional)
           "\"additionalProperties\":false}",
           L("{\"x-a\":1}", "{}"), L("{\"y\":1}", "{\"x-a\":\"s\"}"));
     /* map object: keys matching the pattern take its schema, every other key takes any value */
-    check("{\"type\":\"object\",\"patternProperties\":{\"^[a-z]{1,3}$\":{\"type\":\"integer\"}}}",
-          L("{\"ab\":1}", "{\"abcd\":\"s\"}", "{\"A\":true}", "{\"\":null}", "{\"ab\":1,\"X1\":[]}"),
-          L("{\"ab\":\"s\"}", "{\"x\":null}"));
+    check(
+        "{\"type\":\"object\",\"patternProperties\":{\"^[a-z]{1,3}$\":{\"type\":\"integer\"}}}",
+        L("{\"ab\":1}", "{\"abcd\":\"s\"}", "{\"A\":true}", "{\"\":null}", "{\"ab\":1,\"X1\":[]}"),
+        L("{\"ab\":\"s\"}", "{\"x\":null}"));
     expect_error("{\"type\":\"object\",\"patternProperties\":{\"^a|b\":{\"type\":\"integer\"}}}",
                  "patternProperties");
-    check("{\"type\":\"object\",\"properties\":{\"a\":true},\"minProperties\":1}", L("{\"a\":1}", "{\"q\":1}"),
-          L("{}"));
+    check("{\"type\":\"object\",\"properties\":{\"a\":true},\"minProperties\":1}",
+          L("{\"a\":1}", "{\"q\":1}"), L("{}"));
     /* required property not declared: takes additionalProperties */
-    check("{\"type\":\"object\",\"required\":[\"k\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
+    check("{\"type\":\"object\",\"required\":[\"k\"],\"additionalProperties\":{\"type\":"
+          "\"boolean\"}}",
           L("{\"k\":true}", "{\"k\":false,\"z\":true}"), L("{}", "{\"k\":1}"));
 }
 
 Test(jsonschema, arrays)
 {
     check("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}",
-          L("[1]", "[1,2,3]", "[ 1 , 2 ]", "[\n  1,\n  2\n]"), L("[]", "[1,2,3,4]", "[\"a\"]", "[1,]"));
+          L("[1]", "[1,2,3]", "[ 1 , 2 ]", "[\n  1,\n  2\n]"),
+          L("[]", "[1,2,3,4]", "[\"a\"]", "[1,]"));
     check("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
           "\"items\":false}",
           L("[]", "[\"a\"]", "[\"a\",1]"), L("[1]", "[\"a\",1,2]", "[\"a\",\"b\"]"));
-    check("{\"type\":\"array\",\"items\":[{\"type\":\"null\"}],\"additionalItems\":{\"type\":\"boolean\"},"
+    check("{\"type\":\"array\",\"items\":[{\"type\":\"null\"}],\"additionalItems\":{\"type\":"
+          "\"boolean\"},"
           "\"minItems\":2}",
           L("[null,true]", "[null,false,true]"), L("[null]", "[true,true]", "[null,1]"));
 }
@@ -257,7 +270,8 @@ Test(jsonschema, contains)
 {
     check("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":5}}",
           L("[5]", "[1,7]", "[9,1,2]", "[1, 2, 6, 3]"), L("[]", "[1,2]", "[\"a\",7]", "[7,\"a\"]"));
-    expect_error("{\"type\":\"array\",\"contains\":{\"type\":\"null\"},\"maxItems\":3}", "contains");
+    expect_error("{\"type\":\"array\",\"contains\":{\"type\":\"null\"},\"maxItems\":3}",
+                 "contains");
 }
 
 Test(jsonschema, enum_const_any_values)
@@ -278,12 +292,15 @@ Test(jsonschema, types_union_anyof_allof)
           L("10", "true"), L("9", "null"));
     check("{\"allOf\":[{\"type\":\"integer\",\"minimum\":0},{\"maximum\":5}]}", L("0", "5"),
           L("-1", "6", "1.5"));
-    check("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
-          "{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],\"type\":\"object\"}",
-          L("{\"a\":1,\"b\":\"x\"}"), L("{\"a\":1}", "{\"b\":\"x\",\"a\":1}"));
+    check(
+        "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+        "{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],\"type\":\"object\"}",
+        L("{\"a\":1,\"b\":\"x\"}"), L("{\"a\":1}", "{\"b\":\"x\",\"a\":1}"));
     check("{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", L("\"s\"", "3"), L("null"));
-    check("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"}},\"required\":[\"k\"]},"
-          "{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"b\"},\"v\":{\"type\":\"integer\"}},"
+    check("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"}},\"required\":["
+          "\"k\"]},"
+          "{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"b\"},\"v\":{\"type\":"
+          "\"integer\"}},"
           "\"required\":[\"k\"]}]}",
           L("{\"k\":\"a\"}", "{\"k\":\"b\",\"v\":1}"), L("{\"k\":\"c\"}"));
     expect_error("{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":3}]}", "oneOf");
@@ -291,7 +308,8 @@ Test(jsonschema, types_union_anyof_allof)
 
 Test(jsonschema, refs_local_and_recursive)
 {
-    check("{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"}}",
+    check("{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"type\":\"array\",\"items\":{\"$ref\":\"#/"
+          "$defs/n\"}}",
           L("[1,2]"), L("[\"a\"]"));
     const char *tree = "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
                        "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}},"
@@ -313,9 +331,11 @@ Test(jsonschema, not_simple_forms)
     check("{\"not\":{\"type\":\"string\"}}", L("1", "null", "[]", "{}", "true"), L("\"s\""));
     check("{\"type\":\"string\",\"not\":{\"enum\":[\"a\",\"ab\"]}}", L("\"b\"", "\"abc\"", "\"\""),
           L("\"a\"", "\"ab\"", "1"));
-    check("{\"type\":[\"boolean\",\"null\"],\"not\":{\"const\":true}}", L("false", "null"), L("true"));
+    check("{\"type\":[\"boolean\",\"null\"],\"not\":{\"const\":true}}", L("false", "null"),
+          L("true"));
     check("{\"anyOf\":[{\"not\":{}},{\"type\":\"null\"}]}", L("null"), L("1"));
-    check("{\"not\":{\"not\":{\"type\":\"integer\",\"minimum\":3}}}", L("3", "40"), L("2", "\"a\""));
+    check("{\"not\":{\"not\":{\"type\":\"integer\",\"minimum\":3}}}", L("3", "40"),
+          L("2", "\"a\""));
     expect_error("{\"not\":{\"type\":\"integer\"}}", "\"not\"");
     expect_error("{\"not\":{\"minimum\":3}}", "\"not\"");
     expect_error("{\"not\":{\"enum\":[1]}}", "\"not\"");
@@ -333,7 +353,8 @@ Test(jsonschema, errors_name_the_problem)
     expect_error("{\"minLength\":-1}", "minLength");
     expect_error("[1]", "object or a boolean");
     /* annotations and unknown keywords are ignored */
-    check("{\"title\":\"t\",\"description\":\"d\",\"examples\":[1],\"x-custom\":5,\"type\":\"boolean\"}",
+    check("{\"title\":\"t\",\"description\":\"d\",\"examples\":[1],\"x-custom\":5,\"type\":"
+          "\"boolean\"}",
           L("true"), L("1"));
 }
 
@@ -400,26 +421,34 @@ static void json_escape(const char *s, struct buf *b)
 {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"') buf_puts(b, "\\\"");
-        else if (c == '\\') buf_puts(b, "\\\\");
-        else if (c == '\n') buf_puts(b, "\\n");
-        else if (c == '\t') buf_puts(b, "\\t");
-        else if (c < 0x20) buf_printf(b, "\\u%04x", c);
-        else buf_append(b, s, 1);
+        if (c == '"')
+            buf_puts(b, "\\\"");
+        else if (c == '\\')
+            buf_puts(b, "\\\\");
+        else if (c == '\n')
+            buf_puts(b, "\\n");
+        else if (c == '\t')
+            buf_puts(b, "\\t");
+        else if (c < 0x20)
+            buf_printf(b, "\\u%04x", c);
+        else
+            buf_append(b, s, 1);
     }
 }
 
 Test(jsonschema, patterns_vs_pcre2)
 {
-    const char *pats[] = {"^a+b?$", "ab|cd", "^[a-c\"]{2,3}$", "\\d{2}", "^[^\\\\]*$", "x.y",
-                          "^(?:ab)+$", "[\\w-]+@", "^\\s*$", "^(a|\\\")*$", "c{2,}", "^[^a-z]",
-                          "\\.", "^$", "b$|^a", NULL};
+    const char *pats[] = {"^a+b?$",     "ab|cd",       "^[a-c\"]{2,3}$", "\\d{2}",
+                          "^[^\\\\]*$", "x.y",         "^(?:ab)+$",      "[\\w-]+@",
+                          "^\\s*$",     "^(a|\\\")*$", "c{2,}",          "^[^a-z]",
+                          "\\.",        "^$",          "b$|^a",          NULL};
     const char alpha[] = "abcdxy@-\"\\ .\n19";
     srand(99);
     for (int i = 0; pats[i]; i++) {
         struct buf rx = {0};
         struct err e = {0};
-        cr_assert_eq(jsrx_pattern(pats[i], strlen(pats[i]), &rx, NULL, &e), 0, "%s: %s", pats[i], e.msg);
+        cr_assert_eq(jsrx_pattern(pats[i], strlen(pats[i]), &rx, NULL, &e), 0, "%s: %s", pats[i],
+                     e.msg);
         pcre2_code *mine = compile_rx(rx.data);
         cr_assert(mine, "%s -> %s", pats[i], rx.data);
         int ec;
@@ -432,7 +461,8 @@ Test(jsonschema, patterns_vs_pcre2)
         for (int k = 0; k < 300; k++) {
             char s[8];
             int n = rand() % 6;
-            for (int j = 0; j < n; j++) s[j] = alpha[rand() % (int)(sizeof alpha - 1)];
+            for (int j = 0; j < n; j++)
+                s[j] = alpha[rand() % (int)(sizeof alpha - 1)];
             s[n] = 0;
             bool want = pcre2_match(ref, (PCRE2_SPTR)s, (size_t)n, 0, 0, md, NULL) >= 0;
             struct buf js = {0};
@@ -458,11 +488,13 @@ Test(jsonschema, key_exclusion_exact)
     cr_assert_eq(jsrx_key_not_in(names, lens, 4, &rx, &e), 0);
     pcre2_code *re = compile_rx(rx.data);
     cr_assert(re);
-    const char *good[] = {"\"\"", "\"a\"", "\"abcd\"", "\"ac\"", "\"bb\"", "\"c\"", "\"\\n\"", "\"e\"",
-                          "\"ab\\\"\"", NULL};
+    const char *good[] = {"\"\"",  "\"a\"",   "\"abcd\"", "\"ac\"",     "\"bb\"",
+                          "\"c\"", "\"\\n\"", "\"e\"",    "\"ab\\\"\"", NULL};
     const char *bad[] = {"\"ab\"", "\"abc\"", "\"b\"", "\"é\"", NULL};
-    for (int i = 0; good[i]; i++) cr_expect(rx_match(re, good[i]), "accept %s", good[i]);
-    for (int i = 0; bad[i]; i++) cr_expect(!rx_match(re, bad[i]), "reject %s", bad[i]);
+    for (int i = 0; good[i]; i++)
+        cr_expect(rx_match(re, good[i]), "accept %s", good[i]);
+    for (int i = 0; bad[i]; i++)
+        cr_expect(!rx_match(re, bad[i]), "reject %s", bad[i]);
     pcre2_code_free(re);
     buf_free(&rx);
 }
@@ -516,8 +548,10 @@ static void engine_check(struct bytevocab *v, const char *schema, const char *co
     struct err e = {0};
     struct grammar *g = grammar_compile(v->vi, GRAMMAR_JSON_SCHEMA, schema, strlen(schema), &e);
     cr_assert(g, "engine rejects %s: %s", schema, e.msg);
-    for (; good && *good; good++) cr_expect(engine_accepts(g, *good), "%s should accept %s", schema, *good);
-    for (; bad && *bad; bad++) cr_expect(!engine_accepts(g, *bad), "%s should reject %s", schema, *bad);
+    for (; good && *good; good++)
+        cr_expect(engine_accepts(g, *good), "%s should accept %s", schema, *good);
+    for (; bad && *bad; bad++)
+        cr_expect(!engine_accepts(g, *bad), "%s should reject %s", schema, *bad);
     grammar_free(g);
 }
 
@@ -525,26 +559,30 @@ Test(jsonschema, through_grammar_engine)
 {
     struct bytevocab *v = calloc(1, sizeof *v);
     bv_init(v);
-    engine_check(v,
-                 "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-5,"
-                 "\"maximum\":120},\"b\":{\"type\":\"string\",\"maxLength\":3}},\"required\":[\"b\"]}",
-                 L("{\"b\":\"x\"}", "{\"a\":120,\"b\":\"\\\"é\"}", "{\n  \"a\": -5,\n  \"b\": \"\",\n  \"z\": [1, {}]\n}"),
-                 L("{\"a\":1}", "{\"a\":121,\"b\":\"x\"}", "{\"b\":\"abcd\"}", "{\"b\":\"x\",\"a\":1}",
-                   "{\"a\":\"s\",\"b\":\"x\"}", " {\"b\":\"x\"}"));
-    engine_check(v, "{\"type\":\"array\",\"items\":{\"enum\":[1,\"a\",null,{\"k\":[true]}]},\"maxItems\":2}",
-                 L("[]", "[1,\"a\"]", "[{\"k\":[true]}]", "[ null , { \"k\" : [ true ] } ]"),
-                 L("[1,1,1]", "[2]", "[{\"k\":[]}]", "[1,]"));
-    engine_check(v, "{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d?$\"}",
-                 L("\"ab\"", "\"abc1\""), L("\"1\"", "\"ab12\"", "\"a\\\"\""));
+    engine_check(
+        v,
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-5,"
+        "\"maximum\":120},\"b\":{\"type\":\"string\",\"maxLength\":3}},\"required\":[\"b\"]}",
+        L("{\"b\":\"x\"}", "{\"a\":120,\"b\":\"\\\"é\"}",
+          "{\n  \"a\": -5,\n  \"b\": \"\",\n  \"z\": [1, {}]\n}"),
+        L("{\"a\":1}", "{\"a\":121,\"b\":\"x\"}", "{\"b\":\"abcd\"}", "{\"b\":\"x\",\"a\":1}",
+          "{\"a\":\"s\",\"b\":\"x\"}", " {\"b\":\"x\"}"));
+    engine_check(
+        v, "{\"type\":\"array\",\"items\":{\"enum\":[1,\"a\",null,{\"k\":[true]}]},\"maxItems\":2}",
+        L("[]", "[1,\"a\"]", "[{\"k\":[true]}]", "[ null , { \"k\" : [ true ] } ]"),
+        L("[1,1,1]", "[2]", "[{\"k\":[]}]", "[1,]"));
+    engine_check(v, "{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d?$\"}", L("\"ab\"", "\"abc1\""),
+                 L("\"1\"", "\"ab12\"", "\"a\\\"\""));
     engine_check(v, "{\"type\":\"string\",\"pattern\":\"^[a-z\\\"]{1,9}$\",\"maxLength\":4}",
                  L("\"ab\"", "\"a\\\"cd\""), L("\"abcde\"", "\"\"", "\"A\""));
     engine_check(v, "{\"type\":\"number\",\"exclusiveMinimum\":0.5,\"maximum\":10}",
                  L("0.51", "1", "10", "10.0", "9.999"), L("0.5", "10.01", "-1", "1e1"));
-    engine_check(v,
-                 "{\"$defs\":{\"t\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
-                 "\"c\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"}}},\"required\":[\"v\"],"
-                 "\"additionalProperties\":false}},\"$ref\":\"#/$defs/t\"}",
-                 L("{\"v\":1,\"c\":[{\"v\":2,\"c\":[]}]}"), L("{\"v\":1,\"c\":[{}]}", "{\"v\":1,\"x\":2}"));
+    engine_check(
+        v,
+        "{\"$defs\":{\"t\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+        "\"c\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"}}},\"required\":[\"v\"],"
+        "\"additionalProperties\":false}},\"$ref\":\"#/$defs/t\"}",
+        L("{\"v\":1,\"c\":[{\"v\":2,\"c\":[]}]}"), L("{\"v\":1,\"c\":[{}]}", "{\"v\":1,\"x\":2}"));
     engine_check(v, "{\"type\":\"string\",\"format\":\"date-time\"}", L("\"2024-02-29T10:00:00Z\""),
                  L("\"2023-02-29T10:00:00Z\""));
     grammar_vocab_index_free(v->vi);
