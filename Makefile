@@ -93,7 +93,7 @@ $(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/gguf.c src/base/err.c src/
 
 # request decoders + encoders (server); run by tests/suites/61-api-fuzz.sh
 FUZZ_REQ_SRC := tests/fuzz/fuzz_request.c $(wildcard src/api/*.c) src/serve/request.c src/serve/queue.c \
-                src/serve/pipe.c $(wildcard src/base/*.c) src/engine/chat.c src/engine/chat_qwen3.c \
+                src/serve/pipe.c src/serve/forced.c $(wildcard src/base/*.c) src/engine/chat.c src/engine/chat_qwen3.c \
                 $(wildcard src/grammar/*.c)
 fuzz: $(BUILD)/fuzz-request
 $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
