@@ -212,31 +212,12 @@ void tp_run(struct threadpool *tp, tp_fn fn, void *ctx)
 
 void tp_run_dynamic(struct threadpool *tp, tp_fn fn, void *ctx)
 {
-    if (!tp || tp->n == 1) {
-        fn(ctx, 0, 1);
-        return;
-    }
-    tp->fn = fn;
-    tp->ctx = ctx;
-    atomic_store_explicit(&tp->dynamic, 1, memory_order_relaxed);
-    uint32_t g = atomic_load(&tp->gen) + 1;
-    atomic_store(&tp->dyn_state, (uint64_t)g << 32);
-    atomic_store(&tp->gen, g);
-    if (atomic_load(&tp->sleepers) > 0) futex_wake(&tp->gen);
-    fn(ctx, 0, tp->n);
-    uint64_t st = atomic_fetch_or(&tp->dyn_state, TP_CLOSED) | TP_CLOSED;
-    for (int i = 0; (st & TP_COUNT_MASK) && i < TP_SPIN_ITERS; i++) {
-        spin_step(i);
-        st = atomic_load(&tp->dyn_state);
-    }
-    if (!(st & TP_COUNT_MASK)) return;
-    atomic_store(&tp->owner_sleeping, 1);
-    for (;;) {
-        uint32_t d = atomic_load(&tp->done);
-        if (!(atomic_load(&tp->dyn_state) & TP_COUNT_MASK)) break;
-        futex_wait(&tp->done, d);
-    }
-    atomic_store(&tp->owner_sleeping, 0);
+    /* The late-join protocol raced with a following plain tp_run: a worker could read the next
+     * job's `dynamic` flag and fn/ctx while still at the previous generation, run a job twice and
+     * leave tp_run waiting forever (seen as a server hang under load). Until that protocol is
+     * redone, dynamic jobs run as plain fork-join jobs (their fns claim work units from a counter,
+     * so every thread joining is correct, just not resilient to a descheduled worker). */
+    tp_run(tp, fn, ctx);
 }
 
 /* Physical cores we may run on: distinct (package, core) pairs among the CPUs in our affinity
