@@ -1,11 +1,13 @@
 /* threadpool — persistent workers, one fork-join per tp_run.
  *
- * Protocol: the owner publishes (fn, ctx), sets `pending` to the number of workers and bumps the
+ * Protocol: the owner publishes (fn, ctx) and the job word (generation, kind), then bumps the
  * generation counter `gen`. Workers spin on `gen` for a while (ops of one forward pass follow
- * each other within microseconds), then sleep on it with a futex. The last worker to finish
- * bumps `done` and wakes the owner if it went to sleep. All flags are seq_cst atomics so that
- * the "increment sleepers, re-check, sleep" / "publish, check sleepers, wake" pairs cannot lose
- * a wake-up. */
+ * each other within microseconds), then sleep on it with a futex. A plain job waits for every
+ * worker (`pending`); a dynamic job (tp_run_dynamic) only for the workers that joined it while it
+ * was open, so a descheduled worker never holds the owner up. The last worker to finish bumps
+ * `done` and wakes the owner if it went to sleep. All flags are seq_cst atomics so that the
+ * "increment sleepers, re-check, sleep" / "publish, check sleepers, wake" pairs cannot lose a
+ * wake-up. */
 #define _GNU_SOURCE
 #include "engine/threadpool.h"
 
@@ -45,18 +47,21 @@ struct threadpool {
     struct tp_worker *workers;
     tp_fn fn;
     void *ctx;
+    /* The job word: (generation << 32) | TP_DYN | TP_CLOSED | workers inside a dynamic fn. It is
+     * written before `gen` is bumped, and a worker decides what to do from this one word only, so
+     * it can never combine one job's generation with another job's kind (the race the earlier
+     * protocol had, with the kind in a separate flag). */
+    _Atomic uint64_t job;
     _Atomic uint32_t gen;
-    _Atomic int32_t pending;
+    _Atomic int32_t pending; /* plain job: workers not yet finished */
     _Atomic uint32_t done;
     _Atomic int32_t sleepers;
     _Atomic int32_t owner_sleeping;
     _Atomic int32_t stop;
-    /* tp_run_dynamic: (generation << 32) | TP_CLOSED | number of workers inside fn */
-    _Atomic int dynamic;
-    _Atomic uint64_t dyn_state;
 };
 
-#define TP_CLOSED (1ull << 31)
+#define TP_DYN (1ull << 31)
+#define TP_CLOSED (1ull << 30)
 #define TP_COUNT_MASK (TP_CLOSED - 1)
 
 /* Pause, and now and then give the CPU away: with more threads than cores (or a busy machine)
@@ -93,54 +98,62 @@ static void futex_wake(_Atomic uint32_t *addr)
 #endif
 }
 
+static void signal_done(struct threadpool *tp)
+{
+    atomic_fetch_add(&tp->done, 1);
+    if (atomic_load(&tp->owner_sleeping)) futex_wake(&tp->done);
+}
+
+/* Worker protocol. Wait for `gen` to move past the last job handled, then read the job word:
+ *   plain job g: run fn once and decrement `pending`. The owner cannot publish another job until
+ *     every worker has done so, so fn/ctx are g's and no plain job is ever missed.
+ *   dynamic job g: join with a CAS that succeeds only while the word still says "g, open"; once
+ *     joined, the owner waits for the count to drop before it publishes again, so fn/ctx read
+ *     after the join are g's. A worker that comes late (job closed, or a newer job already in
+ *     the word) simply handles whatever job the word names now. */
 static void *worker_main(void *arg)
 {
     struct tp_worker *w = arg;
     struct threadpool *tp = w->tp;
     uint32_t seen = 0;
     for (;;) {
+        /* `seen` may be ahead of `gen` (the word is written first): wait for a newer one */
         uint32_t g = atomic_load_explicit(&tp->gen, memory_order_acquire);
-        for (int i = 0; g == seen && i < TP_SPIN_ITERS; i++) {
+        for (int i = 0; (int32_t)(g - seen) <= 0 && i < TP_SPIN_ITERS; i++) {
             spin_step(i);
             g = atomic_load_explicit(&tp->gen, memory_order_acquire);
         }
-        if (g == seen) {
+        if ((int32_t)(g - seen) <= 0) {
             atomic_fetch_add(&tp->sleepers, 1);
-            while ((g = atomic_load(&tp->gen)) == seen)
-                futex_wait(&tp->gen, seen);
+            while ((int32_t)((g = atomic_load(&tp->gen)) - seen) <= 0)
+                futex_wait(&tp->gen, g);
             atomic_fetch_sub(&tp->sleepers, 1);
         }
-        int dyn = atomic_load_explicit(&tp->dynamic, memory_order_relaxed);
-        if (atomic_load(&tp->gen) != g) continue; /* a newer job was published meanwhile: retry */
-        seen = g;
         if (atomic_load(&tp->stop)) break;
-        if (dyn) {
-            /* join only while the job is open: a late worker must not hold the owner up */
-            uint64_t st = atomic_load(&tp->dyn_state);
-            int joined = 0;
-            while ((uint32_t)(st >> 32) == g && !(st & TP_CLOSED))
-                if (atomic_compare_exchange_weak(&tp->dyn_state, &st, st + 1)) {
-                    joined = 1;
-                    break;
-                }
-            if (!joined) continue;
+        uint64_t st = atomic_load(&tp->job);
+        uint32_t jg = (uint32_t)(st >> 32);
+        if (jg == seen) continue; /* already handled (the word ran ahead of `gen` earlier) */
+        seen = jg;
+        if (!(st & TP_DYN)) {
             tp->fn(tp->ctx, w->ith, tp->n);
-            st = atomic_fetch_sub(&tp->dyn_state, 1) - 1;
-            if ((st & TP_CLOSED) && (st & TP_COUNT_MASK) == 0) {
-                atomic_fetch_add(&tp->done, 1);
-                if (atomic_load(&tp->owner_sleeping)) futex_wake(&tp->done);
-            }
+            if (atomic_fetch_sub(&tp->pending, 1) == 1) signal_done(tp);
             continue;
         }
-        tp->fn(tp->ctx, w->ith, tp->n);
-        if (atomic_fetch_sub(&tp->pending, 1) == 1) {
-            atomic_fetch_add(&tp->done, 1);
-            if (atomic_load(&tp->owner_sleeping)) futex_wake(&tp->done);
-        }
+        int joined = 0;
+        while ((uint32_t)(st >> 32) == jg && (st & TP_DYN) && !(st & TP_CLOSED))
+            if (atomic_compare_exchange_weak(&tp->job, &st, st + 1)) {
+                joined = 1;
+                break;
+            }
+        if (!joined) continue; /* closed, or a newer job is in the word: next round takes it */
+        tp_fn fn = tp->fn;
+        void *ctx = tp->ctx;
+        fn(ctx, w->ith, tp->n);
+        st = atomic_fetch_sub(&tp->job, 1) - 1;
+        if ((st & TP_CLOSED) && (st & TP_COUNT_MASK) == 0) signal_done(tp);
     }
     return NULL;
 }
-
 struct threadpool *tp_new(int n_threads)
 {
     if (n_threads < 1 || n_threads > TP_MAX_THREADS) return NULL;
@@ -184,40 +197,67 @@ int tp_size(const struct threadpool *tp)
     return tp ? tp->n : 1;
 }
 
+/* Publishes a job: fn/ctx and the job word first, then the generation the workers wait on. */
+static void publish(struct threadpool *tp, tp_fn fn, void *ctx, int dyn)
+{
+    tp->fn = fn;
+    tp->ctx = ctx;
+    uint32_t g = atomic_load_explicit(&tp->gen, memory_order_relaxed) + 1;
+    if (!dyn) atomic_store(&tp->pending, tp->n - 1);
+    atomic_store(&tp->job, ((uint64_t)g << 32) | (dyn ? TP_DYN : 0));
+    atomic_store(&tp->gen, g);
+    if (atomic_load(&tp->sleepers) > 0) futex_wake(&tp->gen);
+}
+
+/* Waits until finished(tp) holds: spin a while, then sleep on `done`. */
+static void owner_wait(struct threadpool *tp, int (*finished)(struct threadpool *))
+{
+    for (int i = 0; i < TP_SPIN_ITERS; i++) {
+        if (finished(tp)) return;
+        spin_step(i);
+    }
+    atomic_store(&tp->owner_sleeping, 1);
+    for (;;) {
+        uint32_t d = atomic_load(&tp->done);
+        if (finished(tp)) break;
+        futex_wait(&tp->done, d);
+    }
+    atomic_store(&tp->owner_sleeping, 0);
+}
+
+static int plain_finished(struct threadpool *tp)
+{
+    return atomic_load_explicit(&tp->pending, memory_order_acquire) == 0;
+}
+
+static int dyn_finished(struct threadpool *tp)
+{
+    return (atomic_load_explicit(&tp->job, memory_order_acquire) & TP_COUNT_MASK) == 0;
+}
+
 void tp_run(struct threadpool *tp, tp_fn fn, void *ctx)
 {
     if (!tp || tp->n == 1) {
         fn(ctx, 0, 1);
         return;
     }
-    tp->fn = fn;
-    tp->ctx = ctx;
-    atomic_store_explicit(&tp->dynamic, 0, memory_order_relaxed);
-    atomic_store(&tp->pending, tp->n - 1);
-    atomic_fetch_add(&tp->gen, 1);
-    if (atomic_load(&tp->sleepers) > 0) futex_wake(&tp->gen);
+    publish(tp, fn, ctx, 0);
     fn(ctx, 0, tp->n);
-    for (int i = 0; i < TP_SPIN_ITERS; i++) {
-        if (atomic_load_explicit(&tp->pending, memory_order_acquire) == 0) return;
-        spin_step(i);
-    }
-    atomic_store(&tp->owner_sleeping, 1);
-    for (;;) {
-        uint32_t d = atomic_load(&tp->done);
-        if (atomic_load(&tp->pending) == 0) break;
-        futex_wait(&tp->done, d);
-    }
-    atomic_store(&tp->owner_sleeping, 0);
+    owner_wait(tp, plain_finished);
 }
 
 void tp_run_dynamic(struct threadpool *tp, tp_fn fn, void *ctx)
 {
-    /* The late-join protocol raced with a following plain tp_run: a worker could read the next
-     * job's `dynamic` flag and fn/ctx while still at the previous generation, run a job twice and
-     * leave tp_run waiting forever (seen as a server hang under load). Until that protocol is
-     * redone, dynamic jobs run as plain fork-join jobs (their fns claim work units from a counter,
-     * so every thread joining is correct, just not resilient to a descheduled worker). */
-    tp_run(tp, fn, ctx);
+    if (!tp || tp->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    publish(tp, fn, ctx, 1);
+    fn(ctx, 0, tp->n);
+    /* close: no worker joins from now on; wait only for those inside fn */
+    uint64_t st = atomic_fetch_or(&tp->job, TP_CLOSED);
+    if ((st & TP_COUNT_MASK) == 0) return;
+    owner_wait(tp, dyn_finished);
 }
 
 /* Physical cores we may run on: distinct (package, core) pairs among the CPUs in our affinity
