@@ -19,7 +19,21 @@
 
 #define MM_MAX_OPS 256 /* ops per call (an MoE layer: at most n_expert) */
 #define MM_GEMM_MIN_TOK_DEFAULT 4
-#define MM_GEMV_TILE_ROWS 16 /* rows per GEMV work item */
+/* Rows per GEMV work item (decode): up to 128, so each thread streams long contiguous runs of
+ * weights and its software prefetch (16 KB ahead) stays inside its own run — measured +30 % decode
+ * over 16-row items on 2 threads (bench/README.md); fewer rows when that leaves under four items
+ * per thread. */
+#ifndef MM_GEMV_TILE_ROWS
+#define MM_GEMV_TILE_ROWS 128
+#endif
+
+static int64_t gemv_tile_rows(int64_t rows, int nth)
+{
+    int64_t t = rows / (4 * (int64_t)nth);
+    t = t / 16 * 16;
+    if (t > MM_GEMV_TILE_ROWS) t = MM_GEMV_TILE_ROWS;
+    return t < 16 ? 16 : t;
+}
 #define MM_MAX_THREADS 512
 #define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
 
@@ -411,7 +425,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         p->path = path;
         p->w_stride = ws;
         p->dot = tr->vec_dot;
-        p->tile_rows = gemm || amx ? MM_TILE_ROWS : MM_GEMV_TILE_ROWS;
+        p->tile_rows = gemm || amx ? MM_TILE_ROWS : gemv_tile_rows(op->rows, nth);
         p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;
         p->tile_begin = j->total_tiles;
         j->total_tiles += p->n_tiles;

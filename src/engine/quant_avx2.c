@@ -39,11 +39,16 @@ static inline __m256i dot_u8(__m256i u, __m256i y)
 }
 
 /* Prefetch the block `ahead` bytes past p (weights stream once per token; DRAM latency). */
+#ifndef PF_AHEAD
 #define PF_AHEAD 4096
+#endif
+#ifndef PF_AHEAD_HINT
+#define PF_AHEAD_HINT _MM_HINT_T0
+#endif
 static inline void prefetch_block(const void *p, size_t size)
 {
     for (size_t o = 0; o < size; o += 64)
-        _mm_prefetch((const char *)p + PF_AHEAD + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + PF_AHEAD + o, PF_AHEAD_HINT);
 }
 
 static inline __m256i nibbles32(const uint8_t *p)

@@ -8,6 +8,9 @@
 #ifndef PF_DIST
 #define PF_DIST 4096 /* bytes ahead of the weight stream to prefetch */
 #endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 
 static inline __m256i dpbusd_i8(__m256i acc, __m256i x, __m256i y)
 {
@@ -28,7 +31,7 @@ static float q8_0_dot(int64_t n, const void *vx, const void *vy)
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t nb = n / QK8_0, i = 0;
     for (; i + 2 <= nb; i += 2) {
-        _mm_prefetch((const char *)(x + i) + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_DIST, PF_HINT);
         __m256i p0 = dpbusd_i8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[i].qs),
                                _mm256_loadu_si256((const __m256i *)y[i].qs));
         __m256i p1 =
@@ -56,8 +59,8 @@ static float f16_dot(int64_t n, const void *vx, const void *vy)
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
-        _mm_prefetch((const char *)(x + i) + PF_DIST, _MM_HINT_T0);
-        _mm_prefetch((const char *)(x + i) + PF_DIST + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_DIST, PF_HINT);
+        _mm_prefetch((const char *)(x + i) + PF_DIST + 64, PF_HINT);
         a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))),
                              _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i))), a0);
         a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16))),
@@ -82,7 +85,7 @@ static float f32_dot(int64_t n, const void *vx, const void *vy)
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
-        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(x + i) + 2 * PF_DIST + 64 * k, _MM_HINT_T0);
+        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(x + i) + 2 * PF_DIST + 64 * k, PF_HINT);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
@@ -104,7 +107,7 @@ static float bf16_dot(int64_t n, const void *vx, const void *vy)
     int64_t i = 0;
     for (; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        if (((i / 16) & 1) == 0) _mm_prefetch((const char *)(x + i) + PF_DIST, _MM_HINT_T0);
+        if (((i / 16) & 1) == 0) _mm_prefetch((const char *)(x + i) + PF_DIST, PF_HINT);
         __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i)), 16));
         __m512 p = _mm512_maskz_loadu_ps(m, y + i);
         if ((i / 16) & 1) a1 = _mm512_fmadd_ps(w, p, a1);
