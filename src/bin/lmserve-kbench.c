@@ -1,6 +1,7 @@
 /* lmserve-kbench — kernel microbenchmark: the matmuls of a Qwen3 forward pass, without the rest.
  *
  *   lmserve-kbench [-t THREADS] [--type q8_0|q4_k|q6_k|f16|...] [--layers N] [--pp N] [--reps N]
+ *                  [--kernels] [--bandwidth]
  *
  * Builds random weights with the Qwen3-0.6B geometry (per layer: q 2048x1024, k/v 1024x1024,
  * o 1024x2048, gate/up 3072x1024, down 1024x3072; output 151936x1024) and times
@@ -110,9 +111,69 @@ fail:
     return 1;
 }
 
+/* --bandwidth: the physical limit of decode. Every thread streams its share of a 1 GiB buffer
+ * (16-byte loads, four sums), once plainly and once with a software prefetch 16 KB ahead into L2
+ * (what the GEMV kernels do); best of the repeats, GB/s = bytes read / wall time. Decode reads
+ * every weight once per token, so tok/s <= GB/s / weight bytes. */
+struct bw_job {
+    const uint64_t *buf;
+    size_t n; /* uint64 words */
+    int prefetch;
+    uint64_t sum[64][8];
+};
+
+static void bw_part(void *ctx, int ith, int nth)
+{
+    struct bw_job *j = ctx;
+    size_t per = j->n / (size_t)nth / 64 * 64, a = per * (size_t)ith, b = a + per;
+    typedef uint64_t v2 __attribute__((vector_size(16)));
+    const v2 *p = (const v2 *)j->buf;
+    v2 s0 = {0, 0}, s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = a / 2; i < b / 2; i += 8) { /* one 128-byte pair of lines per step */
+        if (j->prefetch) {
+            __builtin_prefetch(p + i + 1024, 0, 2);
+            __builtin_prefetch(p + i + 1028, 0, 2);
+        }
+        s0 += p[i] + p[i + 4];
+        s1 += p[i + 1] + p[i + 5];
+        s2 += p[i + 2] + p[i + 6];
+        s3 += p[i + 3] + p[i + 7];
+    }
+    v2 t = s0 + s1 + s2 + s3;
+    j->sum[ith & 63][0] = t[0] + t[1];
+}
+
+static int bandwidth(struct threadpool *tp, int reps)
+{
+    struct bw_job *j = calloc(1, sizeof *j);
+    j->n = (1u << 30) / 8;
+    uint64_t *buf = aligned_alloc(4096, j->n * 8 + 32768);
+    if (!j || !buf) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    memset(buf, 1, j->n * 8 + 32768);
+    j->buf = buf;
+    for (int pf = 0; pf < 2; pf++) {
+        j->prefetch = pf;
+        double best = 0;
+        for (int r = 0; r < reps + 1; r++) {
+            double t0 = now();
+            tp_run(tp, bw_part, j);
+            double gbs = (double)(j->n * 8) / (now() - t0) / 1e9;
+            if (r > 0 && gbs > best) best = gbs;
+        }
+        printf("read bandwidth, %d threads, %s: %.2f GB/s (best of %d)\n", tp_size(tp),
+               pf ? "prefetch 16 KB ahead" : "plain loads", best, reps);
+    }
+    free(buf);
+    free(j);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int kernels = 0;
+    int kernels = 0, bw = 0;
     int nth = tp_default_threads(), n_layer = 28, pp = 512, reps = 5;
     enum ggml_type t = GGML_TYPE_Q8_0;
     int64_t n_embd = 1024, n_q = 2048, n_kv = 1024, n_ff = 3072, n_vocab = 151936;
@@ -131,6 +192,8 @@ int main(int argc, char **argv)
             mm_set_amx(0);
         else if (!strcmp(a, "--kernels"))
             kernels = 1;
+        else if (!strcmp(a, "--bandwidth"))
+            bw = 1;
         else if (!strcmp(a, "--type") && v) {
             int found = 0;
             for (int k = 0; k < GGML_TYPE_COUNT; k++) {
@@ -145,7 +208,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] "
-                    "[--no-amx] [--kernels]\n",
+                    "[--no-amx] [--kernels] [--bandwidth]\n",
                     argv[0]);
             return 2;
         }
@@ -159,6 +222,7 @@ int main(int argc, char **argv)
     struct mm_scratch *s = mm_scratch_new();
     if (!tp || !s) return 1;
     if (kernels) return kernel_rates(tp, t, pp, reps);
+    if (bw) return bandwidth(tp, reps);
     uint64_t seed = 42;
     struct layer *L = calloc((size_t)n_layer, sizeof *L);
     for (int l = 0; l < n_layer; l++) {
