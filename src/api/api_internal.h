@@ -61,7 +61,8 @@ struct enc_choice {
     struct buf text, reasoning;
     enum finish_reason why;
     char *stop_seq;
-    json_t *logprobs; /* chat: array of content logprob entries (non-stream) */
+    json_t *logprobs; /* chat (non-stream) / responses (current message): content logprob
+                         entries; NULL = none yet */
     json_t *calls;    /* tool calls (R-TOOL-2): [{id, name, arguments}] in order; NULL = none */
     bool finished, role_sent;
 };
@@ -78,6 +79,8 @@ struct enc {
     bool rs_open, msg_open, think_open, text_open, had_text_block, had_rs;
     int rs_index, msg_index;
     char rs_id[48], msg_id[48];
+    json_t *pend_lp;  /* responses stream: delta-shaped logprob entries of tokens that produced no
+                         text yet (ride on the next text delta); NULL = none */
     json_t *items;    /* responses: output items closed before the end (a message cut by a tool
                          call, function_call items), in order; NULL = none */
 };
@@ -96,8 +99,10 @@ void enc_fail_plain(struct enc *en, const struct err *e);
  * owned by ch->calls) or NULL on OOM / invalid UTF-8. */
 json_t *enc_add_call(struct enc *en, int c, const char *id_prefix, const char *name,
                      const char *args, size_t n_args);
-/* Chat logprob entry for one token. */
-json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp);
+/* Logprob entry for one token: {token, logprob, bytes?, top_logprobs: [{token, logprob, bytes?}]}
+ * (bytes: the token's raw bytes, when with_bytes; Responses' text delta/done events carry none).
+ * NULL on OOM. */
+json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp, bool with_bytes);
 const char *finish_reason_chat(enum finish_reason why);
 
 /* Encoder installation per dialect. */

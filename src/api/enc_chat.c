@@ -61,7 +61,8 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
     json_t *entries = NULL;
     if (r->logprobs && nl > 0) {
         entries = json_array();
-        for (int i = 0; i < nl; i++) json_array_append_new(entries, enc_logprob_entry(en, &lp[i]));
+        for (int i = 0; i < nl; i++)
+            json_array_append_new(entries, enc_logprob_entry(en, &lp[i], true));
     }
     if (!r->stream) {
         if (entries) {

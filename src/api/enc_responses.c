@@ -21,12 +21,27 @@ static json_t *reasoning_item(struct enc *en, const char *status)
                      "status", status);
 }
 
+/* The output_text part; logprobs: the message's entries ([] unless include asked for them). */
 static json_t *text_part(struct enc *en)
 {
     struct enc_choice *ch = &en->ch[0];
-    return json_pack("{s:s, s:o, s:[], s:[]}", "type", "output_text", "text",
+    return json_pack("{s:s, s:o, s:[], s:o}", "type", "output_text", "text",
                      json_text(ch->text.data ? ch->text.data : "", ch->text.len), "annotations",
-                     "logprobs");
+                     "logprobs", ch->logprobs ? json_deep_copy(ch->logprobs) : json_array());
+}
+
+/* entries in the shape of the text delta/done events (ResponseTextDeltaEvent.Logprob: token,
+ * logprob, top_logprobs[{token, logprob}]; no bytes). */
+static json_t *event_logprobs(const json_t *entries)
+{
+    json_t *a = entries ? json_deep_copy(entries) : json_array();
+    size_t i, k;
+    json_t *x, *t;
+    json_array_foreach(a, i, x) {
+        json_object_del(x, "bytes");
+        json_array_foreach(json_object_get(x, "top_logprobs"), k, t) json_object_del(t, "bytes");
+    }
+    return a;
 }
 
 static json_t *message_item(struct enc *en, const char *status, bool with_content)
@@ -106,8 +121,12 @@ static json_t *response_obj(struct enc *en, const char *status, const struct usa
         "reasoning", "effort", r->reasoning ? json_string("medium") : json_null(), "summary",
         "metadata", r->metadata ? json_incref(r->metadata) : json_object(), "truncation",
         "disabled", "store", false);
-    if (o) json_object_set_new(o, "instructions", instr);
-    else json_decref(instr);
+    if (o) {
+        json_object_set_new(o, "instructions", instr);
+        json_object_set_new(o, "top_logprobs", json_integer(r->top_logprobs));
+    } else {
+        json_decref(instr);
+    }
     return o;
 }
 
@@ -198,16 +217,46 @@ static int s_reasoning(void *ctx, int c, const char *s, size_t n)
                         "content_index", 0, "delta", json_text(s, n)));
 }
 
+/* A text delta event carrying the logprobs of every token since the previous delta. */
+static int text_delta(struct enc *en, const char *s, size_t n)
+{
+    json_t *lps = en->pend_lp ? en->pend_lp : json_array();
+    en->pend_lp = NULL;
+    return ev(en, "response.output_text.delta",
+              json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", en->msg_id, "output_index",
+                        en->msg_index, "content_index", 0, "delta", json_text(s, n), "logprobs",
+                        lps));
+}
+
 static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
 {
     struct enc *en = ctx;
+    struct enc_choice *ch = &en->ch[0];
+    bool stream = en->job->req.stream;
     if (start(en) < 0) return -1;
-    if (buf_append(&en->ch[0].text, s, n) < 0) return -1;
-    if (!en->job->req.stream || n == 0) return 0;
+    if (buf_append(&ch->text, s, n) < 0) return -1;
+    if (en->job->req.logprobs && nl > 0) {
+        if (!ch->logprobs && !(ch->logprobs = json_array())) return -1;
+        if (stream && !en->pend_lp && !(en->pend_lp = json_array())) return -1;
+        for (int i = 0; i < nl; i++) {
+            if (json_array_append_new(ch->logprobs, enc_logprob_entry(en, &lp[i], true)) < 0 ||
+                (stream &&
+                 json_array_append_new(en->pend_lp, enc_logprob_entry(en, &lp[i], false)) < 0))
+                return -1;
+        }
+    }
+    if (!stream || n == 0) return 0; /* records of text-less tokens ride on the next delta */
     if (open_message(en) < 0) return -1;
-    return ev(en, "response.output_text.delta",
-              json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", en->msg_id, "output_index",
-                        en->msg_index, "content_index", 0, "delta", json_text(s, n), "logprobs"));
+    return text_delta(en, s, n);
+}
+
+/* Forgets the logprobs of the message so far (it was closed, or there was none to close). */
+static void drop_logprobs(struct enc *en)
+{
+    json_decref(en->ch[0].logprobs);
+    en->ch[0].logprobs = NULL;
+    json_decref(en->pend_lp);
+    en->pend_lp = NULL;
 }
 
 static int close_message(struct enc *en, const char *status);
@@ -225,10 +274,12 @@ static int s_tool_call(void *ctx, int c, const char *name, const char *args, siz
         if (stream && close_message(en, "completed") < 0) return -1;
         json_array_append_new(en->items, message_item(en, "completed", true));
         buf_reset(&en->ch[0].text);
+        drop_logprobs(en);
         en->msg_open = false;
         make_item_id(en->msg_id, sizeof en->msg_id, "msg_");
-    } else if (stream && close_reasoning(en) < 0) {
-        return -1;
+    } else {
+        drop_logprobs(en); /* text-less tokens before a call: no message to hold them */
+        if (stream && close_reasoning(en) < 0) return -1;
     }
     char *fid = make_id("fc_");
     json_t *item = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O}", "id", fid ? fid : "fc_", "type",
@@ -273,10 +324,13 @@ static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 static int close_message(struct enc *en, const char *status)
 {
     struct enc_choice *ch = &en->ch[0];
+    /* trailing text-less tokens (e.g. whitespace a tool call or the end swallowed) */
+    if (en->pend_lp && json_array_size(en->pend_lp) && text_delta(en, "", 0) < 0) return -1;
     if (ev(en, "response.output_text.done",
-           json_pack("{s:s, s:i, s:i, s:o, s:[]}", "item_id", en->msg_id, "output_index",
+           json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", en->msg_id, "output_index",
                      en->msg_index, "content_index", 0, "text",
-                     json_text(ch->text.data ? ch->text.data : "", ch->text.len), "logprobs")) < 0)
+                     json_text(ch->text.data ? ch->text.data : "", ch->text.len), "logprobs",
+                     event_logprobs(ch->logprobs))) < 0)
         return -1;
     if (ev(en, "response.content_part.done",
            json_pack("{s:s, s:i, s:i, s:o}", "item_id", en->msg_id, "output_index", en->msg_index,

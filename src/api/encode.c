@@ -26,6 +26,7 @@ void enc_free(void *ctx)
         if (en->ch[i].calls) json_decref(en->ch[i].calls);
     }
     if (en->items) json_decref(en->items);
+    if (en->pend_lp) json_decref(en->pend_lp);
     buf_free(&en->frame);
     free(en);
 }
@@ -63,7 +64,7 @@ static json_t *bytes_array(const char *s, size_t n)
     return a;
 }
 
-static json_t *token_obj(struct enc *en, int32_t id, float logprob)
+static json_t *token_obj(struct enc *en, int32_t id, float logprob, bool with_bytes)
 {
     size_t n = 0;
     const char *s = "";
@@ -73,16 +74,22 @@ static json_t *token_obj(struct enc *en, int32_t id, float logprob)
         s = "";
         n = 0;
     }
-    return json_pack("{s:o, s:f, s:o}", "token", json_text(s, n), "logprob", (double)logprob,
-                     "bytes", bytes_array(s, n));
+    json_t *o = json_pack("{s:o, s:f}", "token", json_text(s, n), "logprob", (double)logprob);
+    if (o && with_bytes) json_object_set_new(o, "bytes", bytes_array(s, n));
+    return o;
 }
 
-json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp)
+json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp, bool with_bytes)
 {
-    json_t *o = token_obj(en, lp->token, lp->logprob);
+    json_t *o = token_obj(en, lp->token, lp->logprob, with_bytes);
     json_t *top = json_array();
+    if (!o || !top) {
+        json_decref(o);
+        json_decref(top);
+        return NULL;
+    }
     for (int i = 0; i < lp->n_top && i < REQ_MAX_TOP_LOGPROBS; i++)
-        json_array_append_new(top, token_obj(en, lp->top_token[i], lp->top_logprob[i]));
+        json_array_append_new(top, token_obj(en, lp->top_token[i], lp->top_logprob[i], with_bytes));
     json_object_set_new(o, "top_logprobs", top);
     return o;
 }

@@ -109,6 +109,42 @@ static int read_input(json_t *input, struct request *req, struct err *e)
     return 0;
 }
 
+/* `include`: the ResponseIncludable values of the OpenAI API. Only message.output_text.logprobs
+ * adds anything here (per-token logprobs on output_text); the others name hosted tools, image
+ * urls or encrypted reasoning this server never produces, so they are accepted and add nothing.
+ * An unknown value is a 400 (as OpenAI answers it). */
+static int read_include(json_t *root, struct request *req, struct err *e)
+{
+    static const char *const known[] = {
+        "message.output_text.logprobs", "reasoning.encrypted_content", "file_search_call.results",
+        "web_search_call.results", "web_search_call.action.sources",
+        "message.input_image.image_url", "computer_call_output.output.image_url",
+        "code_interpreter_call.outputs", NULL};
+    json_t *inc = json_object_get(root, "include");
+    if (!inc || json_is_null(inc)) return 0;
+    if (!json_is_array(inc))
+        return err_set_param(e, ERR_INVALID, "include", "'include' must be an array of strings");
+    size_t i;
+    json_t *v;
+    json_array_foreach(inc, i, v) {
+        char p[48];
+        snprintf(p, sizeof p, "include[%zu]", i);
+        if (!json_is_string(v)) return err_set_param(e, ERR_INVALID, p, "'%s' must be a string", p);
+        const char *s = json_string_value(v);
+        size_t k = 0;
+        while (known[k] && strcmp(known[k], s)) k++;
+        if (!known[k]) {
+            char list[320] = "";
+            for (size_t j = 0, at = 0; known[j] && at < sizeof list; j++)
+                at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", j ? ", " : "", known[j]);
+            return err_set_param(e, ERR_INVALID, p, "'%s': unknown value '%.64s' (supported: %s)",
+                                 p, s, list);
+        }
+        if (!strcmp(s, "message.output_text.logprobs")) req->logprobs = true;
+    }
+    return 0;
+}
+
 static bool is_hosted(const char *t) { return strcmp(t, "function") != 0; }
 
 static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
@@ -172,11 +208,11 @@ int parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req
     if (json_is_string(tr) && !strcmp(json_string_value(tr), "auto"))
         return err_set_param(e, ERR_INVALID, "truncation",
                              "truncation 'auto' is not supported (a prompt that does not fit is an error)");
+    if (read_include(root, req, e) < 0) return -1;
     long long tl = 0;
-    if (jv_int(root, "top_logprobs", "top_logprobs", 0, 20, &tl, e) < 0) return -1;
-    if (tl > 0)
-        return err_set_param(e, ERR_UNSUPPORTED, "top_logprobs",
-                             "logprobs are supported on /v1/chat/completions only");
+    if (jv_int(root, "top_logprobs", "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &tl, e) < 0)
+        return -1;
+    req->top_logprobs = (int)tl; /* alternatives per token; logprobs themselves need `include` */
     const char *instr = NULL;
     if (jv_str(root, "instructions", "instructions", &instr, e) < 0) return -1;
     if (instr) {

@@ -61,8 +61,8 @@ test('400 names the offending param (BadRequestError)', async () => {
   await assert.rejects(ant().messages.create({ model: 'm', messages: USER, max_tokens: 2, temperature: 1.5 }),
     (e) => e instanceof Anthropic.BadRequestError && e.error.error.type === 'invalid_request_error' && /temperature/.test(e.message));
   // 501 for what this build cannot do, naming the param
-  await assert.rejects(oai().responses.create({ model: 'm', input: 'hi', top_logprobs: 2 }),
-    (e) => e.status === 501 && e.param === 'top_logprobs');
+  await assert.rejects(oai().responses.create({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AA==' }] }] }),
+    (e) => e.status === 501 && e.param === 'input[0].content[0].type');
 });
 
 test('a prompt longer than the context is a 400 in the dialect shape', async () => {

@@ -40,9 +40,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (api_sink_install(j) == 0) {
         struct reply_sink *s = &j->sink;
+        /* a logprob record per token when asked (token texts render as "": no vocabulary) */
+        struct token_logprob lp = {.token = 1, .logprob = -0.5f,
+                                   .n_top = j->req.sp.n_top_logprobs};
+        const struct token_logprob *l = j->req.logprobs ? &lp : NULL;
         s->reasoning(s->ctx, 0, "r", 1);
         for (int c = 0; c < j->req.n; c++) {
-            s->text(s->ctx, c, "t\xc3\xa9", 3, NULL, 0);
+            s->text(s->ctx, c, "t\xc3\xa9", 3, l, l ? 1 : 0);
+            s->text(s->ctx, c, "", 0, l, l ? 1 : 0); /* a token that produced no text */
             s->finish(s->ctx, c, FINISH_STOP, j->req.n_stop ? j->req.stop[0] : NULL);
         }
         struct usage u = {.prompt_tokens = 3, .completion_tokens = 2};

@@ -23,7 +23,8 @@ SEEDS = [
         {"type": "reasoning", "summary": []}],
         "instructions": "be", "text": {"format": {"type": "json_object"}}, "reasoning": {"effort": "low"},
         "tools": [{"type": "web_search"}, {"type": "function", "name": "f"}], "stream": True,
-        "metadata": {"a": "b"}, "regex": "a+"}),
+        "metadata": {"a": "b"}, "regex": "a+", "top_logprobs": 3,
+        "include": ["reasoning.encrypted_content", "message.output_text.logprobs"]}),
     (2, {"max_tokens": 4, "system": [{"type": "text", "text": "s"}], "messages": [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": [

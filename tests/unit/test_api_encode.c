@@ -162,3 +162,186 @@ Test(api_encode, errors_plain_before_start_inband_after)
     cr_assert(strstr(s, "event: error\n") && strstr(s, "event: response.failed\n"), "%s", s);
     job_unref(j);
 }
+
+/* Responses logprobs: a fake vocabulary (token id -> its text) and one record per token. */
+static const char *fake_token_text(void *tctx, int32_t id, size_t *len)
+{
+    static const char *const vocab[] = {"Hel", "lo", "\xe2\x82\xac", " ", "x", "y"};
+    const char *s = id >= 0 && id < 6 ? vocab[id] : "";
+    *len = strlen(s);
+    return s;
+}
+
+static struct token_logprob mk_lp(int32_t tok, float lp)
+{
+    /* the chosen token first, then two alternatives (ids 4, 5), descending */
+    struct token_logprob r = {.token = tok, .logprob = lp, .n_top = 2,
+                              .top_token = {tok, tok == 4 ? 5 : 4},
+                              .top_logprob = {lp, lp - 1.5f}};
+    return r;
+}
+
+static struct job *mkjob_lp(bool stream)
+{
+    struct job *j = mkjob(DIALECT_RESPONSES, stream);
+    j->req.logprobs = true;
+    j->req.top_logprobs = 2;
+    j->sink.token_text = fake_token_text;
+    return j;
+}
+
+/* Text "Hel" "lo€" with records for tokens 0, 1, 2 (token 2 arrives with the second delta), then
+ * a text-less token 3 (whitespace the end swallowed), then finish + done. */
+static void reply_lp(struct job *j)
+{
+    struct reply_sink *s = &j->sink;
+    struct token_logprob a[3] = {mk_lp(0, -0.25f), mk_lp(1, -0.5f), mk_lp(2, -1.0f)};
+    struct token_logprob ws = mk_lp(3, -2.0f);
+    cr_assert_eq(s->text(s->ctx, 0, "Hel", 3, &a[0], 1), 0);
+    cr_assert_eq(s->text(s->ctx, 0, "lo\xe2\x82\xac", 5, &a[1], 2), 0);
+    cr_assert_eq(s->text(s->ctx, 0, "", 0, &ws, 1), 0);
+    cr_assert_eq(s->finish(s->ctx, 0, FINISH_STOP, NULL), 0);
+    struct usage u = {.prompt_tokens = 5, .completion_tokens = 4};
+    cr_assert_eq(s->done(s->ctx, &u), 0);
+}
+
+/* Checks one entry: token text, logprob, bytes present or absent, two alternatives descending
+ * with the chosen token first. */
+static void check_entry(json_t *x, const char *tok, double lp, bool bytes)
+{
+    cr_assert_str_eq(json_string_value(json_object_get(x, "token")), tok);
+    cr_assert_float_eq(json_real_value(json_object_get(x, "logprob")), lp, 1e-6);
+    json_t *b = json_object_get(x, "bytes");
+    cr_assert_eq(b != NULL, bytes);
+    if (bytes) {
+        cr_assert_eq(json_array_size(b), strlen(tok));
+        for (size_t i = 0; i < strlen(tok); i++)
+            cr_assert_eq(json_integer_value(json_array_get(b, i)), (unsigned char)tok[i]);
+    }
+    json_t *top = json_object_get(x, "top_logprobs");
+    cr_assert_eq(json_array_size(top), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(top, 0), "token")), tok);
+    cr_assert_float_eq(json_real_value(json_object_get(json_array_get(top, 0), "logprob")), lp, 1e-6);
+    cr_assert_float_eq(json_real_value(json_object_get(json_array_get(top, 1), "logprob")), lp - 1.5,
+                       1e-6);
+    cr_assert_eq(json_object_get(json_array_get(top, 1), "bytes") != NULL, bytes);
+}
+
+static void check_full_list(json_t *lps)
+{
+    static const char *const toks[] = {"Hel", "lo", "\xe2\x82\xac", " "};
+    static const double v[] = {-0.25, -0.5, -1.0, -2.0};
+    cr_assert_eq(json_array_size(lps), 4);
+    for (size_t i = 0; i < 4; i++) check_entry(json_array_get(lps, i), toks[i], v[i], true);
+}
+
+Test(api_encode, responses_logprobs_nonstream)
+{
+    struct job *j = mkjob_lp(false);
+    reply_lp(j);
+    int st;
+    json_t *o = json_loads(drain(j, &st), 0, NULL);
+    cr_assert_not_null(o);
+    cr_assert_eq(json_integer_value(json_object_get(o, "top_logprobs")), 2);
+    json_t *part = json_array_get(json_object_get(json_array_get(json_object_get(o, "output"), 0),
+                                                  "content"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(part, "type")), "output_text");
+    check_full_list(json_object_get(part, "logprobs"));
+    json_decref(o);
+    job_unref(j);
+
+    /* without include: the records the sampler might still pass are not rendered */
+    j = mkjob(DIALECT_RESPONSES, false);
+    j->sink.token_text = fake_token_text;
+    reply_lp(j);
+    o = json_loads(drain(j, &st), 0, NULL);
+    part = json_array_get(json_object_get(json_array_get(json_object_get(o, "output"), 0),
+                                          "content"), 0);
+    cr_assert_eq(json_array_size(json_object_get(part, "logprobs")), 0);
+    cr_assert_not_null(json_object_get(part, "logprobs"), "logprobs: [] is always present");
+    json_decref(o);
+    job_unref(j);
+}
+
+/* The data: payloads of every event of one type, in order (returned array owned by the caller). */
+static json_t *events_of(const char *s, const char *type)
+{
+    json_t *a = json_array();
+    char key[96];
+    snprintf(key, sizeof key, "event: %s\ndata: ", type);
+    for (const char *p = strstr(s, key); p; p = strstr(p + 1, key)) {
+        const char *d = p + strlen(key);
+        json_t *o = json_loadb(d, (size_t)(strstr(d, "\n\n") - d), 0, NULL);
+        cr_assert_not_null(o);
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+Test(api_encode, responses_logprobs_stream)
+{
+    struct job *j = mkjob_lp(true);
+    reply_lp(j);
+    int st;
+    char *s = drain(j, &st);
+    json_t *deltas = events_of(s, "response.output_text.delta");
+    /* "Hel" [0], "lo€" [1, 2], then "" [3]: the text-less token's record before the done event */
+    cr_assert_eq(json_array_size(deltas), 3, "%s", s);
+    static const char *const texts[] = {"Hel", "lo\xe2\x82\xac", ""};
+    static const size_t counts[] = {1, 2, 1};
+    static const char *const toks[] = {"Hel", "lo", "\xe2\x82\xac", " "};
+    static const double v[] = {-0.25, -0.5, -1.0, -2.0};
+    size_t k = 0;
+    for (size_t i = 0; i < 3; i++) {
+        json_t *d = json_array_get(deltas, i);
+        cr_assert_str_eq(json_string_value(json_object_get(d, "delta")), texts[i]);
+        json_t *lps = json_object_get(d, "logprobs");
+        cr_assert_eq(json_array_size(lps), counts[i]);
+        for (size_t m = 0; m < counts[i]; m++, k++)
+            check_entry(json_array_get(lps, m), toks[k], v[k], false);
+    }
+    json_t *done = events_of(s, "response.output_text.done");
+    cr_assert_eq(json_array_size(done), 1);
+    json_t *dl = json_object_get(json_array_get(done, 0), "logprobs");
+    cr_assert_eq(json_array_size(dl), 4);
+    for (size_t i = 0; i < 4; i++) check_entry(json_array_get(dl, i), toks[i], v[i], false);
+    cr_assert(strstr(s, "event: response.output_text.done") > strstr(s, "\"delta\":\"\""));
+    json_t *comp = events_of(s, "response.completed");
+    json_t *resp = json_object_get(json_array_get(comp, 0), "response");
+    json_t *part = json_array_get(json_object_get(json_array_get(json_object_get(resp, "output"), 0),
+                                                  "content"), 0);
+    check_full_list(json_object_get(part, "logprobs"));
+    json_decref(deltas);
+    json_decref(done);
+    json_decref(comp);
+    job_unref(j);
+}
+
+Test(api_encode, responses_logprobs_split_by_tool_call)
+{
+    struct job *j = mkjob_lp(false);
+    struct reply_sink *s = &j->sink;
+    struct token_logprob a = mk_lp(4, -0.1f), b = mk_lp(5, -0.2f), ws = mk_lp(3, -0.3f);
+    cr_assert_eq(s->text(s->ctx, 0, "x", 1, &a, 1), 0);
+    cr_assert_eq(s->tool_call(s->ctx, 0, "f", "{}", 2), 0);
+    cr_assert_eq(s->text(s->ctx, 0, "", 0, &ws, 1), 0); /* whitespace between two calls */
+    cr_assert_eq(s->tool_call(s->ctx, 0, "g", "{}", 2), 0);
+    cr_assert_eq(s->text(s->ctx, 0, "y", 1, &b, 1), 0);
+    cr_assert_eq(s->finish(s->ctx, 0, FINISH_STOP, NULL), 0);
+    struct usage u = {.prompt_tokens = 5, .completion_tokens = 4};
+    cr_assert_eq(s->done(s->ctx, &u), 0);
+    int st;
+    json_t *o = json_loads(drain(j, &st), 0, NULL);
+    json_t *out = json_object_get(o, "output");
+    cr_assert_eq(json_array_size(out), 4, "message, call, call, message");
+    json_t *l0 = json_object_get(json_array_get(json_object_get(json_array_get(out, 0), "content"), 0),
+                                 "logprobs");
+    json_t *l3 = json_object_get(json_array_get(json_object_get(json_array_get(out, 3), "content"), 0),
+                                 "logprobs");
+    cr_assert_eq(json_array_size(l0), 1);
+    check_entry(json_array_get(l0, 0), "x", -0.1, true);
+    cr_assert_eq(json_array_size(l3), 1, "each message holds only its own tokens");
+    check_entry(json_array_get(l3, 0), "y", -0.2, true);
+    json_decref(o);
+    job_unref(j);
+}

@@ -112,6 +112,14 @@ Test(api_parse, rejection_list_names_param)
         {DIALECT_RESPONSES, "{" I ",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\","
                             "\"schema\":{}}}}", "text.format", 501},
         {DIALECT_RESPONSES, "{" I ",\"reasoning\":{\"effort\":\"max\"}}", "reasoning.effort", 400},
+        {DIALECT_RESPONSES, "{" I ",\"top_logprobs\":21}", "top_logprobs", 400},
+        {DIALECT_RESPONSES, "{" I ",\"top_logprobs\":-1}", "top_logprobs", 400},
+        {DIALECT_RESPONSES, "{" I ",\"top_logprobs\":2.5}", "top_logprobs", 400},
+        {DIALECT_RESPONSES, "{" I ",\"top_logprobs\":\"3\"}", "top_logprobs", 400},
+        {DIALECT_RESPONSES, "{" I ",\"include\":\"message.output_text.logprobs\"}", "include", 400},
+        {DIALECT_RESPONSES, "{" I ",\"include\":[\"reasoning.encrypted_content\",\"bogus\"]}",
+         "include[1]", 400},
+        {DIALECT_RESPONSES, "{" I ",\"include\":[7]}", "include[0]", 400},
         {DIALECT_MESSAGES, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "max_tokens", 400},
         {DIALECT_MESSAGES, "{" A ",\"temperature\":1.5}", "temperature", 400},
         {DIALECT_MESSAGES, "{" A ",\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"w\"}]}", "tools[0]", 400},
@@ -187,5 +195,41 @@ Test(api_parse, responses_items_and_messages_blocks)
     cr_assert_eq(r.msgs[3].role, CHAT_TOOL);
     cr_assert(r.reasoning);
     cr_assert_eq(r.max_tokens, 5);
+    request_free(&r);
+}
+
+Test(api_parse, responses_logprobs_include_and_top_logprobs)
+{
+    struct request r;
+    struct err e;
+    /* both: logprobs with 3 alternatives per token */
+    cr_assert_eq(parse(DIALECT_RESPONSES, "{\"input\":\"hi\",\"top_logprobs\":3,"
+                                          "\"include\":[\"message.output_text.logprobs\"]}",
+                       &r, &e), 0, "%s", e.msg);
+    cr_assert(r.logprobs);
+    cr_assert_eq(r.top_logprobs, 3);
+    cr_assert_eq(r.sp.n_top_logprobs, 3);
+    request_free(&r);
+    /* include only: logprobs of the chosen tokens, no alternatives */
+    cr_assert_eq(parse(DIALECT_RESPONSES, "{\"input\":\"hi\",\"include\":[\"reasoning.encrypted_content\","
+                                          "\"message.output_text.logprobs\"]}", &r, &e), 0, "%s", e.msg);
+    cr_assert(r.logprobs);
+    cr_assert_eq(r.sp.n_top_logprobs, 0);
+    request_free(&r);
+    /* top_logprobs only (as on OpenAI): accepted and echoed, but no logprobs without include */
+    cr_assert_eq(parse(DIALECT_RESPONSES, "{\"input\":\"hi\",\"top_logprobs\":20,\"include\":null}",
+                       &r, &e), 0, "%s", e.msg);
+    cr_assert(!r.logprobs);
+    cr_assert_eq(r.top_logprobs, 20);
+    cr_assert_eq(r.sp.n_top_logprobs, 0, "the sampler computes no alternatives");
+    request_free(&r);
+    /* other includables are accepted and change nothing */
+    cr_assert_eq(parse(DIALECT_RESPONSES, "{\"input\":\"hi\",\"include\":[\"file_search_call.results\"]}",
+                       &r, &e), 0, "%s", e.msg);
+    cr_assert(!r.logprobs);
+    request_free(&r);
+    /* an unknown value names the supported ones */
+    cr_assert_eq(parse(DIALECT_RESPONSES, "{\"input\":\"hi\",\"include\":[\"x.y\"]}", &r, &e), -1);
+    cr_assert(strstr(e.msg, "'x.y'") && strstr(e.msg, "message.output_text.logprobs"), "%s", e.msg);
     request_free(&r);
 }
