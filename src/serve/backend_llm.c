@@ -124,11 +124,15 @@ static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *
     kv_truncate(L->kv, (int)lcp);
     L->n_shadow = lcp;
     *cached = (int64_t)lcp;
-    /* in chunks: bounded scratch in the forward pass, and a cancel point between chunks */
-    for (size_t at = lcp; at < n; at += PREFILL_CHUNK) {
+    /* In chunks of at most PREFILL_CHUNK: bounded scratch in the forward pass, and a cancel
+     * point between chunks. The chunks are of equal size (513 tokens: 257 + 256, not 512 + 1),
+     * since a pass over all the weights costs about as much for 1 token as for 200. */
+    size_t todo = n - lcp, n_chunks = (todo + PREFILL_CHUNK - 1) / PREFILL_CHUNK;
+    for (size_t c = 0, at = lcp; c < n_chunks; c++) {
         if (pipe_cancelled(job->pipe)) return err_set(e, ERR_CANCELLED, "the client went away");
-        size_t k = n - at < PREFILL_CHUNK ? n - at : PREFILL_CHUNK;
+        size_t k = (todo - (at - lcp)) / (n_chunks - c);
         if (forward(L, req->tokens + at, k, (int32_t)at, e) < 0) return -1;
+        at += k;
     }
     return 0;
 }
