@@ -1,10 +1,11 @@
 // Server latency/throughput client for bench/server.sh: TTFT and decode tok/s through the HTTP
 // API (streamed chat completions), single client and N concurrent clients. Prints figures as JSON.
-//   node bench/server.mjs URL [--reps N] [--long-words W] [--gen N] [--clients C]
+//   node bench/server.mjs URL [--reps N] [--long-words W] [--gen N] [--clients C] [--pair]
 const args = process.argv.slice(2);
 const url = args[0];
 const opt = (k, d) => { const i = args.indexOf(k); return i >= 0 ? Number(args[i + 1]) : d; };
 const REPS = opt('--reps', 3), WORDS = opt('--long-words', 170), GEN = opt('--gen', 128), CLIENTS = opt('--clients', 4);
+const PAIR = args.includes('--pair'); // one long-prompt TTFT request + one decode request only
 const headers = { 'content-type': 'application/json', authorization: 'Bearer x' };
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN; };
 
@@ -41,6 +42,11 @@ async function one(messages, maxTokens) {
 const short = [{ role: 'user', content: 'Tell me a story.' }];
 const long = [{ role: 'user', content: Array.from({ length: WORDS }, (_, i) => `word${i % 97}`).join(' ') }];
 const out = {};
+if (PAIR) {
+  const l = await one(long, 1), d = await one(short, GEN);
+  console.log(JSON.stringify({ ttft_long_ms: l.ttft_ms, prompt_long: l.prompt, decode_tok_s: d.tok_s, completion: d.completion }));
+  process.exit(0);
+}
 await one(short, 4); // warm-up
 let runs = [];
 for (let i = 0; i < REPS; i++) runs.push(await one(short, 1));
