@@ -500,6 +500,30 @@ static int parse_int(struct lark *L, int32_t *v)
     return 0;
 }
 
+/* x repeated min..max times (max -1: unbounded); frees x and returns NULL on no memory. */
+static struct expr *wrap_rep(struct lark *L, struct expr *x, int32_t min, int32_t max, int line)
+{
+    struct expr *r = expr_new(E_REP, line);
+    if (!r || expr_add(r, x)) {
+        expr_free(r);
+        expr_free(x);
+        err_set(L->e, ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    r->min = min;
+    r->max = max;
+    return r;
+}
+
+/* A leaf of kind k for the current token (its text is read from the token later); consumes it. */
+static struct expr *parse_leaf(struct lark *L, enum ekind k)
+{
+    struct expr *x = expr_new(k, cur(L)->line);
+    if (x) x->tok = L->pos;
+    L->pos++;
+    return x;
+}
+
 static struct expr *parse_atom(struct lark *L)
 {
     skip_nl_in_parens(L);
@@ -524,19 +548,7 @@ static struct expr *parse_atom(struct lark *L)
             return NULL;
         }
         L->pos++;
-        if (opt) {
-            struct expr *r = expr_new(E_REP, t->line);
-            if (!r || expr_add(r, x)) {
-                expr_free(r);
-                expr_free(x);
-                err_set(L->e, ERR_NOMEM, "out of memory");
-                return NULL;
-            }
-            r->min = 0;
-            r->max = 1;
-            x = r;
-        }
-        return x;
+        return opt ? wrap_rep(L, x, 0, 1, t->line) : x;
     }
     case LT_STRING:
         if (L->t[L->pos + 1].kind == LT_DOTDOT && L->t[L->pos + 2].kind == LT_STRING) {
@@ -548,34 +560,22 @@ static struct expr *parse_atom(struct lark *L)
             L->pos += 3;
             break;
         }
-        x = expr_new(E_STR, t->line);
-        if (x) x->tok = L->pos;
-        L->pos++;
+        x = parse_leaf(L, E_STR);
         break;
     case LT_REGEX:
-        x = expr_new(E_REGEX, t->line);
-        if (x) x->tok = L->pos;
-        L->pos++;
+        x = parse_leaf(L, E_REGEX);
         break;
     case LT_RULE:
-        x = expr_new(E_RULE, t->line);
-        if (x) x->tok = L->pos;
-        L->pos++;
+        x = parse_leaf(L, E_RULE);
         break;
     case LT_TOKEN:
-        x = expr_new(E_TOKEN, t->line);
-        if (x) x->tok = L->pos;
-        L->pos++;
+        x = parse_leaf(L, E_TOKEN);
         break;
     case LT_SPECIAL:
-        x = expr_new(E_SPECIAL, t->line);
-        if (x) x->tok = L->pos;
-        L->pos++;
+        x = parse_leaf(L, E_SPECIAL);
         break;
     case LT_JSON:
-        x = expr_new(E_JSON, t->line);
-        if (x) x->tok = L->pos;
-        L->pos++;
+        x = parse_leaf(L, E_JSON);
         break;
     case LT_DIRECTIVE: {
         char nm[64];
@@ -589,20 +589,6 @@ static struct expr *parse_atom(struct lark *L)
     }
     if (!x) err_set(L->e, ERR_NOMEM, "out of memory");
     return x;
-}
-
-static struct expr *wrap_rep(struct lark *L, struct expr *x, int32_t min, int32_t max, int line)
-{
-    struct expr *r = expr_new(E_REP, line);
-    if (!r || expr_add(r, x)) {
-        expr_free(r);
-        expr_free(x);
-        err_set(L->e, ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    r->min = min;
-    r->max = max;
-    return r;
 }
 
 static struct expr *parse_expr(struct lark *L)
