@@ -1018,7 +1018,6 @@ struct inner_build {
     int32_t *list; /* token list mode (bits == NULL) */
     int32_t n_list, cap_list;
     uint32_t *bits;
-    int32_t count;
     uint32_t *bound;
     uint32_t n_bound, cap_bound;
     bool oom;
@@ -1322,6 +1321,55 @@ static int localize(struct matcher *m, const struct shared_inner *x, uint32_t s,
 
 static struct inner_entry *inner_get(struct matcher *m, uint32_t s);
 
+/* Stores the token set in x: as a list when it has fewer tokens than bits has words (bits is
+ * freed), else as the bitset itself (x owns bits). Adds the bytes it takes to *bytes. Returns -1
+ * on no memory, bits then still the caller's. */
+static int payload_take_tokens(struct shared_inner *x, uint32_t *bits, size_t words, size_t *bytes)
+{
+    int32_t count = 0;
+    for (size_t w = 0; w < words; w++)
+        count += __builtin_popcount(bits[w]);
+    if ((size_t)count < words) {
+        x->list = malloc(((size_t)count + 1) * sizeof *x->list);
+        if (!x->list) return -1;
+        for (size_t w = 0; w < words; w++)
+            for (uint32_t v = bits[w]; v; v &= v - 1)
+                x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
+        free(bits);
+        *bytes += (size_t)x->n_list * 4;
+    } else {
+        x->bits = bits;
+        *bytes += words * 4;
+    }
+    return 0;
+}
+
+/* Of the candidate lexeme-end nodes (no duplicates), keeps those where s's automaton accepts
+ * before the node's byte and dies on it: into e->bound as (node, accepting state) pairs and into
+ * x->nodes. Returns -1 on no memory (what was allocated is left in e and x for their cleanup). */
+static int keep_boundaries(const struct grammar_vocab_index *vi, struct rx_dfa *d, uint32_t s,
+                           const uint32_t *cand, size_t n_cand, struct inner_entry *e,
+                           struct shared_inner *x)
+{
+    e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
+    x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
+    if (!e->bound || !x->nodes) return -1;
+    for (size_t i = 0; i < n_cand; i++) {
+        uint32_t c = cand[i];
+        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
+        uint32_t q = s;
+        for (uint32_t j = 0; j + 1 < vi->tn[c].depth && q != RX_DEAD; j++)
+            q = rx_dfa_next(d, q, path[j]);
+        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
+        if (rx_dfa_next(d, q, vi->tn[c].byte) != RX_DEAD) continue;
+        e->bound[2 * e->n_bound] = c;
+        e->bound[2 * e->n_bound + 1] = q;
+        e->n_bound++;
+        x->nodes[x->n_nodes++] = c;
+    }
+    return 0;
+}
+
 /* A state whose threads belong to several terminals (e.g. a free string key next to literal
  * keys): the tokens staying alive are the union over its per-terminal parts, whose walks are
  * cached and shared; lexeme ends are among the parts' lexeme ends (plus the root's children when
@@ -1402,55 +1450,21 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
             cand[n_cand++] = c;
         }
     }
-    /* keep candidates where s's automaton accepts before the node's byte and dies on it */
+    /* parts may share lexeme ends: sort and drop the repeats */
     qsort(cand, n_cand, sizeof *cand, cmp_u32);
-    e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
-    x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
-    if (!e->bound || !x->nodes) goto fail2;
-    for (size_t i = 0; i < n_cand; i++) {
-        uint32_t c = cand[i];
-        if (i > 0 && cand[i - 1] == c) continue;
-        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
-        uint32_t q = s;
-        for (uint32_t j = 0; j + 1 < vi->tn[c].depth && q != RX_DEAD; j++)
-            q = rx_dfa_next(d, q, path[j]);
-        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
-        if (rx_dfa_next(d, q, vi->tn[c].byte) != RX_DEAD) continue;
-        e->bound[2 * e->n_bound] = c;
-        e->bound[2 * e->n_bound + 1] = q;
-        e->n_bound++;
-        x->nodes[x->n_nodes++] = c;
-    }
+    size_t n_uniq = 0;
+    for (size_t i = 0; i < n_cand; i++)
+        if (n_uniq == 0 || cand[n_uniq - 1] != cand[i]) cand[n_uniq++] = cand[i];
+    if (keep_boundaries(vi, d, s, cand, n_uniq, e, x)) goto fail2;
     free(cand);
-    int32_t count = 0;
-    for (size_t w = 0; w < words; w++)
-        count += __builtin_popcount(bits[w]);
+    cand = NULL;
     size_t bytes = sizeof *x + klen + x->n_nodes * 4;
-    if ((size_t)count < words) {
-        x->list = malloc(((size_t)count + 1) * sizeof *x->list);
-        if (!x->list) goto fail3;
-        for (size_t w = 0; w < words; w++)
-            for (uint32_t v = bits[w]; v; v &= v - 1)
-                x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
-        free(bits);
-        bytes += (size_t)x->n_list * 4;
-    } else {
-        x->bits = bits;
-        bytes += words * 4;
-    }
+    if (payload_take_tokens(x, bits, words, &bytes)) goto fail2;
     x->hash = h;
     x->key = key;
     x->key_len = klen;
     if (!shared_add(vi, x, bytes)) e->own = x;
     return x;
-fail3:
-    free(bits);
-    free(e->bound);
-    e->bound = NULL;
-    e->n_bound = 0;
-    free(x->nodes);
-    free(x);
-    return NULL;
 fail2:
     free(cand);
     free(bits);
@@ -1582,40 +1596,11 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         }
         if (priv) payload_free(sub);
     }
-    e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
-    x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
-    if (!e->bound || !x->nodes) goto fail;
-    for (size_t i = 0; i < n_cand; i++) {
-        uint32_t c = cand[i];
-        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
-        uint32_t q = s;
-        for (uint32_t j = 0; j + 1 < tn[c].depth && q != RX_DEAD; j++)
-            q = rx_dfa_next(d, q, path[j]);
-        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
-        if (rx_dfa_next(d, q, tn[c].byte) != RX_DEAD) continue;
-        e->bound[2 * e->n_bound] = c;
-        e->bound[2 * e->n_bound + 1] = q;
-        e->n_bound++;
-        x->nodes[x->n_nodes++] = c;
-    }
+    if (keep_boundaries(vi, d, s, cand, n_cand, e, x)) goto fail;
     free(cand);
     cand = NULL;
-    int32_t count = 0;
-    for (size_t w = 0; w < words; w++)
-        count += __builtin_popcount(bits[w]);
     size_t bytes = sizeof *x + klen + x->n_nodes * 4;
-    if ((size_t)count < words) {
-        x->list = malloc(((size_t)count + 1) * sizeof *x->list);
-        if (!x->list) goto fail;
-        for (size_t w = 0; w < words; w++)
-            for (uint32_t v = bits[w]; v; v &= v - 1)
-                x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
-        free(bits);
-        bytes += (size_t)x->n_list * 4;
-    } else {
-        x->bits = bits;
-        bytes += words * 4;
-    }
+    if (payload_take_tokens(x, bits, words, &bytes)) goto fail;
     bits = NULL;
     x->hash = h;
     x->key = key;
@@ -1702,23 +1687,9 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         if (!x || !ib.bits) goto fail;
         walk_inner(m, &ib, s);
         if (ib.oom) goto fail;
-        for (size_t w = 0; w < words; w++)
-            ib.count += __builtin_popcount(ib.bits[w]);
         size_t bytes = sizeof *x + klen + ib.n_bound / 2 * 4;
-        if ((size_t)ib.count < words) {
-            x->list = malloc(((size_t)ib.count + 1) * sizeof *x->list);
-            if (!x->list) goto fail;
-            for (size_t w = 0; w < words; w++)
-                for (uint32_t v = ib.bits[w]; v; v &= v - 1)
-                    x->list[x->n_list++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
-            free(ib.bits);
-            ib.bits = NULL;
-            bytes += (size_t)x->n_list * 4;
-        } else {
-            x->bits = ib.bits;
-            ib.bits = NULL;
-            bytes += words * 4;
-        }
+        if (payload_take_tokens(x, ib.bits, words, &bytes)) goto fail;
+        ib.bits = NULL;
         x->n_nodes = ib.n_bound / 2;
         x->nodes = malloc(((size_t)x->n_nodes + 1) * sizeof *x->nodes);
         if (!x->nodes) goto fail;
