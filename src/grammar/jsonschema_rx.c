@@ -914,37 +914,56 @@ static int cmp_cp_first(const void *a, const void *b)
     return cx < cy ? -1 : cx > cy;
 }
 
-/* regex for strings (content) that are not in names[0..n) */
-static void key_not_in_rec(struct kname *names, int n, struct buf *out, int depth)
+/* Sorts names by first code point, the empty names first; returns how many are empty. */
+static int sort_by_first_cp(struct kname *names, int n)
 {
-    bool has_empty = false;
-    for (int i = 0; i < n; i++)
-        if (names[i].n == 0) has_empty = true;
     qsort(names, (size_t)n, sizeof *names, cmp_cp_first);
-    struct cpset firsts = {0};
-    struct buf alts = {0};
-    int nalt = 0;
     int i = 0;
     while (i < n && names[i].n == 0)
         i++;
+    return i;
+}
+
+/* The names from names[i] on that share its first code point (names sorted by
+ * sort_by_first_cp): their tails after it, in a new array of *ns entries (NULL on no memory);
+ * *end is the index past them. */
+static struct kname *first_cp_tails(const struct kname *names, int n, int i, int *ns, int *end)
+{
+    size_t k = 0;
+    uint32_t c = dec_cp(names[i].s, names[i].n, &k);
+    struct kname *sub = malloc((size_t)n * sizeof *sub);
+    if (!sub) return NULL;
+    int j = i;
+    *ns = 0;
+    while (j < n) {
+        size_t kk = 0;
+        uint32_t cj = dec_cp(names[j].s, names[j].n, &kk);
+        if (cj != c) break;
+        sub[*ns].s = names[j].s + kk;
+        sub[*ns].n = names[j].n - kk;
+        (*ns)++;
+        j++;
+    }
+    *end = j;
+    return sub;
+}
+
+/* regex for strings (content) that are not in names[0..n) */
+static void key_not_in_rec(struct kname *names, int n, struct buf *out, int depth)
+{
+    int i = sort_by_first_cp(names, n);
+    bool has_empty = i > 0;
+    struct cpset firsts = {0};
+    struct buf alts = {0};
+    int nalt = 0;
     while (i < n) {
         size_t k = 0;
         uint32_t c = dec_cp(names[i].s, names[i].n, &k);
-        int j = i;
-        struct kname *sub = malloc((size_t)n * sizeof *sub);
+        int ns, j;
+        struct kname *sub = first_cp_tails(names, n, i, &ns, &j);
         if (!sub) {
             buf_free(&alts);
             return;
-        }
-        int ns = 0;
-        while (j < n) {
-            size_t kk = 0;
-            uint32_t cj = dec_cp(names[j].s, names[j].n, &kk);
-            if (cj != c) break;
-            sub[ns].s = names[j].s + kk;
-            sub[ns].n = names[j].n - kk;
-            ns++;
-            j++;
         }
         cp_add(&firsts, c, c);
         struct cpset one = {0};
@@ -970,33 +989,18 @@ static void key_not_in_rec(struct kname *names, int n, struct buf *out, int dept
 /* content of unescaped characters only, not in names (names have no escaped characters) */
 static void raw_not_in_rec(struct kname *names, int n, struct buf *out)
 {
-    bool has_empty = false;
-    for (int i = 0; i < n; i++)
-        if (names[i].n == 0) has_empty = true;
-    qsort(names, (size_t)n, sizeof *names, cmp_cp_first);
+    int i = sort_by_first_cp(names, n);
+    bool has_empty = i > 0;
     struct buf alts = {0}, excl = {0};
     int nalt = 0;
-    int i = 0;
-    while (i < n && names[i].n == 0)
-        i++;
     while (i < n) {
         size_t k = 0;
         uint32_t c = dec_cp(names[i].s, names[i].n, &k);
-        int j = i;
-        struct kname *sub = malloc((size_t)n * sizeof *sub);
+        int ns, j;
+        struct kname *sub = first_cp_tails(names, n, i, &ns, &j);
         if (!sub) {
             buf_free(&alts);
             return;
-        }
-        int ns = 0;
-        while (j < n) {
-            size_t kk = 0;
-            uint32_t cj = dec_cp(names[j].s, names[j].n, &kk);
-            if (cj != c) break;
-            sub[ns].s = names[j].s + kk;
-            sub[ns].n = names[j].n - kk;
-            ns++;
-            j++;
         }
         if (nalt++) buf_puts(&alts, "|");
         jsrx_literal(names[i].s, k, &alts);
