@@ -510,7 +510,12 @@ int sampler_sample(struct sampler *s, float *logits, const uint32_t *mask,
         }
     }
     out->token = token;
-    fill_logprobs(s, logits, lmax, token, out);
+    if (s->p.no_logprob && s->p.n_top_logprobs == 0) {
+        out->logprob = NAN;
+        out->n_top = 0;
+    } else {
+        fill_logprobs(s, logits, lmax, token, out);
+    }
     return 0;
 }
 

@@ -162,6 +162,7 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
     for (int c = 0; c < req->n; c++) {
         struct sampler_params sp = req->sp;
         sp.seed = req->sp.seed + (uint64_t)c;
+        sp.no_logprob = !req->logprobs; /* only the logprobs encoders read them */
         if (!(smp = sampler_new(&sp, L->cfg->n_vocab, e))) goto out;
         if (req->grammar && !(mt = matcher_new(req->grammar, e))) goto out;
         int64_t cached = 0;

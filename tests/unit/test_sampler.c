@@ -638,3 +638,44 @@ Test(sampler, extreme_values_never_crash)
         sampler_free(s);
     }
 }
+
+/* no_logprob skips the log-softmax only: the same tokens are drawn (greedy and seeded sampling),
+ * logprob is NaN; with top logprobs asked for, it is ignored. */
+Test(sampler, no_logprob_same_tokens_nan_logprob)
+{
+    const int32_t n = 5000;
+    float *l0 = malloc(sizeof(float) * n), *l1 = malloc(sizeof(float) * n);
+    for (int cfg = 0; cfg < 2; cfg++) {
+        struct sampler_params p;
+        sampler_params_init(&p);
+        p.temperature = cfg ? 0.8f : 0.0f;
+        p.top_k = cfg ? 0 : 1;
+        p.seed = 11;
+        struct sampler *a = mk(&p, n);
+        p.no_logprob = 1;
+        struct sampler *b = mk(&p, n);
+        for (int step = 0; step < 50; step++) {
+            fill_logits(l0, n, 100u + (uint32_t)step);
+            memcpy(l1, l0, sizeof(float) * n);
+            struct sampler_choice ca, cb;
+            cr_assert_eq(sampler_sample(a, l0, NULL, &ca), 0);
+            cr_assert_eq(sampler_sample(b, l1, NULL, &cb), 0);
+            cr_assert_eq(ca.token, cb.token, "cfg %d step %d", cfg, step);
+            cr_assert(ca.logprob <= 0 && isnan(cb.logprob) && cb.n_top == 0);
+        }
+        sampler_free(a);
+        sampler_free(b);
+    }
+    struct sampler_params p;
+    sampler_params_init(&p);
+    p.no_logprob = 1;
+    p.n_top_logprobs = 3;
+    struct sampler *c = mk(&p, n);
+    fill_logits(l0, n, 7);
+    struct sampler_choice cc;
+    cr_assert_eq(sampler_sample(c, l0, NULL, &cc), 0);
+    cr_assert(cc.logprob <= 0 && cc.n_top == 3, "top logprobs asked for: computed anyway");
+    sampler_free(c);
+    free(l0);
+    free(l1);
+}
