@@ -94,6 +94,15 @@ int enc_sse(struct enc *en, const char *ev, json_t *f);
 int enc_write(struct enc *en, const char *s, size_t n);
 /* A failure before anything was sent: plain JSON error with the real status. */
 void enc_fail_plain(struct enc *en, const struct err *e);
+/* The error handling every dialect shares: nothing after the end, a plain JSON error while
+ * nothing was sent or the reply is not streamed. Returns true if e was dealt with here, false if
+ * it must go in-band on the stream. */
+bool enc_fail_early(struct enc *en, const struct err *e);
+/* A sink's error hook for dialects whose in-band error is one SSE frame: enc_fail_early, else
+ * "event: <ev>\n" (if ev) + "data: <the dialect's error body>\n\n" as the pipe fails. */
+void enc_fail_sse(struct enc *en, const char *ev, const struct err *e);
+/* A non-streamed reply: head 200 application/json, then body (steals). -1 if cancelled. */
+int enc_json_reply(struct enc *en, json_t *body);
 /* Records a tool call on choice c: {id: <id_prefix>…, name, arguments, text_at: the choice's text
  * bytes so far}; returns it (borrowed,
  * owned by ch->calls) or NULL on OOM / invalid UTF-8. */

@@ -175,11 +175,7 @@ static int s_done(void *ctx, const struct usage *u)
                              "chat.completion", "created", (json_int_t)r->created, "model",
                              r->model, "choices", choices, "usage", usage_obj(u),
                              "system_fingerprint");
-    buf_reset(&en->frame);
-    json_append(&en->frame, body);
-    if (pipe_begin(en->job->pipe, 200, "application/json") < 0 && pipe_cancelled(en->job->pipe))
-        return -1;
-    if (enc_write(en, en->frame.data, en->frame.len) < 0) return -1;
+    if (enc_json_reply(en, body) < 0) return -1;
     pipe_close(en->job->pipe);
     en->ended = true;
     return 0;
@@ -187,19 +183,7 @@ static int s_done(void *ctx, const struct usage *u)
 
 static void s_error(void *ctx, const struct err *e)
 {
-    struct enc *en = ctx;
-    if (en->ended) return;
-    if (!en->started || !en->job->req.stream) {
-        enc_fail_plain(en, e);
-        return;
-    }
-    struct buf b = {0};
-    buf_puts(&b, "data: ");
-    api_error_body(DIALECT_CHAT, e, &b);
-    buf_puts(&b, "\n\n");
-    pipe_fail(en->job->pipe, err_http_status(e->code), b.data);
-    buf_free(&b);
-    en->ended = true;
+    enc_fail_sse(ctx, NULL, e);
 }
 
 int enc_chat_install(struct job *job)

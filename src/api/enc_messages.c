@@ -188,10 +188,8 @@ static int s_done(void *ctx, const struct usage *u)
         if (ch->text.len > from || !ch->calls)
             json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
                                                      json_text(tx + from, ch->text.len - from)));
-        buf_reset(&en->frame);
-        json_append(&en->frame, message_obj(en, content, stop_reason(ch), ch->stop_seq, u));
-        pipe_begin(en->job->pipe, 200, "application/json");
-        if (enc_write(en, en->frame.data, en->frame.len) < 0) return -1;
+        if (enc_json_reply(en, message_obj(en, content, stop_reason(ch), ch->stop_seq, u)) < 0)
+            return -1;
     }
     pipe_close(en->job->pipe);
     en->ended = true;
@@ -200,19 +198,7 @@ static int s_done(void *ctx, const struct usage *u)
 
 static void s_error(void *ctx, const struct err *e)
 {
-    struct enc *en = ctx;
-    if (en->ended) return;
-    if (!en->started || !en->job->req.stream) {
-        enc_fail_plain(en, e);
-        return;
-    }
-    struct buf b = {0};
-    buf_puts(&b, "event: error\ndata: ");
-    api_error_body(DIALECT_MESSAGES, e, &b);
-    buf_puts(&b, "\n\n");
-    pipe_fail(en->job->pipe, err_http_status(e->code), b.data);
-    buf_free(&b);
-    en->ended = true;
+    enc_fail_sse(ctx, "error", e);
 }
 
 int enc_messages_install(struct job *job)

@@ -352,11 +352,8 @@ static int s_done(void *ctx, const struct usage *u)
         if (ev(en, incomplete ? "response.incomplete" : "response.completed",
                json_pack("{s:o}", "response", resp)) < 0)
             return -1;
-    } else {
-        buf_reset(&en->frame);
-        json_append(&en->frame, resp);
-        pipe_begin(en->job->pipe, 200, "application/json");
-        if (enc_write(en, en->frame.data, en->frame.len) < 0) return -1;
+    } else if (enc_json_reply(en, resp) < 0) {
+        return -1;
     }
     pipe_close(en->job->pipe);
     en->ended = true;
@@ -366,11 +363,7 @@ static int s_done(void *ctx, const struct usage *u)
 static void s_error(void *ctx, const struct err *e)
 {
     struct enc *en = ctx;
-    if (en->ended) return;
-    if (!en->started || !en->job->req.stream) {
-        enc_fail_plain(en, e);
-        return;
-    }
+    if (enc_fail_early(en, e)) return;
     /* in-band: an error event, then response.failed */
     json_t *f = json_pack("{s:s, s:s%, s:o}", "code", err_code_name(e->code), "message", e->msg,
                           strlen(e->msg), "param", e->param[0] ? json_string(e->param) : json_null());

@@ -57,6 +57,35 @@ void enc_fail_plain(struct enc *en, const struct err *e)
     en->ended = true;
 }
 
+bool enc_fail_early(struct enc *en, const struct err *e)
+{
+    if (en->ended) return true;
+    if (en->started && en->job->req.stream) return false;
+    enc_fail_plain(en, e);
+    return true;
+}
+
+void enc_fail_sse(struct enc *en, const char *ev, const struct err *e)
+{
+    if (enc_fail_early(en, e)) return;
+    struct buf b = {0};
+    if (ev) buf_printf(&b, "event: %s\n", ev);
+    buf_puts(&b, "data: ");
+    api_error_body(en->job->req.dialect, e, &b);
+    buf_puts(&b, "\n\n");
+    pipe_fail(en->job->pipe, err_http_status(e->code), b.data);
+    buf_free(&b);
+    en->ended = true;
+}
+
+int enc_json_reply(struct enc *en, json_t *body)
+{
+    buf_reset(&en->frame);
+    json_append(&en->frame, body);
+    pipe_begin(en->job->pipe, 200, "application/json");
+    return enc_write(en, en->frame.data, en->frame.len);
+}
+
 static json_t *bytes_array(const char *s, size_t n)
 {
     json_t *a = json_array();
