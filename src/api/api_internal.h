@@ -45,6 +45,9 @@ char *content_text(json_t *content, const char *param, const char *const *ok_typ
                    struct err *e);
 /* Turns an OpenAI function tool {type,function:{name,description,parameters}} list in place. */
 int tools_add(struct request *req, json_t *tool_obj);
+/* Adds a flat tool definition t {name (a string), description?, <schema_key>?} (the Messages and
+ * Responses shape) as an OpenAI function tool. -1 on OOM. */
+int tools_add_flat(struct request *req, json_t *t, const char *schema_key);
 
 /* response_format / text.format (fmt may be NULL) and the regex / lark extensions: fill
  * req->constraint, or 501 while the backend has no grammar support. */

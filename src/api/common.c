@@ -315,6 +315,19 @@ int tools_add(struct request *req, json_t *tool)
     return json_array_append_new(req->tools, tool);
 }
 
+int tools_add_flat(struct request *req, json_t *t, const char *schema_key)
+{
+    json_t *fn = json_object();
+    json_object_set(fn, "name", json_object_get(t, "name"));
+    json_t *d = json_object_get(t, "description");
+    if (json_is_string(d)) json_object_set(fn, "description", d);
+    json_t *schema = json_object_get(t, schema_key);
+    if (schema && !json_is_null(schema)) json_object_set(fn, "parameters", schema);
+    json_t *tool = json_pack("{s:s, s:o}", "type", "function", "function", fn);
+    if (!tool || tools_add(req, tool) < 0) return -1;
+    return 0;
+}
+
 int api_check_depth(const char *s, size_t n, int max_depth, struct err *e)
 {
     int depth = 0;

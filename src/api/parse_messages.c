@@ -231,14 +231,7 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
         json_t *name = json_object_get(t, "name");
         if (!json_is_string(name)) return err_set_param(e, ERR_INVALID, p, "'%s.name' must be a string", p);
         if (none || !ctx->backend->caps.tools) continue; /* accepted and dropped */
-        json_t *fn = json_object();
-        json_object_set(fn, "name", name);
-        json_t *d = json_object_get(t, "description");
-        if (json_is_string(d)) json_object_set(fn, "description", d);
-        json_t *schema = json_object_get(t, "input_schema");
-        if (schema && !json_is_null(schema)) json_object_set(fn, "parameters", schema);
-        json_t *tool = json_pack("{s:s, s:o}", "type", "function", "function", fn);
-        if (!tool || tools_add(req, tool) < 0) return oom(e);
+        if (tools_add_flat(req, t, "input_schema") < 0) return oom(e);
     }
     return 0;
 }
