@@ -1344,6 +1344,22 @@ static int payload_take_tokens(struct shared_inner *x, uint32_t *bits, size_t wo
     return 0;
 }
 
+/* Completes x, whose nodes are set: takes the token set from bits (payload_take_tokens) and the
+ * key, then publishes x, or leaves it owned by e when the shared cache is over budget. Returns -1
+ * on no memory, bits and key then still the caller's. */
+static int payload_finish(struct grammar_vocab_index *vi, struct shared_inner *x, uint32_t *bits,
+                          size_t words, uint8_t *key, size_t klen, uint64_t h,
+                          struct inner_entry *e)
+{
+    size_t bytes = sizeof *x + klen + x->n_nodes * 4;
+    if (payload_take_tokens(x, bits, words, &bytes)) return -1;
+    x->hash = h;
+    x->key = key;
+    x->key_len = klen;
+    if (!shared_add(vi, x, bytes)) e->own = x;
+    return 0;
+}
+
 /* Of the candidate lexeme-end nodes (no duplicates), keeps those where s's automaton accepts
  * before the node's byte and dies on it: into e->bound as (node, accepting state) pairs and into
  * x->nodes. Returns -1 on no memory (what was allocated is left in e and x for their cleanup). */
@@ -1458,12 +1474,7 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
     if (keep_boundaries(vi, d, s, cand, n_uniq, e, x)) goto fail2;
     free(cand);
     cand = NULL;
-    size_t bytes = sizeof *x + klen + x->n_nodes * 4;
-    if (payload_take_tokens(x, bits, words, &bytes)) goto fail2;
-    x->hash = h;
-    x->key = key;
-    x->key_len = klen;
-    if (!shared_add(vi, x, bytes)) e->own = x;
+    if (payload_finish(vi, x, bits, words, key, klen, h, e)) goto fail2;
     return x;
 fail2:
     free(cand);
@@ -1599,13 +1610,7 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
     if (keep_boundaries(vi, d, s, cand, n_cand, e, x)) goto fail;
     free(cand);
     cand = NULL;
-    size_t bytes = sizeof *x + klen + x->n_nodes * 4;
-    if (payload_take_tokens(x, bits, words, &bytes)) goto fail;
-    bits = NULL;
-    x->hash = h;
-    x->key = key;
-    x->key_len = klen;
-    if (!shared_add(vi, x, bytes)) e->own = x;
+    if (payload_finish(vi, x, bits, words, key, klen, h, e)) goto fail;
     return x;
 fail:
     free(bits);
@@ -1687,21 +1692,16 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         if (!x || !ib.bits) goto fail;
         walk_inner(m, &ib, s);
         if (ib.oom) goto fail;
-        size_t bytes = sizeof *x + klen + ib.n_bound / 2 * 4;
-        if (payload_take_tokens(x, ib.bits, words, &bytes)) goto fail;
-        ib.bits = NULL;
         x->n_nodes = ib.n_bound / 2;
         x->nodes = malloc(((size_t)x->n_nodes + 1) * sizeof *x->nodes);
         if (!x->nodes) goto fail;
         for (uint32_t i = 0; i < x->n_nodes; i++)
             x->nodes[i] = ib.bound[2 * i];
-        x->hash = h;
-        x->key = key;
-        x->key_len = klen;
+        if (payload_finish(vi, x, ib.bits, words, key, klen, h, e)) goto fail;
+        ib.bits = NULL;
         key = NULL;
         e->bound = ib.bound; /* (node, state) pairs are this grammar's own */
         e->n_bound = ib.n_bound / 2;
-        if (!shared_add(vi, x, bytes)) e->own = x;
         goto done;
     fail:
         free(ib.bits);
