@@ -37,7 +37,7 @@ BINS     := $(BIN_SRC:src/bin/%.c=$(BUILD)/%)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test bench run clean deps-npm models test-unit fuzz format
+.PHONY: all test bench run clean deps-npm models test-unit fuzz format neon-test
 # keep the per-binary objects (they are intermediates of the $(BUILD)/% rule)
 .SECONDARY:
 all: $(BINS) $(BUILD)/unit-tests
@@ -99,6 +99,17 @@ fuzz: $(BUILD)/fuzz-request
 $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS) -lpthread -lm
+
+# ---- NEON kernels, cross-built for arm64 and run under qemu-aarch64 by tests/suites/15-neon.sh
+# (static, so no arm64 libc is needed at run time; only the quant files and the test program)
+NEON_CC    ?= aarch64-linux-gnu-gcc
+NEON_FLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing -pthread \
+              -Isrc -static
+NEON_TEST_SRC := tests/neon/test_neon_dots.c src/engine/quant.c src/engine/quant_neon.c
+neon-test: $(BUILD)/neon/test-neon-dots
+$(BUILD)/neon/test-neon-dots: $(NEON_TEST_SRC) src/engine/quant.h src/engine/quant_blocks.h src/engine/fp16.h
+	@mkdir -p $(dir $@)
+	$(NEON_CC) $(NEON_FLAGS) $(filter %.c,$^) -o $@ -lm
 
 bench: all deps-npm
 	@set -e; for s in bench/*.sh; do echo "=== $$s"; BUILD=$(BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; done

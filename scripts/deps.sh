@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what lmserve needs to build and test on Debian, only when something is missing.
 # Idempotent and quiet when everything is present. Called by `make` (C deps) and `make test` (npm).
+# gcc-aarch64-linux-gnu + libc6-dev-arm64-cross + qemu-user: the NEON kernels are cross-built
+# (static) and run under qemu-aarch64 by tests/suites/15-neon.sh.
 set -eu
 what=${1:-c}
 if [ "$what" = c ] || [ "$what" = all ]; then
-  pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcriterion-dev python3 python3-numpy python3-jinja2 nodejs npm clang libclang-rt-14-dev curl"
+  pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcriterion-dev python3 python3-numpy python3-jinja2 nodejs npm clang libclang-rt-14-dev curl gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
   missing=""
   for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
