@@ -301,6 +301,78 @@ static inline int dot16s(int8x16_t q, const int8_t *y)
     return vaddvq_s32(dot16(vdupq_n_s32(0), q, vld1q_s8(y)));
 }
 
+/* Q2_K: element e = 128n + 32j + l is bits 2j..2j+1 of qs[32n + l]; scale group e/16 (low
+ * nibble of scales[g] the scale, high nibble the min): dot = y.d*(d*sum(sc*q.y) -
+ * dmin*sum(m*bsum)). */
+static float q2_K_dot(int64_t n, const void *vx, const void *vy)
+{
+    const struct block_q2_K *x = vx;
+    const struct block_q8_K *y = vy;
+    float s = 0;
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        uint8x16_t sv = vld1q_u8(x[i].scales);
+        int16x8_t mlo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vshrq_n_u8(sv, 4))));
+        int16x8_t mhi = vreinterpretq_s16_u16(vmovl_high_u8(vshrq_n_u8(sv, 4)));
+        int16x8_t b0 = vld1q_s16(y[i].bsums), b1 = vld1q_s16(y[i].bsums + 8);
+        int32x4_t mp = vmull_s16(vget_low_s16(b0), vget_low_s16(mlo));
+        mp = vmlal_high_s16(mp, b0, mlo);
+        mp = vmlal_s16(mp, vget_low_s16(b1), vget_low_s16(mhi));
+        mp = vmlal_high_s16(mp, b1, mhi);
+        int summ = vaddvq_s32(mp);
+        int sumi = 0;
+        for (int c = 0; c < 2; c++) {
+            uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * c), q1 = vld1q_u8(x[i].qs + 32 * c + 16);
+            const uint8_t *sc = x[i].scales + 8 * c;
+            const int8_t *q8 = y[i].qs + 128 * c;
+            for (int j = 0; j < 4; j++) {
+                int8x16_t a = vreinterpretq_s8_u8(vandq_u8(q0, m3));
+                int8x16_t b = vreinterpretq_s8_u8(vandq_u8(q1, m3));
+                sumi += (sc[2 * j] & 15) * dot16s(a, q8 + 32 * j) +
+                        (sc[2 * j + 1] & 15) * dot16s(b, q8 + 32 * j + 16);
+                q0 = vshrq_n_u8(q0, 2);
+                q1 = vshrq_n_u8(q1, 2);
+            }
+        }
+        float d = y[i].d * h2f(x[i].d), dmin = y[i].d * h2f(x[i].dmin);
+        s += d * (float)sumi - dmin * (float)summ;
+    }
+    return s;
+}
+
+/* Q3_K: as Q2_K's 2-bit layout, minus 4 where bit (e/32) of hmask[e%32] is clear; 16 signed
+ * 6-bit scales, no min. */
+static float q3_K_dot(int64_t n, const void *vx, const void *vy)
+{
+    const struct block_q3_K *x = vx;
+    const struct block_q8_K *y = vy;
+    float s = 0;
+    const uint8x16_t m3 = vdupq_n_u8(3), four = vdupq_n_u8(4);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int8_t sc[16];
+        quant_q3k_scales(x[i].scales, sc);
+        uint8x16_t h0 = vld1q_u8(x[i].hmask), h1 = vld1q_u8(x[i].hmask + 16);
+        int sumi = 0;
+        for (int c = 0; c < 2; c++) {
+            uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * c), q1 = vld1q_u8(x[i].qs + 32 * c + 16);
+            const int8_t *q8 = y[i].qs + 128 * c;
+            for (int j = 0; j < 4; j++) {
+                uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * c + j)));
+                uint8x16_t a = vorrq_u8(vandq_u8(q0, m3), vandq_u8(vtstq_u8(h0, bit), four));
+                uint8x16_t b = vorrq_u8(vandq_u8(q1, m3), vandq_u8(vtstq_u8(h1, bit), four));
+                int8x16_t qa = vsubq_s8(vreinterpretq_s8_u8(a), vreinterpretq_s8_u8(four));
+                int8x16_t qb = vsubq_s8(vreinterpretq_s8_u8(b), vreinterpretq_s8_u8(four));
+                sumi += sc[8 * c + 2 * j] * dot16s(qa, q8 + 32 * j) +
+                        sc[8 * c + 2 * j + 1] * dot16s(qb, q8 + 32 * j + 16);
+                q0 = vshrq_n_u8(q0, 2);
+                q1 = vshrq_n_u8(q1, 2);
+            }
+        }
+        s += y[i].d * h2f(x[i].d) * (float)sumi;
+    }
+    return s;
+}
+
 /* Q6_K: element e = 128h + 32k + l: low 4 bits nibble (k/2) of ql[64h + 32(k%2) + l], high 2
  * bits bits 2k..2k+1 of qh[32h + l]; minus 32; int8 scale per 16 (group 8h + 2k + l/16). */
 static float q6_K_dot(int64_t n, const void *vx, const void *vy)
@@ -345,6 +417,8 @@ void quant_register_neon(struct quant_traits *t)
     t[GGML_TYPE_Q4_1].vec_dot = q4_1_dot;
     t[GGML_TYPE_Q5_0].vec_dot = q5_0_dot;
     t[GGML_TYPE_Q5_1].vec_dot = q5_1_dot;
+    t[GGML_TYPE_Q2_K].vec_dot = q2_K_dot;
+    t[GGML_TYPE_Q3_K].vec_dot = q3_K_dot;
     t[GGML_TYPE_Q4_K].vec_dot = q4_K_dot;
     t[GGML_TYPE_Q5_K].vec_dot = q5_K_dot;
     t[GGML_TYPE_Q6_K].vec_dot = q6_K_dot;
