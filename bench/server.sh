@@ -42,6 +42,18 @@ for _ in $(seq 1 "$PAIRS"); do
   stok=$(echo "$lines" | tail -1 | sed 's/.*tok_s=//')
   pairs="$pairs $epp $etg $c $sttft $stok"
 done
+# The same decode pairing with curl as the client: node's own CPU (event loop, JSON.parse per
+# chunk, JIT/GC threads of a fresh process) competes with the two compute threads on a 2-core
+# machine; curl reads the stream with next to none, so this isolates the server's own cost.
+pshort=$(echo "$api" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s).prompt_short))")
+cpairs=""
+body='{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":'"$GEN"',"temperature":0,"stream":true}'
+for _ in $(seq 1 "$PAIRS"); do
+  etg=$("$BUILD/lmserve-bench" "$f" -t "$THREADS" -p "$pshort" -n "$GEN" -r 1 | awk -F'|' -v t="tg$GEN" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
+  curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' -d "$body" >/dev/null
+  stok=$(grep -o 'completion=[0-9]* .*tok_s=[0-9.]*' "$slog" | tail -1 | sed 's/.*tok_s=//')
+  cpairs="$cpairs $etg $stok"
+done
 kill $pid; wait $pid 2>/dev/null || true
 rm -f "$slog"
 trap - EXIT
@@ -73,6 +85,14 @@ let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{
     med(rows.map(r=>r.cttft-P/r.pp*1000)).toFixed(1), med(rows.map(r=>r.sttft-P/r.pp*1000)).toFixed(1));
 });"
 
+
+echo "$cpairs" | node -e "
+let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{
+  const v=s.trim().split(/\s+/).map(Number), r=[];
+  for (let i=0;i+1<v.length;i+=2) r.push(v[i+1]/v[i]);
+  const t=[...r].sort((x,y)=>x-y), m=t[Math.floor((t.length-1)/2)];
+  console.log('paired decode with curl as the client (%d rounds, api/engine): %s -> median overhead %s%%', r.length, r.map(x=>x.toFixed(3)).join(' '), ((1-m)*100).toFixed(2));
+});"
 
 if [ -n "${LLAMA_SERVER:-}" ]; then
   lport=$((port + 1))
