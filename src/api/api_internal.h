@@ -88,7 +88,8 @@ struct enc {
                          call, function_call items), in order; NULL = none */
 };
 
-/* Allocates an encoder for job and fills job->sink's ctx/error/done/free hooks common to all. */
+/* Allocates an encoder for job (choices from req.n, none finished); each dialect's install
+ * function then sets job->sink's hooks. */
 struct enc *enc_new(struct job *job);
 void enc_free(void *ctx);
 /* Writes f (steals) as SSE: "event: <ev>\n" (if ev) + "data: <json>\n\n". -1 if cancelled. */

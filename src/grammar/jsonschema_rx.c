@@ -1000,6 +1000,7 @@ static void raw_not_in_rec(struct kname *names, int n, struct buf *out)
         struct kname *sub = first_cp_tails(names, n, i, &ns, &j);
         if (!sub) {
             buf_free(&alts);
+            buf_free(&excl);
             return;
         }
         if (nalt++) buf_puts(&alts, "|");
