@@ -19,6 +19,9 @@ CLIENTS=${CLIENTS:-4}
 M=${BENCH_MODEL:-qwen3_0.6b-q8_0}
 f="$MODELDIR/$M.gguf"
 $MAKE --no-print-directory BUILD="$BUILD" "$f" >/dev/null
+# "tg128" -> t/s from lmserve-bench's table on stdin; jget FIELD -> a field of the JSON on stdin
+rate() { awk -F'|' -v t="$1" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }'; }
+jget() { node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s).$1))"; }
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cpus, threads $THREADS, model $f"
 
 port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
@@ -30,12 +33,12 @@ for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>
 # the prompt sizes the API client sends, so the engine bench prefills the same number of tokens
 api=$(node bench/server.mjs "http://127.0.0.1:$port" --reps "$REPS" --gen "$GEN" --clients "$CLIENTS")
 PAIRS=${PAIRS:-5}
-plong=$(echo "$api" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s).prompt_long))")
+plong=$(echo "$api" | jget prompt_long)
 pairs=""
 for _ in $(seq 1 "$PAIRS"); do
   eng=$("$BUILD/lmserve-bench" "$f" -t "$THREADS" -p "$plong" -n "$GEN" -r 1)
-  epp=$(echo "$eng" | awk -F'|' -v t="pp$plong" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
-  etg=$(echo "$eng" | awk -F'|' -v t="tg$GEN" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
+  epp=$(echo "$eng" | rate "pp$plong")
+  etg=$(echo "$eng" | rate "tg$GEN")
   c=$(node bench/server.mjs "http://127.0.0.1:$port" --gen "$GEN" --long-words 170 --pair | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{const j=JSON.parse(s);console.log(j.ttft_long_ms, j.decode_tok_s)})")
   lines=$(grep -o 'completion=[0-9]* .*tok_s=[0-9.]*' "$slog" | tail -2)
   sttft=$(echo "$lines" | head -1 | sed 's/.*ttft_ms=\([0-9.]*\).*/\1/')
@@ -45,11 +48,11 @@ done
 # The same decode pairing with curl as the client: node's own CPU (event loop, JSON.parse per
 # chunk, JIT/GC threads of a fresh process) competes with the two compute threads on a 2-core
 # machine; curl reads the stream with next to none, so this isolates the server's own cost.
-pshort=$(echo "$api" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s).prompt_short))")
+pshort=$(echo "$api" | jget prompt_short)
 cpairs=""
 body='{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":'"$GEN"',"temperature":0,"stream":true}'
 for _ in $(seq 1 "$PAIRS"); do
-  etg=$("$BUILD/lmserve-bench" "$f" -t "$THREADS" -p "$pshort" -n "$GEN" -r 1 | awk -F'|' -v t="tg$GEN" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
+  etg=$("$BUILD/lmserve-bench" "$f" -t "$THREADS" -p "$pshort" -n "$GEN" -r 1 | rate "tg$GEN")
   curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' -d "$body" >/dev/null
   stok=$(grep -o 'completion=[0-9]* .*tok_s=[0-9.]*' "$slog" | tail -1 | sed 's/.*tok_s=//')
   cpairs="$cpairs $etg $stok"
@@ -57,12 +60,11 @@ done
 kill $pid; wait $pid 2>/dev/null || true
 rm -f "$slog"
 trap - EXIT
-plong=$(echo "$api" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s).prompt_long))")
 eng=$("$BUILD/lmserve-bench" "$f" -t "$THREADS" -p "$plong" -n "$GEN" -r "$REPS")
 echo "engine (lmserve-bench):"; echo "$eng" | grep '|'
 echo "api (bench/server.mjs): $api"
-pp=$(echo "$eng" | awk -F'|' -v t="pp$plong" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
-tg=$(echo "$eng" | awk -F'|' -v t="tg$GEN" '$0 ~ "\\| *"t" *\\|" { split($(NF-1), a, " "); print a[1] }')
+pp=$(echo "$eng" | rate "pp$plong")
+tg=$(echo "$eng" | rate "tg$GEN")
 echo "$api" | node -e "
 let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{
   const a=JSON.parse(s), pp=$pp, tg=$tg;

@@ -119,7 +119,7 @@ struct bw_job {
     const uint64_t *buf;
     size_t n; /* uint64 words */
     int prefetch;
-    uint64_t sum[64][8];
+    uint64_t sum[64]; /* per thread, so the loads cannot be optimized away */
 };
 
 static void bw_part(void *ctx, int ith, int nth)
@@ -140,18 +140,21 @@ static void bw_part(void *ctx, int ith, int nth)
         s3 += p[i + 3] + p[i + 7];
     }
     v2 t = s0 + s1 + s2 + s3;
-    j->sum[ith & 63][0] = t[0] + t[1];
+    j->sum[ith & 63] = t[0] + t[1];
 }
 
 static int bandwidth(struct threadpool *tp, int reps)
 {
     struct bw_job *j = calloc(1, sizeof *j);
-    j->n = (1u << 30) / 8;
-    uint64_t *buf = aligned_alloc(4096, j->n * 8 + 32768);
+    const size_t words = (1u << 30) / 8;
+    uint64_t *buf = aligned_alloc(4096, words * 8 + 32768);
     if (!j || !buf) {
         fprintf(stderr, "out of memory\n");
+        free(j);
+        free(buf);
         return 1;
     }
+    j->n = words;
     memset(buf, 1, j->n * 8 + 32768);
     j->buf = buf;
     for (int pf = 0; pf < 2; pf++) {

@@ -222,6 +222,19 @@ static inline int dot32(const int8x16_t q0, const int8x16_t q1, const int8_t *y)
     return vaddvq_s32(dot16(p, q1, vld1q_s8(y + 16)));
 }
 
+/* Q4_K/Q5_K packed scales: the 8 sub-block scales into sc, and the mins term sum(m * bsum) over the
+ * 8 sub-blocks of 32 (each pairs two of the 16 bsums of y). */
+static inline int k4_scales_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8])
+{
+    uint8_t m[8];
+    for (int j = 0; j < 8; j++)
+        quant_scale_min_k4(j, scales, &sc[j], &m[j]);
+    int16x8_t bs = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    int16x8_t mv = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
+    int32x4_t mp = vmull_s16(vget_low_s16(bs), vget_low_s16(mv));
+    return vaddvq_s32(vmlal_high_s16(mp, bs, mv));
+}
+
 /* Q4_K: 64-element chunk c is qs[32c..32c+31], low nibbles = sub-block 2c, high = 2c+1;
  * x = d*sc*q - dmin*m per 32, so dot = y.d*(d*sum(sc*q.y) - dmin*sum(m*bsum)). */
 static float q4_K_dot(int64_t n, const void *vx, const void *vy)
@@ -230,15 +243,8 @@ static float q4_K_dot(int64_t n, const void *vx, const void *vy)
     const struct block_q8_K *y = vy;
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; j++)
-            quant_scale_min_k4(j, x[i].scales, &sc[j], &m[j]);
-        /* mins: pair the 16 bsums per 32 elements, times the 8 mins */
-        int16x8_t bs = vpaddq_s16(vld1q_s16(y[i].bsums), vld1q_s16(y[i].bsums + 8));
-        int16x8_t mv = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
-        int32x4_t mp = vmull_s16(vget_low_s16(bs), vget_low_s16(mv));
-        mp = vmlal_high_s16(mp, bs, mv);
-        int summ = vaddvq_s32(mp);
+        uint8_t sc[8];
+        int summ = k4_scales_mins(x[i].scales, y[i].bsums, sc);
         int sumi = 0;
         const uint8_t *q = x[i].qs;
         const int8_t *q8 = y[i].qs;
@@ -263,14 +269,8 @@ static float q5_K_dot(int64_t n, const void *vx, const void *vy)
     const struct block_q8_K *y = vy;
     float s = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; j++)
-            quant_scale_min_k4(j, x[i].scales, &sc[j], &m[j]);
-        int16x8_t bs = vpaddq_s16(vld1q_s16(y[i].bsums), vld1q_s16(y[i].bsums + 8));
-        int16x8_t mv = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(m)));
-        int32x4_t mp = vmull_s16(vget_low_s16(bs), vget_low_s16(mv));
-        mp = vmlal_high_s16(mp, bs, mv);
-        int summ = vaddvq_s32(mp);
+        uint8_t sc[8];
+        int summ = k4_scales_mins(x[i].scales, y[i].bsums, sc);
         int sumi = 0;
         const uint8_t *q = x[i].qs;
         const int8_t *q8 = y[i].qs;

@@ -140,7 +140,7 @@ static void *worker_main(void *arg)
             continue;
         }
         int joined = 0;
-        while ((uint32_t)(st >> 32) == jg && (st & TP_DYN) && !(st & TP_CLOSED))
+        while ((uint32_t)(st >> 32) == jg && !(st & TP_CLOSED))
             if (atomic_compare_exchange_weak(&tp->job, &st, st + 1)) {
                 joined = 1;
                 break;

@@ -25,32 +25,7 @@ static const enum ggml_type k_expected[] = {
     GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
 };
 
-static uint64_t rng_state = 12345;
-static uint32_t rnd(void)
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (uint32_t)(rng_state >> 33);
-}
-static float rnd_unit(void)
-{
-    return (float)((rnd() & 0xffffff) / 16777216.0);
-}
-/* roughly normal, with a few outliers like real weights/activations */
-static float rnd_normal(void)
-{
-    float s = 0;
-    for (int i = 0; i < 4; i++)
-        s += rnd_unit();
-    s = (s - 2.0f) * 1.7f;
-    if ((rnd() & 63) == 0) s *= 4;
-    return s;
-}
-static void fill(float *x, int64_t n)
-{
-    float scale = 0.02f + 3 * rnd_unit();
-    for (int64_t i = 0; i < n; i++)
-        x[i] = rnd_normal() * scale;
-}
+#include "../common/rnd.h"
 
 static int g_failures, g_checks;
 
@@ -80,6 +55,24 @@ static void double_dot(const struct quant_traits *tr, const struct quant_traits 
 }
 
 /* Quantized rows from random normal data with the reference quantizers. */
+/* The NEON dot, the scalar reference and a double-precision dot of the dequantized operands agree
+ * pairwise within 2e-5 * sum|x*y| (the x86 sweep's tolerance). */
+static void compare3(const struct quant_traits *tr, const struct quant_traits *vt, const uint8_t *xq,
+                     const uint8_t *yq, int64_t n, int rep, const char *what)
+{
+    double dd, mag;
+    double_dot(tr, vt, xq, yq, n, &dd, &mag);
+    double dref = tr->vec_dot_ref(n, xq, yq), dneon = tr->vec_dot(n, xq, yq);
+    double tol = 2e-5 * mag + 1e-6;
+    char w[64];
+    snprintf(w, sizeof w, "%sref vs double", what);
+    check(tr->name, w, n, rep, dref, dd, tol);
+    snprintf(w, sizeof w, "%sneon vs double", what);
+    check(tr->name, w, n, rep, dneon, dd, tol);
+    snprintf(w, sizeof w, "%sneon vs ref", what);
+    check(tr->name, w, n, rep, dneon, dref, tol);
+}
+
 static void sweep(enum ggml_type t, int64_t n, int rep)
 {
     const struct quant_traits *tr = quant_traits(t), *vt = quant_traits(tr->vec_dot_type);
@@ -90,13 +83,7 @@ static void sweep(enum ggml_type t, int64_t n, int rep)
     fill(y, n);
     tr->from_float_ref(x, xq, n);
     vt->from_float_ref(y, yq, n);
-    double dd, mag;
-    double_dot(tr, vt, xq, yq, n, &dd, &mag);
-    double dref = tr->vec_dot_ref(n, xq, yq), dneon = tr->vec_dot(n, xq, yq);
-    double tol = 2e-5 * mag + 1e-6;
-    check(tr->name, "ref vs double", n, rep, dref, dd, tol);
-    check(tr->name, "neon vs double", n, rep, dneon, dd, tol);
-    check(tr->name, "neon vs ref", n, rep, dneon, dref, tol);
+    compare3(tr, vt, xq, yq, n, rep, "");
     free(x), free(y), free(xq), free(yq);
 }
 
@@ -162,13 +149,7 @@ static void sweep_random_bytes(enum ggml_type t, int64_t n, int rep)
     uint8_t *xq = malloc(xs), *yq = malloc(ys);
     random_blocks(t, xq, n / tr->blck_size);
     random_blocks(tr->vec_dot_type, yq, n / vt->blck_size);
-    double dd, mag;
-    double_dot(tr, vt, xq, yq, n, &dd, &mag);
-    double dref = tr->vec_dot_ref(n, xq, yq), dneon = tr->vec_dot(n, xq, yq);
-    double tol = 2e-5 * mag + 1e-6;
-    check(tr->name, "random bytes: ref vs double", n, rep, dref, dd, tol);
-    check(tr->name, "random bytes: neon vs double", n, rep, dneon, dd, tol);
-    check(tr->name, "random bytes: neon vs ref", n, rep, dneon, dref, tol);
+    compare3(tr, vt, xq, yq, n, rep, "random bytes: ");
     free(xq), free(yq);
 }
 

@@ -11,26 +11,7 @@
 #include "engine/quant.h"
 #include "engine/quant_blocks.h"
 
-static uint64_t rng_state;
-static uint32_t rnd(void)
-{
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (uint32_t)(rng_state >> 33);
-}
-static float rnd_unit(void)
-{
-    return (float)((rnd() & 0xffffff) / 16777216.0);
-}
-/* roughly normal, with a few outliers like real weights/activations */
-static float rnd_normal(void)
-{
-    float s = 0;
-    for (int i = 0; i < 4; i++)
-        s += rnd_unit();
-    s = (s - 2.0f) * 1.7f;
-    if ((rnd() & 63) == 0) s *= 4;
-    return s;
-}
+#include "../common/rnd.h"
 
 /* relative RMS of the round trip, per type (measured values are well below; a wrong layout or
  * quantizer is far above) */
@@ -70,12 +51,6 @@ static double roundtrip_bound(enum ggml_type t)
     }
 }
 
-static void fill(float *x, int64_t n)
-{
-    float scale = 0.02f + 3 * rnd_unit();
-    for (int64_t i = 0; i < n; i++)
-        x[i] = rnd_normal() * scale;
-}
 
 Test(quant, table_is_consistent)
 {
