@@ -1,5 +1,6 @@
 /* api common: field readers, defaults, error bodies, dispatch. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ static const char *type_name(json_t *v)
     }
 }
 
-int jv_num(json_t *o, const char *key, const char *param, double lo, double hi, double *out,
+int api_jv_num(json_t *o, const char *key, const char *param, double lo, double hi, double *out,
            struct err *e)
 {
     json_t *v = json_object_get(o, key);
@@ -43,7 +44,7 @@ int jv_num(json_t *o, const char *key, const char *param, double lo, double hi, 
     return 1;
 }
 
-int jv_int(json_t *o, const char *key, const char *param, long long lo, long long hi,
+int api_jv_int(json_t *o, const char *key, const char *param, long long lo, long long hi,
            long long *out, struct err *e)
 {
     json_t *v = json_object_get(o, key);
@@ -65,7 +66,7 @@ int jv_int(json_t *o, const char *key, const char *param, long long lo, long lon
     return 1;
 }
 
-int jv_bool(json_t *o, const char *key, const char *param, bool *out, struct err *e)
+int api_jv_bool(json_t *o, const char *key, const char *param, bool *out, struct err *e)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
@@ -76,7 +77,7 @@ int jv_bool(json_t *o, const char *key, const char *param, bool *out, struct err
     return 1;
 }
 
-int jv_str(json_t *o, const char *key, const char *param, const char **out, struct err *e)
+int api_jv_str(json_t *o, const char *key, const char *param, const char **out, struct err *e)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
@@ -87,7 +88,7 @@ int jv_str(json_t *o, const char *key, const char *param, const char **out, stru
     return 1;
 }
 
-int jv_reject(json_t *o, const char *key, enum err_code code, const char *why, struct err *e)
+int api_jv_reject(json_t *o, const char *key, enum err_code code, const char *why, struct err *e)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v) || json_is_false(v)) return 0;
@@ -97,32 +98,7 @@ int jv_reject(json_t *o, const char *key, enum err_code code, const char *why, s
     return err_set_param(e, code, key, "'%s' is not supported: %s", key, why);
 }
 
-void samp_in_init(struct samp_in *s)
-{
-    s->temperature = s->top_p = s->min_p = s->repeat_penalty = s->presence = s->frequency = NAN;
-    s->top_k = -1;
-    s->seed = 0;
-    s->has_seed = false;
-}
-
-int samp_read(json_t *o, struct samp_in *s, double tmax, bool penalties, struct err *e)
-{
-    if (jv_num(o, "temperature", "temperature", 0, tmax, &s->temperature, e) < 0) return -1;
-    if (jv_num(o, "top_p", "top_p", 0, 1, &s->top_p, e) < 0) return -1;
-    if (jv_int(o, "top_k", "top_k", 0, 1000000, &s->top_k, e) < 0) return -1;
-    if (!penalties) return 0;
-    if (jv_num(o, "min_p", "min_p", 0, 1, &s->min_p, e) < 0) return -1;
-    if (jv_num(o, "repeat_penalty", "repeat_penalty", 0.01, 10, &s->repeat_penalty, e) < 0)
-        return -1;
-    if (jv_num(o, "presence_penalty", "presence_penalty", -2, 2, &s->presence, e) < 0) return -1;
-    if (jv_num(o, "frequency_penalty", "frequency_penalty", -2, 2, &s->frequency, e) < 0) return -1;
-    int r = jv_int(o, "seed", "seed", -(1LL << 62), (1LL << 62), &s->seed, e);
-    if (r < 0) return -1;
-    s->has_seed = r == 1;
-    return 0;
-}
-
-char *make_id(const char *prefix)
+char *api_make_id(const char *prefix)
 {
     static atomic_uint_fast64_t counter;
     static const char hex[] = "0123456789abcdef";
@@ -143,33 +119,82 @@ char *make_id(const char *prefix)
     return id;
 }
 
-int api_finalize(const struct api_ctx *ctx, struct request *req, const struct samp_in *s,
-                 long long max_tokens, struct err *e)
+/* The sampling fields every dialect reads, in one table: each is read once, at finalize time,
+ * straight into req->sp or the default (which depends on reasoning, known only once the whole
+ * body is read). */
+#define D_CHAT (1u << DIALECT_CHAT)
+#define D_RESP (1u << DIALECT_RESPONSES)
+#define D_MSG (1u << DIALECT_MESSAGES)
+#define D_OAI (D_CHAT | D_RESP)
+static const struct samp_field {
+    const char *key;
+    unsigned dialects;
+    bool integer;
+    double lo, hi, hi_messages; /* Anthropic's temperature range is 0..1 */
+    size_t off;                 /* the float / int field of struct sampler_params */
+} SAMP_FIELDS[] = {
+    {"temperature", D_OAI | D_MSG, false, 0, 2, 1, offsetof(struct sampler_params, temperature)},
+    {"top_p", D_OAI | D_MSG, false, 0, 1, 1, offsetof(struct sampler_params, top_p)},
+    {"top_k", D_OAI | D_MSG, true, 0, 1000000, 1000000, offsetof(struct sampler_params, top_k)},
+    {"min_p", D_OAI, false, 0, 1, 1, offsetof(struct sampler_params, min_p)},
+    {"repeat_penalty", D_OAI, false, 0.01, 10, 10, offsetof(struct sampler_params, repeat_penalty)},
+    {"presence_penalty", D_OAI, false, -2, 2, 2,
+     offsetof(struct sampler_params, presence_penalty)},
+    {"frequency_penalty", D_OAI, false, -2, 2, 2,
+     offsetof(struct sampler_params, frequency_penalty)},
+};
+
+static int read_sampling(json_t *root, struct request *req, const struct sampler_params *d,
+                         struct err *e)
 {
-    const struct backend *b = ctx->backend;
-    struct sampler_params d = req->reasoning ? b->defaults_think : b->defaults;
-    req->sp.temperature = isnan(s->temperature) ? d.temperature : (float)s->temperature;
-    req->sp.top_p = isnan(s->top_p) ? d.top_p : (float)s->top_p;
+    req->sp = *d;
+    unsigned me = 1u << req->dialect;
+    for (size_t i = 0; i < sizeof SAMP_FIELDS / sizeof SAMP_FIELDS[0]; i++) {
+        const struct samp_field *f = &SAMP_FIELDS[i];
+        if (!(f->dialects & me)) continue;
+        double hi = req->dialect == DIALECT_MESSAGES ? f->hi_messages : f->hi;
+        char *field = (char *)&req->sp + f->off;
+        if (f->integer) {
+            long long v;
+            int r = api_jv_int(root, f->key, f->key, (long long)f->lo, (long long)hi, &v, e);
+            if (r < 0) return -1;
+            if (r) *(int *)field = (int)v;
+        } else {
+            double v;
+            int r = api_jv_num(root, f->key, f->key, f->lo, hi, &v, e);
+            if (r < 0) return -1;
+            if (r) *(float *)field = (float)v;
+        }
+    }
     if (req->sp.top_p < 1e-6f) req->sp.top_p = 1e-6f; /* top_p 0 = only the most likely token */
-    req->sp.top_k = s->top_k < 0 ? d.top_k : (int)s->top_k;
-    req->sp.min_p = isnan(s->min_p) ? d.min_p : (float)s->min_p;
-    req->sp.repeat_penalty = isnan(s->repeat_penalty) ? d.repeat_penalty : (float)s->repeat_penalty;
-    req->sp.presence_penalty = isnan(s->presence) ? d.presence_penalty : (float)s->presence;
-    req->sp.frequency_penalty = isnan(s->frequency) ? d.frequency_penalty : (float)s->frequency;
-    req->sp.repeat_last_n = d.repeat_last_n > 0 ? d.repeat_last_n : 64;
-    req->seed_given = s->has_seed;
-    if (s->has_seed) {
-        req->sp.seed = (uint64_t)s->seed;
+    if (req->sp.repeat_last_n <= 0) req->sp.repeat_last_n = 64;
+    long long seed = 0;
+    int r = req->dialect == DIALECT_MESSAGES
+                ? 0
+                : api_jv_int(root, "seed", "seed", -(1LL << 62), (1LL << 62), &seed, e);
+    if (r < 0) return -1;
+    req->seed_given = r == 1;
+    if (req->seed_given) {
+        req->sp.seed = (uint64_t)seed;
     } else {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         req->sp.seed = (uint64_t)ts.tv_nsec * 6364136223846793005ull + (uint64_t)ts.tv_sec;
     }
+    return 0;
+}
+
+int api_finalize(const struct api_ctx *ctx, json_t *root, struct request *req,
+                 long long max_tokens, struct err *e)
+{
+    const struct backend *b = ctx->backend;
+    if (read_sampling(root, req, req->reasoning ? &b->defaults_think : &b->defaults, e) < 0)
+        return -1;
     req->sp.n_top_logprobs = req->logprobs ? req->top_logprobs : 0;
     int cap = b->max_tokens_cap > 0 ? b->max_tokens_cap : 1024;
     req->max_tokens = max_tokens > 0 && max_tokens < cap ? (int)max_tokens : cap;
     req->model = strdup(b->model_id);
-    req->id = make_id(req->dialect == DIALECT_CHAT        ? "chatcmpl-"
+    req->id = api_make_id(req->dialect == DIALECT_CHAT        ? "chatcmpl-"
                       : req->dialect == DIALECT_RESPONSES ? "resp_"
                                                           : "msg_");
     req->created = (int64_t)time(NULL);
@@ -186,7 +211,7 @@ int api_finalize(const struct api_ctx *ctx, struct request *req, const struct sa
     return 0;
 }
 
-int read_stop(json_t *v, const char *param, struct request *req, struct err *e)
+int api_read_stop(json_t *v, const char *param, struct request *req, struct err *e)
 {
     if (!v || json_is_null(v)) return 0;
     json_t *one[1];
@@ -224,7 +249,7 @@ int read_stop(json_t *v, const char *param, struct request *req, struct err *e)
     return 0;
 }
 
-int read_effort(const struct api_ctx *ctx, const char *effort, const char *param, bool require_caps,
+int api_read_effort(const struct api_ctx *ctx, const char *effort, const char *param, bool require_caps,
                 struct request *req, struct err *e)
 {
     static const char *const off[] = {"none", "minimal"};
@@ -253,7 +278,7 @@ int read_effort(const struct api_ctx *ctx, const char *effort, const char *param
                          effort);
 }
 
-char *content_text(json_t *content, const char *param, const char *const *ok_types, struct err *e)
+char *api_content_text(json_t *content, const char *param, const char *const *ok_types, struct err *e)
 {
     if (!content || json_is_null(content)) return strdup("");
     if (json_is_string(content)) return strdup(json_string_value(content));
@@ -306,7 +331,7 @@ fail:
     return NULL;
 }
 
-int tools_add(struct request *req, json_t *tool)
+int api_tools_add(struct request *req, json_t *tool)
 {
     if (!req->tools) {
         req->tools = json_array();
@@ -315,7 +340,7 @@ int tools_add(struct request *req, json_t *tool)
     return json_array_append_new(req->tools, tool);
 }
 
-int tools_add_flat(struct request *req, json_t *t, const char *schema_key)
+int api_tools_add_flat(struct request *req, json_t *t, const char *schema_key)
 {
     json_t *fn = json_object();
     json_object_set(fn, "name", json_object_get(t, "name"));
@@ -324,7 +349,7 @@ int tools_add_flat(struct request *req, json_t *t, const char *schema_key)
     json_t *schema = json_object_get(t, schema_key);
     if (schema && !json_is_null(schema)) json_object_set(fn, "parameters", schema);
     json_t *tool = json_pack("{s:s, s:o}", "type", "function", "function", fn);
-    if (!tool || tools_add(req, tool) < 0) return -1;
+    if (!tool || api_tools_add(req, tool) < 0) return -1;
     return 0;
 }
 
@@ -367,13 +392,13 @@ int api_parse(enum dialect d, const struct api_ctx *ctx, const char *body, size_
         req->dialect = d;
         switch (d) {
         case DIALECT_CHAT:
-            rc = parse_chat(ctx, root, req, e);
+            rc = api_parse_chat(ctx, root, req, e);
             break;
         case DIALECT_RESPONSES:
-            rc = parse_responses(ctx, root, req, e);
+            rc = api_parse_responses(ctx, root, req, e);
             break;
         case DIALECT_MESSAGES:
-            rc = parse_messages(ctx, root, req, e);
+            rc = api_parse_messages(ctx, root, req, e);
             break;
         default:
             rc = err_set(e, ERR_INTERNAL, "unknown dialect");
@@ -462,10 +487,10 @@ void api_error_body(enum dialect d, const struct err *e, struct buf *out)
                    api_error_type(d, status));
         return;
     }
-    json_append(out, j);
+    api_json_append(out, j);
 }
 
-void json_append(struct buf *out, json_t *j)
+void api_json_append(struct buf *out, json_t *j)
 {
     if (!j) return;
     char *s = json_dumps(j, JSON_COMPACT);
@@ -476,7 +501,7 @@ void json_append(struct buf *out, json_t *j)
     json_decref(j);
 }
 
-json_t *json_text(const char *s, size_t n)
+json_t *api_json_text(const char *s, size_t n)
 {
     json_t *j = json_stringn(s, n);
     if (j) return j;
@@ -507,19 +532,6 @@ json_t *json_text(const char *s, size_t n)
     return j;
 }
 
-int api_sink_install(struct job *job)
-{
-    switch (job->req.dialect) {
-    case DIALECT_CHAT:
-        return enc_chat_install(job);
-    case DIALECT_RESPONSES:
-        return enc_responses_install(job);
-    case DIALECT_MESSAGES:
-        return enc_messages_install(job);
-    default:
-        return -1;
-    }
-}
 
 void api_count_tokens_body(size_t n_tokens, struct buf *out)
 {

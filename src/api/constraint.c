@@ -33,7 +33,7 @@ static int set_constraint(const struct api_ctx *ctx, struct request *req, enum c
 
 /* fmt: {type:text} | {type:json_object} | {type:json_schema, json_schema:{schema,…}} (chat) or the
  * flat responses shape {type:json_schema, schema,…}. */
-int read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *param, struct request *req,
+int api_read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *param, struct request *req,
                     struct err *e)
 {
     if (fmt && !json_is_null(fmt)) {
@@ -65,7 +65,7 @@ int read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *param, s
 }
 
 /* regex / lark extensions (llama.cpp precedent) on the OpenAI dialects. */
-int read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
+int api_read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
 {
     static const struct {
         const char *key;

@@ -4,7 +4,7 @@
 
 #include "api/api_internal.h"
 
-static json_t *chunk(struct enc *en, json_t *choices)
+static json_t *chunk(struct api_enc *en, json_t *choices)
 {
     struct request *r = &en->job->req;
     return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n}", "id", r->id, "object",
@@ -19,7 +19,7 @@ static json_t *one_choice(int idx, json_t *delta, json_t *logprobs, const char *
                      finish ? json_string(finish) : json_null());
 }
 
-static int start(struct enc *en)
+static int start(struct api_enc *en)
 {
     if (en->started) return 0;
     en->started = true;
@@ -31,7 +31,7 @@ static int start(struct enc *en)
 }
 
 /* The first chunk of each choice carries the role. */
-static json_t *delta_obj(struct enc *en, int c)
+static json_t *delta_obj(struct api_enc *en, int c)
 {
     json_t *d = json_object();
     if (!en->ch[c].role_sent) {
@@ -45,24 +45,24 @@ static int s_start(void *ctx) { return 0; }
 
 static int s_reasoning(void *ctx, int c, const char *s, size_t n)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     if (!en->job->req.stream) return buf_append(&en->ch[c].reasoning, s, n);
     json_t *d = delta_obj(en, c);
-    json_object_set_new(d, "reasoning_content", json_text(s, n));
-    return enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL)));
+    json_object_set_new(d, "reasoning_content", api_json_text(s, n));
+    return api_enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL)));
 }
 
 static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     struct request *r = &en->job->req;
     if (start(en) < 0) return -1;
     json_t *entries = NULL;
     if (r->logprobs && nl > 0) {
         entries = json_array();
         for (int i = 0; i < nl; i++)
-            json_array_append_new(entries, enc_logprob_entry(en, &lp[i], true));
+            json_array_append_new(entries, api_enc_logprob_entry(en, &lp[i], true));
     }
     if (!r->stream) {
         if (entries) {
@@ -74,17 +74,17 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
     }
     if (n == 0 && !entries) return 0;
     json_t *d = delta_obj(en, c);
-    json_object_set_new(d, "content", json_text(s, n));
+    json_object_set_new(d, "content", api_json_text(s, n));
     json_t *lpo = entries ? json_pack("{s:o, s:n}", "content", entries, "refusal") : NULL;
-    return enc_sse(en, NULL, chunk(en, one_choice(c, d, lpo, NULL)));
+    return api_enc_sse(en, NULL, chunk(en, one_choice(c, d, lpo, NULL)));
 }
 
 /* R-TOOL-2 / R-STREAM-4: one delta.tool_calls chunk per completed call, full arguments. */
 static int s_tool_call(void *ctx, int c, const char *name, const char *args, size_t n)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
-    json_t *call = enc_add_call(en, c, "call_", name, args, n);
+    json_t *call = api_enc_add_call(en, c, "call_", name, args, n);
     if (!call) return -1;
     if (!en->job->req.stream) return 0;
     json_t *d = delta_obj(en, c);
@@ -94,7 +94,7 @@ static int s_tool_call(void *ctx, int c, const char *name, const char *args, siz
                                   json_object_get(call, "id"), "type", "function", "function",
                                   "name", json_object_get(call, "name"), "arguments",
                                   json_object_get(call, "arguments")));
-    return enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL)));
+    return api_enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL)));
 }
 
 /* The non-stream message's tool_calls array (chat shape). */
@@ -113,7 +113,7 @@ static json_t *chat_calls(const json_t *calls)
 
 static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     en->ch[c].why = why;
     en->ch[c].finished = true;
@@ -121,7 +121,7 @@ static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
     if (!en->job->req.stream) return 0;
     json_t *d = delta_obj(en, c);
     if (json_object_size(d) > 0) json_object_set_new(d, "content", json_string(""));
-    return enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, finish_reason_chat(why))));
+    return api_enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, api_finish_reason_chat(why))));
 }
 
 static json_t *usage_obj(const struct usage *u)
@@ -136,25 +136,25 @@ static json_t *usage_obj(const struct usage *u)
 
 static int s_done(void *ctx, const struct usage *u)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     struct request *r = &en->job->req;
     if (start(en) < 0) return -1;
     if (r->stream) {
         if (r->include_usage) {
             json_t *f = chunk(en, json_array());
             json_object_set_new(f, "usage", usage_obj(u));
-            if (enc_sse(en, NULL, f) < 0) return -1;
+            if (api_enc_sse(en, NULL, f) < 0) return -1;
         }
-        if (enc_write(en, "data: [DONE]\n\n", 14) < 0) return -1;
+        if (api_enc_write(en, "data: [DONE]\n\n", 14) < 0) return -1;
         pipe_close(en->job->pipe);
         en->ended = true;
         return 0;
     }
     json_t *choices = json_array();
     for (int c = 0; c < en->n_choices; c++) {
-        struct enc_choice *ch = &en->ch[c];
+        struct api_enc_choice *ch = &en->ch[c];
         json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
-                                json_text(ch->text.data ? ch->text.data : "", ch->text.len),
+                                api_json_text(ch->text.data ? ch->text.data : "", ch->text.len),
                                 "refusal");
         if (ch->calls) {
             json_object_set_new(msg, "tool_calls", chat_calls(ch->calls));
@@ -162,20 +162,20 @@ static int s_done(void *ctx, const struct usage *u)
         }
         if (ch->reasoning.len)
             json_object_set_new(msg, "reasoning_content",
-                                json_text(ch->reasoning.data, ch->reasoning.len));
+                                api_json_text(ch->reasoning.data, ch->reasoning.len));
         json_t *lp = r->logprobs ? json_pack("{s:o, s:n}", "content",
                                              ch->logprobs ? json_incref(ch->logprobs) : json_array(),
                                              "refusal")
                                  : json_null();
         json_array_append_new(choices, json_pack("{s:i, s:o, s:o, s:s}", "index", c, "message", msg,
                                                  "logprobs", lp, "finish_reason",
-                                                 finish_reason_chat(ch->why)));
+                                                 api_finish_reason_chat(ch->why)));
     }
     json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:n}", "id", r->id, "object",
                              "chat.completion", "created", (json_int_t)r->created, "model",
                              r->model, "choices", choices, "usage", usage_obj(u),
                              "system_fingerprint");
-    if (enc_json_reply(en, body) < 0) return -1;
+    if (api_enc_json_reply(en, body) < 0) return -1;
     pipe_close(en->job->pipe);
     en->ended = true;
     return 0;
@@ -183,21 +183,17 @@ static int s_done(void *ctx, const struct usage *u)
 
 static void s_error(void *ctx, const struct err *e)
 {
-    enc_fail_sse(ctx, NULL, e);
+    api_enc_fail_sse(ctx, NULL, e);
 }
 
-int enc_chat_install(struct job *job)
-{
-    struct enc *en = enc_new(job);
-    if (!en) return -1;
-    job->sink.ctx = en;
-    job->sink.start = s_start;
-    job->sink.reasoning = s_reasoning;
-    job->sink.text = s_text;
-    job->sink.finish = s_finish;
-    job->sink.tool_call = s_tool_call;
-    job->sink.done = s_done;
-    job->sink.error = s_error;
-    job->sink_free = enc_free;
-    return 0;
-}
+/* The chat encoder: one ops table (sink hooks on a struct api_enc). */
+const struct api_encoder api_enc_chat = {
+    .hooks = {.start = s_start,
+              .reasoning = s_reasoning,
+              .text = s_text,
+              .finish = s_finish,
+              .tool_call = s_tool_call,
+              .done = s_done,
+              .error = s_error},
+    .one_choice = false,
+};

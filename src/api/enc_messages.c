@@ -4,7 +4,7 @@
 
 #include "api/api_internal.h"
 
-static const char *stop_reason(const struct enc_choice *ch)
+static const char *stop_reason(const struct api_enc_choice *ch)
 {
     switch (ch->why) {
     case FINISH_LENGTH: return "max_tokens";
@@ -14,14 +14,14 @@ static const char *stop_reason(const struct enc_choice *ch)
     }
 }
 
-static int ev(struct enc *en, const char *type, json_t *f)
+static int ev(struct api_enc *en, const char *type, json_t *f)
 {
     if (!f) return -1;
     json_object_set_new(f, "type", json_string(type));
-    return enc_sse(en, type, f);
+    return api_enc_sse(en, type, f);
 }
 
-static json_t *message_obj(struct enc *en, json_t *content, const char *stop_reason_s,
+static json_t *message_obj(struct api_enc *en, json_t *content, const char *stop_reason_s,
                            const char *stop_seq, const struct usage *u)
 {
     struct request *r = &en->job->req;
@@ -36,7 +36,7 @@ static json_t *message_obj(struct enc *en, json_t *content, const char *stop_rea
                      stop_seq ? json_string(stop_seq) : json_null(), "usage", usage);
 }
 
-static int start(struct enc *en)
+static int start(struct api_enc *en)
 {
     if (en->started) return 0;
     en->started = true;
@@ -46,7 +46,7 @@ static int start(struct enc *en)
               json_pack("{s:o}", "message", message_obj(en, json_array(), NULL, NULL, NULL)));
 }
 
-static int close_block(struct enc *en)
+static int close_block(struct api_enc *en)
 {
     int idx = en->out_index - 1;
     if (en->think_open) {
@@ -68,7 +68,7 @@ static int s_start(void *ctx) { return 0; }
 
 static int s_reasoning(void *ctx, int c, const char *s, size_t n)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     if (buf_append(&en->ch[0].reasoning, s, n) < 0) return -1;
     if (!en->job->req.stream) return 0;
@@ -82,10 +82,10 @@ static int s_reasoning(void *ctx, int c, const char *s, size_t n)
     }
     return ev(en, "content_block_delta",
               json_pack("{s:i, s:{s:s, s:o}}", "index", en->out_index - 1, "delta", "type",
-                        "thinking_delta", "thinking", json_text(s, n)));
+                        "thinking_delta", "thinking", api_json_text(s, n)));
 }
 
-static int open_text(struct enc *en)
+static int open_text(struct api_enc *en)
 {
     if (en->text_open) return 0;
     if (close_block(en) < 0) return -1;
@@ -98,22 +98,22 @@ static int open_text(struct enc *en)
 
 static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     if (buf_append(&en->ch[0].text, s, n) < 0) return -1;
     if (!en->job->req.stream || n == 0) return 0;
     if (open_text(en) < 0) return -1;
     return ev(en, "content_block_delta",
               json_pack("{s:i, s:{s:s, s:o}}", "index", en->out_index - 1, "delta", "type",
-                        "text_delta", "text", json_text(s, n)));
+                        "text_delta", "text", api_json_text(s, n)));
 }
 
 /* R-TOOL-2 / R-STREAM-3: one tool_use block per call, input {} then one input_json_delta. */
 static int s_tool_call(void *ctx, int c, const char *name, const char *args, size_t n)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
-    json_t *call = enc_add_call(en, 0, "toolu_", name, args, n);
+    json_t *call = api_enc_add_call(en, 0, "toolu_", name, args, n);
     if (!call) return -1;
     if (!en->job->req.stream) return 0;
     if (close_block(en) < 0) return -1;
@@ -131,7 +131,7 @@ static int s_tool_call(void *ctx, int c, const char *name, const char *args, siz
 
 static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     en->ch[0].why = why;
     en->ch[0].finished = true;
@@ -144,9 +144,9 @@ static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 
 static int s_done(void *ctx, const struct usage *u)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
-    struct enc_choice *ch = &en->ch[0];
+    struct api_enc_choice *ch = &en->ch[0];
     if (en->job->req.stream) {
         json_t *usage = json_pack("{s:I, s:I, s:I, s:I}", "input_tokens",
                                   (json_int_t)(u->prompt_tokens - u->cached_tokens), "output_tokens",
@@ -164,7 +164,7 @@ static int s_done(void *ctx, const struct usage *u)
         if (ch->reasoning.len)
             json_array_append_new(content,
                                   json_pack("{s:s, s:o, s:s}", "type", "thinking", "thinking",
-                                            json_text(ch->reasoning.data, ch->reasoning.len),
+                                            api_json_text(ch->reasoning.data, ch->reasoning.len),
                                             "signature", ""));
         /* text and tool_use blocks in reply order (each call knows the text before it) */
         const char *tx = ch->text.data ? ch->text.data : "";
@@ -174,7 +174,7 @@ static int s_done(void *ctx, const struct usage *u)
             size_t at = (size_t)json_integer_value(json_object_get(call, "text_at"));
             if (at > from && at <= ch->text.len) {
                 json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
-                                                         json_text(tx + from, at - from)));
+                                                         api_json_text(tx + from, at - from)));
                 from = at;
             }
             const char *a = json_string_value(json_object_get(call, "arguments"));
@@ -187,8 +187,8 @@ static int s_done(void *ctx, const struct usage *u)
         }
         if (ch->text.len > from || !ch->calls)
             json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
-                                                     json_text(tx + from, ch->text.len - from)));
-        if (enc_json_reply(en, message_obj(en, content, stop_reason(ch), ch->stop_seq, u)) < 0)
+                                                     api_json_text(tx + from, ch->text.len - from)));
+        if (api_enc_json_reply(en, message_obj(en, content, stop_reason(ch), ch->stop_seq, u)) < 0)
             return -1;
     }
     pipe_close(en->job->pipe);
@@ -198,22 +198,17 @@ static int s_done(void *ctx, const struct usage *u)
 
 static void s_error(void *ctx, const struct err *e)
 {
-    enc_fail_sse(ctx, "error", e);
+    api_enc_fail_sse(ctx, "error", e);
 }
 
-int enc_messages_install(struct job *job)
-{
-    struct enc *en = enc_new(job);
-    if (!en) return -1;
-    en->n_choices = 1;
-    job->sink.ctx = en;
-    job->sink.start = s_start;
-    job->sink.reasoning = s_reasoning;
-    job->sink.text = s_text;
-    job->sink.finish = s_finish;
-    job->sink.tool_call = s_tool_call;
-    job->sink.done = s_done;
-    job->sink.error = s_error;
-    job->sink_free = enc_free;
-    return 0;
-}
+/* The messages encoder: one ops table (sink hooks on a struct api_enc). */
+const struct api_encoder api_enc_messages = {
+    .hooks = {.start = s_start,
+              .reasoning = s_reasoning,
+              .text = s_text,
+              .finish = s_finish,
+              .tool_call = s_tool_call,
+              .done = s_done,
+              .error = s_error},
+    .one_choice = true,
+};

@@ -7,26 +7,26 @@
 
 static void make_item_id(char *out, size_t cap, const char *prefix)
 {
-    char *id = make_id(prefix);
+    char *id = api_make_id(prefix);
     snprintf(out, cap, "%s", id ? id : prefix);
     free(id);
 }
 
-static json_t *reasoning_item(struct enc *en, const char *status)
+static json_t *reasoning_item(struct api_enc *en, const char *status)
 {
-    struct enc_choice *ch = &en->ch[0];
+    struct api_enc_choice *ch = &en->ch[0];
     return json_pack("{s:s, s:s, s:[], s:[{s:s, s:o}], s:s}", "id", en->rs_id, "type", "reasoning",
                      "summary", "content", "type", "reasoning_text", "text",
-                     json_text(ch->reasoning.data ? ch->reasoning.data : "", ch->reasoning.len),
+                     api_json_text(ch->reasoning.data ? ch->reasoning.data : "", ch->reasoning.len),
                      "status", status);
 }
 
 /* The output_text part; logprobs: the message's entries ([] unless include asked for them). */
-static json_t *text_part(struct enc *en)
+static json_t *text_part(struct api_enc *en)
 {
-    struct enc_choice *ch = &en->ch[0];
+    struct api_enc_choice *ch = &en->ch[0];
     return json_pack("{s:s, s:o, s:[], s:o}", "type", "output_text", "text",
-                     json_text(ch->text.data ? ch->text.data : "", ch->text.len), "annotations",
+                     api_json_text(ch->text.data ? ch->text.data : "", ch->text.len), "annotations",
                      "logprobs", ch->logprobs ? json_deep_copy(ch->logprobs) : json_array());
 }
 
@@ -44,7 +44,7 @@ static json_t *event_logprobs(const json_t *entries)
     return a;
 }
 
-static json_t *message_item(struct enc *en, const char *status, bool with_content)
+static json_t *message_item(struct api_enc *en, const char *status, bool with_content)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", en->msg_id, "type", "message", "status",
                      status, "role", "assistant", "content",
@@ -87,7 +87,7 @@ static json_t *responses_tools(const json_t *tools)
 }
 
 /* The response object; final = every item closed (completed / incomplete / failed). */
-static json_t *response_obj(struct enc *en, const char *status, const struct usage *u, bool final,
+static json_t *response_obj(struct api_enc *en, const char *status, const struct usage *u, bool final,
                             const struct err *e)
 {
     struct request *r = &en->job->req;
@@ -107,7 +107,7 @@ static json_t *response_obj(struct enc *en, const char *status, const struct usa
     json_t *error = e ? json_pack("{s:s, s:s}", "code", "server_error", "message", e->msg)
                       : json_null();
     json_t *instr = json_null();
-    if (r->instructions) instr = json_text(r->instructions, strlen(r->instructions));
+    if (r->instructions) instr = api_json_text(r->instructions, strlen(r->instructions));
     json_t *o = json_pack(
         "{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:o, s:o, s:b, s:f, s:f, s:I, s:s, s:o, s:{s:{s:s}},"
         " s:{s:o, s:n}, s:o, s:s, s:b}",
@@ -130,15 +130,15 @@ static json_t *response_obj(struct enc *en, const char *status, const struct usa
     return o;
 }
 
-static int ev(struct enc *en, const char *type, json_t *f)
+static int ev(struct api_enc *en, const char *type, json_t *f)
 {
     if (!f) return -1;
     json_object_set_new(f, "type", json_string(type));
     json_object_set_new(f, "sequence_number", json_integer(en->seq++));
-    return enc_sse(en, type, f);
+    return api_enc_sse(en, type, f);
 }
 
-static int start(struct enc *en)
+static int start(struct api_enc *en)
 {
     if (en->started) return 0;
     en->started = true;
@@ -151,12 +151,12 @@ static int start(struct enc *en)
               json_pack("{s:o}", "response", response_obj(en, "in_progress", NULL, false, NULL)));
 }
 
-static int close_reasoning(struct enc *en)
+static int close_reasoning(struct api_enc *en)
 {
     if (!en->rs_open) return 0;
     en->rs_open = false;
-    struct enc_choice *ch = &en->ch[0];
-    json_t *text = json_text(ch->reasoning.data ? ch->reasoning.data : "", ch->reasoning.len);
+    struct api_enc_choice *ch = &en->ch[0];
+    json_t *text = api_json_text(ch->reasoning.data ? ch->reasoning.data : "", ch->reasoning.len);
     if (ev(en, "response.reasoning_text.done",
            json_pack("{s:s, s:i, s:i, s:O}", "item_id", en->rs_id, "output_index", en->rs_index,
                      "content_index", 0, "text", text)) < 0 ||
@@ -174,7 +174,7 @@ static int close_reasoning(struct enc *en)
     return 0;
 }
 
-static int open_message(struct enc *en)
+static int open_message(struct api_enc *en)
 {
     if (en->msg_open) return 0;
     if (close_reasoning(en) < 0) return -1;
@@ -194,7 +194,7 @@ static int s_start(void *ctx) { return 0; }
 
 static int s_reasoning(void *ctx, int c, const char *s, size_t n)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     if (buf_append(&en->ch[0].reasoning, s, n) < 0) return -1;
     en->had_rs = true;
@@ -214,24 +214,24 @@ static int s_reasoning(void *ctx, int c, const char *s, size_t n)
     }
     return ev(en, "response.reasoning_text.delta",
               json_pack("{s:s, s:i, s:i, s:o}", "item_id", en->rs_id, "output_index", en->rs_index,
-                        "content_index", 0, "delta", json_text(s, n)));
+                        "content_index", 0, "delta", api_json_text(s, n)));
 }
 
 /* A text delta event carrying the logprobs of every token since the previous delta. */
-static int text_delta(struct enc *en, const char *s, size_t n)
+static int text_delta(struct api_enc *en, const char *s, size_t n)
 {
     json_t *lps = en->pend_lp ? en->pend_lp : json_array();
     en->pend_lp = NULL;
     return ev(en, "response.output_text.delta",
               json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", en->msg_id, "output_index",
-                        en->msg_index, "content_index", 0, "delta", json_text(s, n), "logprobs",
+                        en->msg_index, "content_index", 0, "delta", api_json_text(s, n), "logprobs",
                         lps));
 }
 
 static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
 {
-    struct enc *en = ctx;
-    struct enc_choice *ch = &en->ch[0];
+    struct api_enc *en = ctx;
+    struct api_enc_choice *ch = &en->ch[0];
     bool stream = en->job->req.stream;
     if (start(en) < 0) return -1;
     if (buf_append(&ch->text, s, n) < 0) return -1;
@@ -239,9 +239,9 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
         if (!ch->logprobs && !(ch->logprobs = json_array())) return -1;
         if (stream && !en->pend_lp && !(en->pend_lp = json_array())) return -1;
         for (int i = 0; i < nl; i++) {
-            if (json_array_append_new(ch->logprobs, enc_logprob_entry(en, &lp[i], true)) < 0 ||
+            if (json_array_append_new(ch->logprobs, api_enc_logprob_entry(en, &lp[i], true)) < 0 ||
                 (stream &&
-                 json_array_append_new(en->pend_lp, enc_logprob_entry(en, &lp[i], false)) < 0))
+                 json_array_append_new(en->pend_lp, api_enc_logprob_entry(en, &lp[i], false)) < 0))
                 return -1;
         }
     }
@@ -251,7 +251,7 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
 }
 
 /* Forgets the logprobs of the message so far (it was closed, or there was none to close). */
-static void drop_logprobs(struct enc *en)
+static void drop_logprobs(struct api_enc *en)
 {
     json_decref(en->ch[0].logprobs);
     en->ch[0].logprobs = NULL;
@@ -259,15 +259,15 @@ static void drop_logprobs(struct enc *en)
     en->pend_lp = NULL;
 }
 
-static int close_message(struct enc *en, const char *status);
+static int close_message(struct api_enc *en, const char *status);
 
 /* R-TOOL-2 / R-STREAM-2: a function_call item after the message item (the message so far is
  * closed first; text after the call opens a new message item). */
 static int s_tool_call(void *ctx, int c, const char *name, const char *args, size_t n)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
-    json_t *call = enc_add_call(en, 0, "call_", name, args, n);
+    json_t *call = api_enc_add_call(en, 0, "call_", name, args, n);
     if (!call || (!en->items && !(en->items = json_array()))) return -1;
     bool stream = en->job->req.stream;
     if (en->msg_open || en->ch[0].text.len) {
@@ -281,7 +281,7 @@ static int s_tool_call(void *ctx, int c, const char *name, const char *args, siz
         drop_logprobs(en); /* text-less tokens before a call: no message to hold them */
         if (stream && close_reasoning(en) < 0) return -1;
     }
-    char *fid = make_id("fc_");
+    char *fid = api_make_id("fc_");
     json_t *item = json_pack("{s:s, s:s, s:s, s:O, s:O, s:O}", "id", fid ? fid : "fc_", "type",
                              "function_call", "status", "completed", "arguments",
                              json_object_get(call, "arguments"), "call_id",
@@ -310,7 +310,7 @@ static int s_tool_call(void *ctx, int c, const char *name, const char *args, siz
 
 static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     en->ch[0].why = why;
     en->ch[0].finished = true;
@@ -321,15 +321,15 @@ static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
 }
 
 /* The .done mirrors of the open message item. */
-static int close_message(struct enc *en, const char *status)
+static int close_message(struct api_enc *en, const char *status)
 {
-    struct enc_choice *ch = &en->ch[0];
+    struct api_enc_choice *ch = &en->ch[0];
     /* trailing text-less tokens (e.g. whitespace a tool call or the end swallowed) */
     if (en->pend_lp && json_array_size(en->pend_lp) && text_delta(en, "", 0) < 0) return -1;
     if (ev(en, "response.output_text.done",
            json_pack("{s:s, s:i, s:i, s:o, s:o}", "item_id", en->msg_id, "output_index",
                      en->msg_index, "content_index", 0, "text",
-                     json_text(ch->text.data ? ch->text.data : "", ch->text.len), "logprobs",
+                     api_json_text(ch->text.data ? ch->text.data : "", ch->text.len), "logprobs",
                      event_logprobs(ch->logprobs))) < 0)
         return -1;
     if (ev(en, "response.content_part.done",
@@ -343,7 +343,7 @@ static int close_message(struct enc *en, const char *status)
 
 static int s_done(void *ctx, const struct usage *u)
 {
-    struct enc *en = ctx;
+    struct api_enc *en = ctx;
     if (start(en) < 0) return -1;
     bool incomplete = en->ch[0].why == FINISH_LENGTH;
     const char *status = incomplete ? "incomplete" : "completed";
@@ -352,7 +352,7 @@ static int s_done(void *ctx, const struct usage *u)
         if (ev(en, incomplete ? "response.incomplete" : "response.completed",
                json_pack("{s:o}", "response", resp)) < 0)
             return -1;
-    } else if (enc_json_reply(en, resp) < 0) {
+    } else if (api_enc_json_reply(en, resp) < 0) {
         return -1;
     }
     pipe_close(en->job->pipe);
@@ -362,8 +362,8 @@ static int s_done(void *ctx, const struct usage *u)
 
 static void s_error(void *ctx, const struct err *e)
 {
-    struct enc *en = ctx;
-    if (enc_fail_early(en, e)) return;
+    struct api_enc *en = ctx;
+    if (api_enc_fail_early(en, e)) return;
     /* in-band: an error event, then response.failed */
     json_t *f = json_pack("{s:s, s:s%, s:o}", "code", err_code_name(e->code), "message", e->msg,
                           strlen(e->msg), "param", e->param[0] ? json_string(e->param) : json_null());
@@ -374,21 +374,21 @@ static void s_error(void *ctx, const struct err *e)
     en->ended = true;
 }
 
-int enc_responses_install(struct job *job)
+static void enc_init(struct api_enc *en)
 {
-    struct enc *en = enc_new(job);
-    if (!en) return -1;
-    en->n_choices = 1;
     make_item_id(en->rs_id, sizeof en->rs_id, "rs_");
     make_item_id(en->msg_id, sizeof en->msg_id, "msg_");
-    job->sink.ctx = en;
-    job->sink.start = s_start;
-    job->sink.reasoning = s_reasoning;
-    job->sink.text = s_text;
-    job->sink.finish = s_finish;
-    job->sink.tool_call = s_tool_call;
-    job->sink.done = s_done;
-    job->sink.error = s_error;
-    job->sink_free = enc_free;
-    return 0;
 }
+
+/* The responses encoder: one ops table (sink hooks on a struct api_enc). */
+const struct api_encoder api_enc_responses = {
+    .hooks = {.start = s_start,
+              .reasoning = s_reasoning,
+              .text = s_text,
+              .finish = s_finish,
+              .tool_call = s_tool_call,
+              .done = s_done,
+              .error = s_error},
+    .one_choice = true,
+    .init = enc_init,
+};

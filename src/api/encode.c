@@ -4,9 +4,9 @@
 
 #include "api/api_internal.h"
 
-struct enc *enc_new(struct job *job)
+struct api_enc *api_enc_new(struct job *job)
 {
-    struct enc *en = calloc(1, sizeof *en);
+    struct api_enc *en = calloc(1, sizeof *en);
     if (!en) return NULL;
     en->job = job;
     en->n_choices = job->req.n > 0 ? job->req.n : 1;
@@ -14,9 +14,29 @@ struct enc *enc_new(struct job *job)
     return en;
 }
 
-void enc_free(void *ctx)
+static const struct api_encoder *const ENCODERS[DIALECT_COUNT] = {
+    [DIALECT_CHAT] = &api_enc_chat,
+    [DIALECT_RESPONSES] = &api_enc_responses,
+    [DIALECT_MESSAGES] = &api_enc_messages,
+};
+
+int api_sink_install(struct job *job)
 {
-    struct enc *en = ctx;
+    if ((unsigned)job->req.dialect >= DIALECT_COUNT) return -1;
+    const struct api_encoder *ops = ENCODERS[job->req.dialect];
+    struct api_enc *en = api_enc_new(job);
+    if (!en) return -1;
+    if (ops->one_choice) en->n_choices = 1;
+    if (ops->init) ops->init(en);
+    job->sink = ops->hooks;
+    job->sink.ctx = en;
+    job->sink_free = api_enc_free;
+    return 0;
+}
+
+void api_enc_free(void *ctx)
+{
+    struct api_enc *en = ctx;
     if (!en) return;
     for (int i = 0; i < REQ_MAX_N; i++) {
         buf_free(&en->ch[i].text);
@@ -31,24 +51,24 @@ void enc_free(void *ctx)
     free(en);
 }
 
-int enc_write(struct enc *en, const char *s, size_t n)
+int api_enc_write(struct api_enc *en, const char *s, size_t n)
 {
     if (pipe_cancelled(en->job->pipe)) return -1;
     return pipe_write(en->job->pipe, s, n);
 }
 
-int enc_sse(struct enc *en, const char *ev, json_t *f)
+int api_enc_sse(struct api_enc *en, const char *ev, json_t *f)
 {
     if (!f) return -1;
     buf_reset(&en->frame);
     if (ev) buf_printf(&en->frame, "event: %s\n", ev);
     buf_puts(&en->frame, "data: ");
-    json_append(&en->frame, f);
+    api_json_append(&en->frame, f);
     buf_puts(&en->frame, "\n\n");
-    return enc_write(en, en->frame.data, en->frame.len);
+    return api_enc_write(en, en->frame.data, en->frame.len);
 }
 
-void enc_fail_plain(struct enc *en, const struct err *e)
+void api_enc_fail_plain(struct api_enc *en, const struct err *e)
 {
     struct buf b = {0};
     api_error_body(en->job->req.dialect, e, &b);
@@ -57,17 +77,17 @@ void enc_fail_plain(struct enc *en, const struct err *e)
     en->ended = true;
 }
 
-bool enc_fail_early(struct enc *en, const struct err *e)
+bool api_enc_fail_early(struct api_enc *en, const struct err *e)
 {
     if (en->ended) return true;
     if (en->started && en->job->req.stream) return false;
-    enc_fail_plain(en, e);
+    api_enc_fail_plain(en, e);
     return true;
 }
 
-void enc_fail_sse(struct enc *en, const char *ev, const struct err *e)
+void api_enc_fail_sse(struct api_enc *en, const char *ev, const struct err *e)
 {
-    if (enc_fail_early(en, e)) return;
+    if (api_enc_fail_early(en, e)) return;
     struct buf b = {0};
     if (ev) buf_printf(&b, "event: %s\n", ev);
     buf_puts(&b, "data: ");
@@ -78,12 +98,12 @@ void enc_fail_sse(struct enc *en, const char *ev, const struct err *e)
     en->ended = true;
 }
 
-int enc_json_reply(struct enc *en, json_t *body)
+int api_enc_json_reply(struct api_enc *en, json_t *body)
 {
     buf_reset(&en->frame);
-    json_append(&en->frame, body);
+    api_json_append(&en->frame, body);
     pipe_begin(en->job->pipe, 200, "application/json");
-    return enc_write(en, en->frame.data, en->frame.len);
+    return api_enc_write(en, en->frame.data, en->frame.len);
 }
 
 static json_t *bytes_array(const char *s, size_t n)
@@ -93,7 +113,7 @@ static json_t *bytes_array(const char *s, size_t n)
     return a;
 }
 
-static json_t *token_obj(struct enc *en, int32_t id, float logprob, bool with_bytes)
+static json_t *token_obj(struct api_enc *en, int32_t id, float logprob, bool with_bytes)
 {
     size_t n = 0;
     const char *s = "";
@@ -103,12 +123,12 @@ static json_t *token_obj(struct enc *en, int32_t id, float logprob, bool with_by
         s = "";
         n = 0;
     }
-    json_t *o = json_pack("{s:o, s:f}", "token", json_text(s, n), "logprob", (double)logprob);
+    json_t *o = json_pack("{s:o, s:f}", "token", api_json_text(s, n), "logprob", (double)logprob);
     if (o && with_bytes) json_object_set_new(o, "bytes", bytes_array(s, n));
     return o;
 }
 
-json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp, bool with_bytes)
+json_t *api_enc_logprob_entry(struct api_enc *en, const struct token_logprob *lp, bool with_bytes)
 {
     json_t *o = token_obj(en, lp->token, lp->logprob, with_bytes);
     json_t *top = json_array();
@@ -123,7 +143,7 @@ json_t *enc_logprob_entry(struct enc *en, const struct token_logprob *lp, bool w
     return o;
 }
 
-const char *finish_reason_chat(enum finish_reason why)
+const char *api_finish_reason_chat(enum finish_reason why)
 {
     switch (why) {
     case FINISH_LENGTH: return "length";
@@ -132,12 +152,12 @@ const char *finish_reason_chat(enum finish_reason why)
     }
 }
 
-json_t *enc_add_call(struct enc *en, int c, const char *id_prefix, const char *name,
+json_t *api_enc_add_call(struct api_enc *en, int c, const char *id_prefix, const char *name,
                      const char *args, size_t n_args)
 {
-    struct enc_choice *ch = &en->ch[c];
+    struct api_enc_choice *ch = &en->ch[c];
     if (!ch->calls && !(ch->calls = json_array())) return NULL;
-    char *id = make_id(id_prefix);
+    char *id = api_make_id(id_prefix);
     /* text_at: reply text bytes before this call (to keep blocks in order, messages) */
     json_t *call = id ? json_pack("{s:s, s:s, s:s%, s:I}", "id", id, "name", name, "arguments", args,
                                   n_args, "text_at", (json_int_t)ch->text.len)

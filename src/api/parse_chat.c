@@ -80,7 +80,7 @@ static int read_messages(json_t *msgs, struct request *req, struct err *e)
                                  "the legacy functions API is not supported; use tools");
         char cp[112];
         snprintf(cp, sizeof cp, "%s.content", p);
-        char *text = content_text(json_object_get(jm, "content"), cp, TEXT_PARTS, e);
+        char *text = api_content_text(json_object_get(jm, "content"), cp, TEXT_PARTS, e);
         if (!text) return -1;
         struct chat_msg *m = request_add_msg(req, r);
         if (!m) {
@@ -138,15 +138,13 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
         json_t *fn = json_object_get(t, "function");
         if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
             return err_set_param(e, ERR_INVALID, p, "'%s.function.name' must be a string", p);
-        if (!none && tools_add(req, json_deep_copy(t)) < 0) return err_set(e, ERR_NOMEM, "out of memory");
+        if (!none && api_tools_add(req, json_deep_copy(t)) < 0) return err_set(e, ERR_NOMEM, "out of memory");
     }
     return 0;
 }
 
-int parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
+int api_parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
 {
-    struct samp_in s;
-    samp_in_init(&s);
     static const struct {
         const char *key, *why;
         enum err_code code;
@@ -159,7 +157,7 @@ int parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req, str
         {"web_search_options", "hosted web search is not supported", ERR_INVALID},
     };
     for (size_t i = 0; i < sizeof rejects / sizeof rejects[0]; i++)
-        if (jv_reject(root, rejects[i].key, rejects[i].code, rejects[i].why, e) < 0) return -1;
+        if (api_jv_reject(root, rejects[i].key, rejects[i].code, rejects[i].why, e) < 0) return -1;
     json_t *mod = json_object_get(root, "modalities");
     if (json_is_array(mod)) {
         size_t i;
@@ -168,40 +166,39 @@ int parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req, str
             return err_set_param(e, ERR_INVALID, "modalities", "only the text modality is supported");
     }
     if (read_messages(json_object_get(root, "messages"), req, e) < 0) return -1;
-    if (samp_read(root, &s, 2, true, e) < 0) return -1;
     long long n = 1, mt = 0, mct = 0, tl = 0;
-    if (jv_int(root, "n", "n", 1, REQ_MAX_N, &n, e) < 0) return -1;
+    if (api_jv_int(root, "n", "n", 1, REQ_MAX_N, &n, e) < 0) return -1;
     req->n = (int)n;
-    if (jv_int(root, "max_tokens", "max_tokens", 1, 1 << 30, &mt, e) < 0) return -1;
-    if (jv_int(root, "max_completion_tokens", "max_completion_tokens", 1, 1 << 30, &mct, e) < 0)
+    if (api_jv_int(root, "max_tokens", "max_tokens", 1, 1 << 30, &mt, e) < 0) return -1;
+    if (api_jv_int(root, "max_completion_tokens", "max_completion_tokens", 1, 1 << 30, &mct, e) < 0)
         return -1;
-    if (jv_bool(root, "stream", "stream", &req->stream, e) < 0) return -1;
+    if (api_jv_bool(root, "stream", "stream", &req->stream, e) < 0) return -1;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so))
             return err_set_param(e, ERR_INVALID, "stream_options", "'stream_options' must be an object");
-        if (jv_bool(so, "include_usage", "stream_options.include_usage", &req->include_usage, e) < 0)
+        if (api_jv_bool(so, "include_usage", "stream_options.include_usage", &req->include_usage, e) < 0)
             return -1;
     }
-    if (jv_bool(root, "logprobs", "logprobs", &req->logprobs, e) < 0) return -1;
-    if (jv_int(root, "top_logprobs", "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &tl, e) < 0) return -1;
+    if (api_jv_bool(root, "logprobs", "logprobs", &req->logprobs, e) < 0) return -1;
+    if (api_jv_int(root, "top_logprobs", "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &tl, e) < 0) return -1;
     if (tl > 0 && !req->logprobs)
         return err_set_param(e, ERR_INVALID, "top_logprobs", "'top_logprobs' requires 'logprobs': true");
     req->top_logprobs = (int)tl;
-    if (read_stop(json_object_get(root, "stop"), "stop", req, e) < 0) return -1;
+    if (api_read_stop(json_object_get(root, "stop"), "stop", req, e) < 0) return -1;
     const char *effort = NULL;
-    if (jv_str(root, "reasoning_effort", "reasoning_effort", &effort, e) < 0) return -1;
-    if (effort && read_effort(ctx, effort, "reasoning_effort", true, req, e) < 0) return -1;
+    if (api_jv_str(root, "reasoning_effort", "reasoning_effort", &effort, e) < 0) return -1;
+    if (effort && api_read_effort(ctx, effort, "reasoning_effort", true, req, e) < 0) return -1;
     json_t *kw = json_object_get(root, "chat_template_kwargs"); /* llama.cpp / vLLM extension */
     if (json_is_object(kw) && json_is_boolean(json_object_get(kw, "enable_thinking")))
         req->reasoning = json_is_true(json_object_get(kw, "enable_thinking")) && ctx->backend->caps.think;
     if (read_tools(ctx, root, req, e) < 0) return -1;
-    if (read_constraint(ctx, json_object_get(root, "response_format"), "response_format", req, e) < 0)
+    if (api_read_constraint(ctx, json_object_get(root, "response_format"), "response_format", req, e) < 0)
         return -1;
-    if (read_grammar_ext(ctx, root, req, e) < 0) return -1;
+    if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1;
     if (forced_read(DIALECT_CHAT, root, ctx->backend->caps.grammar, ctx->backend->caps.tools, req,
                     e) < 0)
         return -1;
-    if (api_finalize(ctx, req, &s, mct ? mct : mt, e) < 0) return -1;
+    if (api_finalize(ctx, root, req, mct ? mct : mt, e) < 0) return -1;
     return 0;
 }

@@ -112,7 +112,7 @@ static int read_message(json_t *jm, size_t i, struct request *req, struct err *e
             if ((rc = flush_text(req, CHAT_USER, &text, false, &m, e)) < 0) break;
             char cp[112];
             snprintf(cp, sizeof cp, "%s.content", bp);
-            char *t = content_text(json_object_get(b, "content"), cp, TEXT_BLOCKS, e);
+            char *t = api_content_text(json_object_get(b, "content"), cp, TEXT_BLOCKS, e);
             if (!t) {
                 rc = -1;
                 break;
@@ -231,16 +231,16 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
         json_t *name = json_object_get(t, "name");
         if (!json_is_string(name)) return err_set_param(e, ERR_INVALID, p, "'%s.name' must be a string", p);
         if (none || !ctx->backend->caps.tools) continue; /* accepted and dropped */
-        if (tools_add_flat(req, t, "input_schema") < 0) return oom(e);
+        if (api_tools_add_flat(req, t, "input_schema") < 0) return oom(e);
     }
     return 0;
 }
 
-int parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
+int api_parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
 {
-    if (jv_reject(root, "mcp_servers", ERR_INVALID, "MCP connectors are not supported", e) < 0) return -1;
+    if (api_jv_reject(root, "mcp_servers", ERR_INVALID, "MCP connectors are not supported", e) < 0) return -1;
     long long mt = 0;
-    int has = jv_int(root, "max_tokens", "max_tokens", 1, 1 << 30, &mt, e);
+    int has = api_jv_int(root, "max_tokens", "max_tokens", 1, 1 << 30, &mt, e);
     if (has < 0) return -1;
     if (has == 0 && !ctx->count_only) return err_set_param(e, ERR_INVALID, "max_tokens", "'max_tokens' is required");
     if (read_system(json_object_get(root, "system"), req, e) < 0) return -1;
@@ -250,14 +250,11 @@ int parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req,
     size_t i;
     json_t *jm;
     json_array_foreach(msgs, i, jm) if (read_message(jm, i, req, e) < 0) return -1;
-    struct samp_in s;
-    samp_in_init(&s);
-    if (samp_read(root, &s, 1, false, e) < 0) return -1;
-    if (jv_bool(root, "stream", "stream", &req->stream, e) < 0) return -1;
+    if (api_jv_bool(root, "stream", "stream", &req->stream, e) < 0) return -1;
     json_t *ss = json_object_get(root, "stop_sequences");
     if (ss && !json_is_null(ss) && !json_is_array(ss))
         return err_set_param(e, ERR_INVALID, "stop_sequences", "'stop_sequences' must be an array of strings");
-    if (read_stop(ss, "stop_sequences", req, e) < 0) return -1;
+    if (api_read_stop(ss, "stop_sequences", req, e) < 0) return -1;
     json_t *th = json_object_get(root, "thinking");
     if (th && !json_is_null(th)) {
         json_t *ty = json_is_object(th) ? json_object_get(th, "type") : NULL;
@@ -272,13 +269,13 @@ int parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req,
     if (read_tools(ctx, root, req, e) < 0) return -1;
     json_t *oc = json_object_get(root, "output_config");
     if (json_is_object(oc) &&
-        read_constraint(ctx, json_object_get(oc, "format"), "output_config.format", req, e) < 0)
+        api_read_constraint(ctx, json_object_get(oc, "format"), "output_config.format", req, e) < 0)
         return -1;
-    if (read_constraint(ctx, json_object_get(root, "output_format"), "output_format", req, e) < 0)
+    if (api_read_constraint(ctx, json_object_get(root, "output_format"), "output_format", req, e) < 0)
         return -1;
-    if (read_grammar_ext(ctx, root, req, e) < 0) return -1; /* regex / lark, as on the OpenAI dialects */
+    if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1; /* regex / lark, as on the OpenAI dialects */
     if (forced_read(DIALECT_MESSAGES, root, ctx->backend->caps.grammar, ctx->backend->caps.tools,
                     req, e) < 0)
         return -1;
-    return api_finalize(ctx, req, &s, mt, e);
+    return api_finalize(ctx, root, req, mt, e);
 }

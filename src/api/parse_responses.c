@@ -69,7 +69,7 @@ static int read_input(json_t *input, struct request *req, struct err *e)
                                      "or developer", p);
             char cp[80];
             snprintf(cp, sizeof cp, "%s.content", p);
-            char *text = content_text(json_object_get(it, "content"), cp, MSG_PARTS, e);
+            char *text = api_content_text(json_object_get(it, "content"), cp, MSG_PARTS, e);
             if (!text) return -1;
             struct chat_msg *m = request_add_msg(req, r);
             if (!m) {
@@ -86,7 +86,7 @@ static int read_input(json_t *input, struct request *req, struct err *e)
             json_t *out = json_object_get(it, "output"), *id = json_object_get(it, "call_id");
             char cp[80];
             snprintf(cp, sizeof cp, "%s.output", p);
-            char *text = content_text(out, cp, MSG_PARTS, e);
+            char *text = api_content_text(out, cp, MSG_PARTS, e);
             if (!text) return -1;
             struct chat_msg *m = request_add_msg(req, CHAT_TOOL);
             if (!m) {
@@ -180,12 +180,12 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
         json_t *name = json_object_get(t, "name");
         if (!json_is_string(name)) return err_set_param(e, ERR_INVALID, p, "'%s.name' must be a string", p);
         if (none) continue;
-        if (tools_add_flat(req, t, "parameters") < 0) return oom(e);
+        if (api_tools_add_flat(req, t, "parameters") < 0) return oom(e);
     }
     return 0;
 }
 
-int parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
+int api_parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
 {
     static const struct {
         const char *key, *why;
@@ -196,18 +196,18 @@ int parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req
         {"prompt", "stored prompt templates are not supported"},
     };
     for (size_t i = 0; i < sizeof rejects / sizeof rejects[0]; i++)
-        if (jv_reject(root, rejects[i].key, ERR_INVALID, rejects[i].why, e) < 0) return -1;
+        if (api_jv_reject(root, rejects[i].key, ERR_INVALID, rejects[i].why, e) < 0) return -1;
     json_t *tr = json_object_get(root, "truncation");
     if (json_is_string(tr) && !strcmp(json_string_value(tr), "auto"))
         return err_set_param(e, ERR_INVALID, "truncation",
                              "truncation 'auto' is not supported (a prompt that does not fit is an error)");
     if (read_include(root, req, e) < 0) return -1;
     long long tl = 0;
-    if (jv_int(root, "top_logprobs", "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &tl, e) < 0)
+    if (api_jv_int(root, "top_logprobs", "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &tl, e) < 0)
         return -1;
     req->top_logprobs = (int)tl; /* alternatives per token; logprobs themselves need `include` */
     const char *instr = NULL;
-    if (jv_str(root, "instructions", "instructions", &instr, e) < 0) return -1;
+    if (api_jv_str(root, "instructions", "instructions", &instr, e) < 0) return -1;
     if (instr) {
         struct chat_msg *m = request_add_msg(req, CHAT_SYSTEM);
         if (!m) return oom(e);
@@ -219,31 +219,28 @@ int parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req
     if (!input || json_is_null(input))
         return err_set_param(e, ERR_INVALID, "input", "'input' is required");
     if (read_input(input, req, e) < 0) return -1;
-    struct samp_in s;
-    samp_in_init(&s);
-    if (samp_read(root, &s, 2, true, e) < 0) return -1;
     long long mt = 0;
-    if (jv_int(root, "max_output_tokens", "max_output_tokens", 1, 1 << 30, &mt, e) < 0) return -1;
-    if (jv_bool(root, "stream", "stream", &req->stream, e) < 0) return -1;
-    if (read_stop(json_object_get(root, "stop"), "stop", req, e) < 0) return -1;
+    if (api_jv_int(root, "max_output_tokens", "max_output_tokens", 1, 1 << 30, &mt, e) < 0) return -1;
+    if (api_jv_bool(root, "stream", "stream", &req->stream, e) < 0) return -1;
+    if (api_read_stop(json_object_get(root, "stop"), "stop", req, e) < 0) return -1;
     json_t *rs = json_object_get(root, "reasoning");
     if (rs && !json_is_null(rs)) {
         if (!json_is_object(rs)) return err_set_param(e, ERR_INVALID, "reasoning", "'reasoning' must be an object");
         const char *effort = NULL;
-        if (jv_str(rs, "effort", "reasoning.effort", &effort, e) < 0) return -1;
-        if (effort && read_effort(ctx, effort, "reasoning.effort", true, req, e) < 0) return -1;
+        if (api_jv_str(rs, "effort", "reasoning.effort", &effort, e) < 0) return -1;
+        if (effort && api_read_effort(ctx, effort, "reasoning.effort", true, req, e) < 0) return -1;
     }
     if (read_tools(ctx, root, req, e) < 0) return -1;
     json_t *text = json_object_get(root, "text");
     if (text && !json_is_null(text)) {
         if (!json_is_object(text)) return err_set_param(e, ERR_INVALID, "text", "'text' must be an object");
-        if (read_constraint(ctx, json_object_get(text, "format"), "text.format", req, e) < 0) return -1;
+        if (api_read_constraint(ctx, json_object_get(text, "format"), "text.format", req, e) < 0) return -1;
     }
-    if (read_grammar_ext(ctx, root, req, e) < 0) return -1;
+    if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1;
     if (forced_read(DIALECT_RESPONSES, root, ctx->backend->caps.grammar, ctx->backend->caps.tools,
                     req, e) < 0)
         return -1;
     json_t *md = json_object_get(root, "metadata");
     if (json_is_object(md)) req->metadata = json_incref(md);
-    return api_finalize(ctx, req, &s, mt, e);
+    return api_finalize(ctx, root, req, mt, e);
 }
