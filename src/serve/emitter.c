@@ -50,9 +50,17 @@ static bool is_ws(char c)
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-/* Drops the first n pending bytes. */
+/* The pending bytes. pend has no storage until the first feed (a reply whose first sampled token
+ * ends the turn is finished without one), so every reader goes through here: never NULL. */
+static const char *pend_bytes(const struct emitter *em)
+{
+    return em->pend.data ? em->pend.data : "";
+}
+
+/* Drops the first n pending bytes (n <= pend.len; nothing to do for an unallocated buffer). */
 static void consume(struct emitter *em, size_t n)
 {
+    if (!em->pend.data) return; /* len is 0, so n is 0 */
     memmove(em->pend.data, em->pend.data + n, em->pend.len - n);
     em->pend.len -= n;
     em->pend.data[em->pend.len] = 0;
@@ -62,7 +70,7 @@ static int emit_text(struct emitter *em, size_t n)
 {
     int rc = 0;
     if (n > 0 || em->n_lp > 0) {
-        rc = em->sink->text(em->sink->ctx, em->choice, em->pend.data, n, em->lp, em->n_lp);
+        rc = em->sink->text(em->sink->ctx, em->choice, pend_bytes(em), n, em->lp, em->n_lp);
         em->n_lp = 0;
         em->n_text += n;
     }
@@ -74,7 +82,7 @@ static int emit_reasoning(struct emitter *em, size_t n)
 {
     int rc = 0;
     if (n > 0) {
-        rc = em->sink->reasoning(em->sink->ctx, em->choice, em->pend.data, n);
+        rc = em->sink->reasoning(em->sink->ctx, em->choice, pend_bytes(em), n);
         em->n_reasoning += n;
     }
     consume(em, n);
@@ -93,7 +101,7 @@ static size_t partial_suffix(const char *s, size_t n, const char *pat, size_t pl
 static int step_head(struct emitter *em, bool *progress)
 {
     size_t i = 0, n = em->pend.len;
-    const char *s = em->pend.data;
+    const char *s = pend_bytes(em);
     while (i < n && is_ws(s[i]))
         i++;
     size_t rest = n - i;
@@ -170,7 +178,7 @@ static int step_text(struct emitter *em)
         }
         em->strip_ws = false;
     }
-    const char *s = em->pend.data;
+    const char *s = pend_bytes(em);
     size_t n = em->pend.len;
     size_t best_pos = n;
     int best = -1;

@@ -179,6 +179,7 @@ static int s_reasoning(void *ctx, int choice, const char *s, size_t n)
 
 static void drop_front(struct buf *b, size_t n)
 {
+    if (!b->data) return; /* never fed: len and n are 0 */
     memmove(b->data, b->data + n, b->len - n);
     b->len -= n;
     if (b->data) b->data[b->len] = 0;
@@ -325,7 +326,7 @@ static int s_finish(void *ctx, int choice, enum finish_reason why, const char *s
         size_t n = sc->pend.len, i = 0;
         while (i < n && is_ws(sc->pend.data[i]))
             i++;
-        if (!(i == n && sc->after_call)) rc = out_text(sc, choice, sc->pend.data, n);
+        if (!(i == n && sc->after_call)) rc = out_text(sc, choice, sc->pend.data ? sc->pend.data : "", n);
     }
     buf_reset(&sc->pend);
     sc->mode = TC_TEXT;

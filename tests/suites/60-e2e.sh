@@ -6,8 +6,8 @@ $MAKE --no-print-directory BUILD="$BUILD" "$MODELDIR/tiny-q8_0.gguf" >/dev/null
 export LMSERVE_BIN="$BUILD/lmserve" LMSERVE_MODEL="$MODELDIR/tiny-q8_0.gguf"
 # one file at a time: the machine has 2 cores and the concurrency tests count on the worker
 node --test --test-concurrency=1 tests/e2e/
-# The request-safety cases again against an ASan + UBSan build of the server (a crash, a leak at
+# The request-safety cases (and every empty-reply path) again against an ASan + UBSan build of the server (a crash, a leak at
 # exit or UB fails the exit-code checks of the tests).
 $MAKE --no-print-directory BUILD="$ASAN_BUILD" OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" "$ASAN_BUILD/lmserve" >/dev/null
 LMSERVE_BIN="$ASAN_BUILD/lmserve" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  node --test --test-concurrency=1 tests/e2e/errors.test.mjs
+  node --test --test-concurrency=1 tests/e2e/errors.test.mjs tests/e2e/empty-reply.test.mjs

@@ -138,3 +138,68 @@ Test(emitter, refusing_sink_stops)
     emitter_deinit(&em);
     buf_free(&r.log);
 }
+
+/* Issue 10 item 1: a reply whose first sampled token ends the turn finishes an emitter that was
+ * never fed (its pending buffer has no storage); that used to write through NULL. Every mode,
+ * with and without stop strings, both finish reasons; the sink never sees a NULL pointer. */
+static int strict_text(void *c, int ch, const char *s, size_t n, const struct token_logprob *lp,
+                       int nl)
+{
+    cr_assert_not_null(s, "text delta with a NULL pointer");
+    return r_text(c, ch, s, n, lp, nl);
+}
+static int strict_reason(void *c, int ch, const char *s, size_t n)
+{
+    cr_assert_not_null(s, "reasoning delta with a NULL pointer");
+    return r_reason(c, ch, s, n);
+}
+
+Test(emitter, empty_reply_every_mode)
+{
+    static const char *const stop[] = {"a", "</"};
+    for (int think = 0; think < 2; think++)
+        for (int ns = 0; ns <= 2; ns++)
+            for (int w = 0; w < 2; w++) {
+                enum finish_reason why = w ? FINISH_LENGTH : FINISH_STOP;
+                struct rec r = {0};
+                struct reply_sink s = sink_of(&r);
+                s.text = strict_text;
+                s.reasoning = strict_reason;
+                struct emitter em;
+                emitter_init(&em, &s, 0, think, stop, ns);
+                cr_assert_eq(emitter_finish(&em, why), 0);
+                cr_assert_eq(emitter_finish(&em, why), 0, "a second finish is a no-op");
+                emitter_deinit(&em);
+                char want[16];
+                snprintf(want, sizeof want, "F%d:", (int)why);
+                cr_assert_str_eq(r.log.data ? r.log.data : "", want, "think %d stops %d", think,
+                                 ns);
+                cr_assert_eq(r.n_lp, 0);
+                buf_free(&r.log);
+            }
+}
+
+Test(emitter, empty_after_bytes_that_are_not_content)
+{
+    /* tokens with no bytes yet (a partial code point), whitespace only, an empty think block,
+     * a stray closer, a lone stop string: each reply is empty and well-formed */
+    static const char *const stop[] = {"END"};
+    const char *empty_tok[] = {"", NULL};
+    const char *ws[] = {"\n", " ", NULL};
+    const char *block[] = {"<think>", "\n\n", "</think>", "\n\n", NULL};
+    const char *closer[] = {"</think>", "\n\n", NULL};
+    const char *lone_stop[] = {"END", NULL};
+    struct rec r = {0};
+    /* a token with no bytes still hands over its logprob record (in an empty delta) */
+    cr_assert_str_eq(run(true, NULL, 0, empty_tok, FINISH_STOP, &r), "T[]F1:");
+    cr_assert_eq(r.n_lp, 1);
+    struct rec r2 = {0};
+    cr_assert_str_eq(run(true, stop, 1, block, FINISH_STOP, &r2), "F1:");
+    struct rec r3 = {0};
+    cr_assert_str_eq(run(true, stop, 1, closer, FINISH_STOP, &r3), "F1:");
+    struct rec r4 = {0};
+    cr_assert_str_eq(run(false, stop, 1, lone_stop, FINISH_STOP, &r4), "F1:END");
+    cr_assert_eq(r4.n_lp, 0, "a stop string's tokens carry no content logprobs");
+    struct rec r5 = {0};
+    cr_assert_str_eq(run(false, NULL, 0, ws, FINISH_STOP, &r5), "T[\n]T[ ]F1:");
+}

@@ -585,3 +585,29 @@ Test(forced, errors_name_tool_choice)
     request_free(&r);
     json_decref(root);
 }
+
+/* Issue 10 item 1: an empty reply through emitter + scanner (the chain the worker builds when
+ * tools are given) — finish on a never-fed emitter and scanner, in every emitter mode. */
+Test(toolcall, empty_reply_through_emitter)
+{
+    static const char *const stop[] = {"a"};
+    for (int think = 0; think < 2; think++)
+        for (int ns = 0; ns < 2; ns++) {
+            struct rec r = {0};
+            struct reply_sink out = sink_of(&r);
+            struct toolcall_scanner sc;
+            toolcall_init(&sc, &out);
+            struct emitter em;
+            emitter_init(&em, toolcall_sink(&sc), 0, think, stop, ns);
+            cr_assert_eq(emitter_finish(&em, FINISH_STOP), 0);
+            emitter_deinit(&em);
+            toolcall_deinit(&sc);
+            cr_assert_str_eq(r.log.data ? r.log.data : "", "F1:");
+            buf_free(&r.log);
+        }
+    /* the scanner alone, finished without any text */
+    const char *none[] = {NULL};
+    char *res = run(none, FINISH_STOP, NULL);
+    cr_assert_str_eq(res, "F1:");
+    free(res);
+}
