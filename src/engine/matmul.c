@@ -18,7 +18,11 @@
 #include <sched.h>
 
 #define MM_MAX_OPS 256 /* ops per call (an MoE layer: at most n_expert) */
-#define MM_GEMM_MIN_TOK_DEFAULT 4
+/* Batch invariance (docs/kernels.md): the path, and so the arithmetic, of a product must not
+ * depend on how many tokens share the call, so by default every token count takes the same path
+ * (the GEMM kernels where the type has them, m = 1 included). mm_set_gemm_min_tokens(4) brings
+ * back the separate decode GEMV (tests and benchmarks only: it rounds differently). */
+#define MM_GEMM_MIN_TOK_DEFAULT 1
 /* Rows per GEMV work item (decode): up to 128, so each thread streams long contiguous runs of
  * weights and its software prefetch (16 KB ahead) stays inside its own run — measured +30 % decode
  * over 16-row items on 2 threads (bench/README.md); fewer rows when that leaves under four items
@@ -35,6 +39,7 @@ static int64_t gemv_tile_rows(int64_t rows, int nth)
     return t < 16 ? 16 : t;
 }
 #define MM_MAX_THREADS 512
+#define MM_GEMM_BIG_TOK 4 /* from here on GEMM work items are single 16-row tiles */
 #define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
 
 static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
@@ -268,8 +273,13 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         return;
     }
     if (p->path == PATH_GEMM_AMX) {
-        j->g->amx_kernel(op->wtype, W, p->w_stride, r1 - r0, op->cols, A->bp, A->dyp, op->n_tok,
-                         op->Y, ys, op->y_idx, r0, j->s->panel[ith]);
+        /* a decode item spans several 16-row kernel tiles (see plan: long runs per thread) */
+        for (int64_t s0 = r0; s0 < r1; s0 += MM_TILE_ROWS) {
+            int64_t s1 = s0 + MM_TILE_ROWS < r1 ? s0 + MM_TILE_ROWS : r1;
+            j->g->amx_kernel(op->wtype, (const uint8_t *)op->W + (size_t)s0 * p->w_stride,
+                             p->w_stride, s1 - s0, op->cols, A->bp, A->dyp, op->n_tok, op->Y, ys,
+                             op->y_idx, s0, j->s->panel[ith]);
+        }
         return;
     }
     if (p->path == PATH_GEMV_A8) {
@@ -283,9 +293,13 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         float *pd = (float *)(panel + (size_t)op->cols * MM_TILE_ROWS);
         int sub16 = j->g->sub16(op->wtype);
         float *pm = pd + nb * MM_TILE_ROWS * (sub16 ? 2 : 1);
-        j->g->pack(op->wtype, W, p->w_stride, r1 - r0, op->cols, panel, pd, pm);
-        j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16, sub16,
-                     op->n_tok, op->Y, ys, op->y_idx, r0, (int)(r1 - r0));
+        for (int64_t s0 = r0; s0 < r1; s0 += MM_TILE_ROWS) {
+            int64_t s1 = s0 + MM_TILE_ROWS < r1 ? s0 + MM_TILE_ROWS : r1;
+            j->g->pack(op->wtype, (const uint8_t *)op->W + (size_t)s0 * p->w_stride, p->w_stride,
+                       s1 - s0, op->cols, panel, pd, pm);
+            j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16,
+                         sub16, op->n_tok, op->Y, ys, op->y_idx, s0, (int)(s1 - s0));
+        }
         return;
     }
     for (int64_t r = r0; r < r1; r++, W += p->w_stride) {
@@ -425,7 +439,11 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         p->path = path;
         p->w_stride = ws;
         p->dot = tr->vec_dot;
-        p->tile_rows = gemm || amx ? MM_TILE_ROWS : gemv_tile_rows(op->rows, nth);
+        /* few tokens (decode): long row runs per work item, so each thread streams contiguous
+         * weights; many tokens: one 16-row kernel tile per item (compute bound, balance) */
+        p->tile_rows = (gemm || amx) && op->n_tok >= MM_GEMM_BIG_TOK
+                           ? MM_TILE_ROWS
+                           : gemv_tile_rows(op->rows, nth);
         p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;
         p->tile_begin = j->total_tiles;
         j->total_tiles += p->n_tiles;

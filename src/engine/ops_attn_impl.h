@@ -112,12 +112,12 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
                 float mnew = tmax > mx[r] ? tmax : mx[r];
                 corr[r] = expf(mx[r] - mnew); /* 0 on the first tile (mx = -inf) */
                 VEC vmn = VSET1(mnew), vs = VZERO();
-                for (int j = 0; j < jn; j += VW) {
-                    VEC p = VEXP(VSUB(VLOAD(sr + j), vmn));
-                    VSTORE(sr + j, p);
-                    vs = VADD(vs, p);
-                }
-                for (int j = kr; j < jn; j++) sr[j] = 0.0f; /* exactly nothing from the future */
+                for (int j = 0; j < jn; j += VW) VSTORE(sr + j, VEXP(VSUB(VLOAD(sr + j), vmn)));
+                /* exactly nothing from the future, and zeroed before the sum: jn depends on the
+                 * other rows of the block, so masked lanes must add exact zeros (VEXP(-inf) is
+                 * ~1e-38, not 0) for a row's sum to be the same in any block (batch invariance) */
+                for (int j = kr; j < jn; j++) sr[j] = 0.0f;
+                for (int j = 0; j < jn; j += VW) vs = VADD(vs, VLOAD(sr + j));
                 sum[r] = sum[r] * corr[r] + VHSUM(vs);
                 mx[r] = mnew;
             }

@@ -1,0 +1,277 @@
+/* Batch invariance (docs/kernels.md, "Batch invariance"): a token's result must not depend on how
+ * many tokens share its forward pass, where a prefill chunk ends, or how many threads run.
+ *
+ * matmul level: for every weight type the driver computes, Y of m tokens in one call == each token
+ * alone, bit for bit, for m = 1..N, for token slices starting anywhere, and for 1, 2, 3 and 5
+ * threads, with the driver's default path choice (no forcing).
+ * attention: a query's output over the same cache is the same whatever block of queries it is
+ * computed in.
+ * model level: every position's logits of a prompt fed as one prefill, as several chunks of uneven
+ * sizes, token by token, and in lockstep with a second sequence, at 1, 2 and 3 threads, are
+ * bit-identical (dense F32, F16, Q8_0, Q4_K_M, and MoE Q8_0 models from mkmodel_gen). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/fp16.h"
+#include "engine/kv_cache.h"
+#include "engine/matmul.h"
+#include "engine/mkmodel_gen.h"
+#include "engine/model.h"
+#include "engine/ops.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+
+static uint64_t rs = 99;
+static float frand(void)
+{
+    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rs >> 40) / 16777216.0) * 2 - 1;
+}
+
+/* ------------------------------------------------------------ matmul */
+
+static const enum ggml_type k_types[] = {
+    GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+    GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+    GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+
+#define MM_N 40 /* tokens: past the 4-token GEMM threshold, 8-token and 16-token groups */
+
+static void mm_case(enum ggml_type t, int64_t rows, int64_t cols)
+{
+    const struct quant_traits *tr = quant_traits(t);
+    size_t stride = quant_row_size(t, cols);
+    uint8_t *W = malloc((size_t)rows * stride);
+    float *row = malloc((size_t)cols * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++)
+            row[c] = frand() * (0.2f + (float)(r % 5) * 0.2f);
+        tr->from_float_ref(row, W + (size_t)r * stride, cols);
+    }
+    float *X = malloc((size_t)(MM_N * cols) * 4);
+    for (int64_t i = 0; i < MM_N * cols; i++)
+        X[i] = frand() * 3;
+    float *ref = malloc((size_t)(MM_N * rows) * 4), *Y = malloc((size_t)(MM_N * rows) * 4);
+    struct mm_scratch *s = mm_scratch_new();
+    struct err e;
+    /* reference: every token alone, one thread */
+    for (int64_t k = 0; k < MM_N; k++)
+        cr_assert_eq(mm_run(NULL, t, W, rows, cols, 0, X + k * cols, 1, ref + k * rows, s, &e), 0,
+                     "%s", e.msg);
+    static const int threads[] = {1, 2, 3, 5};
+    for (int ti = 0; ti < 4; ti++) {
+        struct threadpool *tp = tp_new(threads[ti]);
+        cr_assert(tp);
+        /* m tokens from token 0, and a slice [a, a + m) starting elsewhere */
+        for (int64_t m = 1; m <= MM_N; m++) {
+            int64_t a = m < MM_N ? (m * 7) % (MM_N - m + 1) : 0;
+            for (int pass = 0; pass < 2; pass++) {
+                int64_t off = pass ? a : 0;
+                for (int64_t i = 0; i < m * rows; i++)
+                    Y[i] = NAN;
+                cr_assert_eq(mm_run(tp, t, W, rows, cols, 0, X + off * cols, m, Y, s, &e), 0, "%s",
+                             e.msg);
+                for (int64_t k = 0; k < m; k++)
+                    for (int64_t r = 0; r < rows; r++) {
+                        float g = Y[k * rows + r], w = ref[(off + k) * rows + r];
+                        cr_assert(memcmp(&g, &w, 4) == 0,
+                                  "%s %ldx%ld, %d threads: token %ld of a %ld-token call (offset "
+                                  "%ld), row %ld: %.9g, alone %.9g",
+                                  tr->name, (long)rows, (long)cols, threads[ti], (long)k, (long)m,
+                                  (long)off, (long)r, g, w);
+                    }
+            }
+        }
+        tp_free(tp);
+    }
+    mm_scratch_free(s);
+    free(W), free(row), free(X), free(ref), free(Y);
+}
+
+Test(invariance, matmul_every_type_m_slices_threads)
+{
+    quant_init();
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
+        enum ggml_type t = k_types[i];
+        int big = quant_traits(t)->blck_size >= 256;
+        /* rows: odd and past one 128-row GEMV item; cols: several blocks, odd block counts */
+        mm_case(t, 37, big ? 768 : 224);
+        mm_case(t, 261, big ? 512 : 96);
+    }
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* Query i (position i) over a cache of n positions: the same output whatever block [q0, q1) of
+ * queries it runs in (1 query, a 16-query block, a block straddling a key tile). */
+Test(invariance, attention_query_blocks)
+{
+    ops_init();
+    const int hd = 64, n_head = 8, n_head_kv = 2, n = 150, KT = OPS_ATTN_KT;
+    int cap = (n + KT - 1) / KT * KT;
+    int64_t hs = (int64_t)cap * hd;
+    uint16_t *k = malloc(sizeof(uint16_t) * (size_t)(hs * n_head_kv)),
+             *v = malloc(sizeof(uint16_t) * (size_t)(hs * n_head_kv));
+    for (int64_t i = 0; i < hs * n_head_kv; i++) {
+        k[i] = f32_to_fp16(frand());
+        v[i] = f32_to_fp16(frand());
+    }
+    int qd = n_head * hd;
+    float *q = malloc(sizeof(float) * (size_t)(n * qd)), *o1 = malloc(sizeof(float) * (size_t)(n * qd)),
+          *o2 = malloc(sizeof(float) * (size_t)(n * qd));
+    for (int64_t i = 0; i < (int64_t)n * qd; i++)
+        q[i] = frand() * 4;
+    int32_t pos[150];
+    for (int i = 0; i < n; i++)
+        pos[i] = i;
+    float *ws = aligned_alloc(64, (ops_attn_scratch_floats() * sizeof(float) + 63) / 64 * 64);
+    struct ops_attn a = {.q = q, .q_stride = qd, .out_stride = qd, .pos = pos, .n_q = n, .k = k,
+                         .v = v, .kv_head_stride = hs, .n_head = n_head, .n_head_kv = n_head_kv,
+                         .head_dim = hd, .scale = 1.0f / sqrtf((float)hd)};
+    /* reference: one query at a time */
+    a.out = o1;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < n_head_kv; h++)
+            ops_attn_run(&a, h, i, i + 1, ws);
+    static const int blocks[] = {2, 3, 5, 16, 7};
+    for (int bi = 0; bi < 5; bi++) {
+        a.out = o2;
+        for (int q0 = bi; q0 < n; q0 += blocks[bi]) {
+            int q1 = q0 + blocks[bi] < n ? q0 + blocks[bi] : n;
+            for (int h = 0; h < n_head_kv; h++)
+                ops_attn_run(&a, h, q0, q1, ws);
+        }
+        for (int64_t i = (int64_t)bi * qd; i < (int64_t)n * qd; i++)
+            cr_assert(memcmp(&o1[i], &o2[i], 4) == 0,
+                      "%s attention, blocks of %d: query %ld element %ld: %.9g, alone %.9g",
+                      ops_isa(), blocks[bi], (long)(i / qd), (long)(i % qd), o2[i], o1[i]);
+    }
+    free(k), free(v), free(q), free(o1), free(o2), free(ws);
+}
+
+/* ------------------------------------------------------------ model */
+
+#define NT 100 /* prompt: > one 64-key tile, several 16-query blocks */
+
+static const struct mkmodel_shape k_dense = {
+    .name = "inv-dense", .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2,
+    .head_dim = 64, .n_vocab = 320, .n_ctx = 512, .tied = false, .rope_base = 1e6f,
+    .norm_eps = 1e-6f};
+static const struct mkmodel_shape k_moe = {
+    .name = "inv-moe", .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2,
+    .head_dim = 64, .n_vocab = 320, .n_ctx = 512, .tied = true, .n_expert = 6,
+    .n_expert_used = 2, .n_ff_exp = 256, .rope_base = 1e6f, .norm_eps = 1e-6f};
+
+static int32_t tok_at(int i, int V)
+{
+    return (int32_t)((i * 7919 + 13) % V);
+}
+
+/* Feeds tokens [0, NT) into kv in chunks (chunk[] sizes summing to NT; NULL: one token per
+ * forward), all logits wanted, into out (NT x V). */
+static void feed(struct model *m, struct kv_cache *kv, const int *chunk, float *out)
+{
+    int V = model_config(m)->n_vocab;
+    int32_t tok[NT], pos[NT];
+    bool want[NT];
+    struct kv_cache *seq[NT];
+    for (int i = 0; i < NT; i++)
+        tok[i] = tok_at(i, V), pos[i] = i, want[i] = true, seq[i] = kv;
+    struct err e = {0};
+    for (int i = 0, c = 0; i < NT; c++) {
+        int n = chunk ? chunk[c] : 1;
+        struct batch b = {.token = tok + i, .pos = pos + i, .seq = seq + i, .want_logits = want + i,
+                          .n = n};
+        cr_assert(model_forward(m, &b, out + (int64_t)i * V, &e) == 0, "%s", e.msg);
+        i += n;
+    }
+}
+
+/* Two sequences in lockstep: every forward holds one token of each (the m = 2 decode batch). */
+static void feed_lockstep(struct model *m, struct kv_cache *a, struct kv_cache *b, float *oa,
+                          float *ob)
+{
+    int V = model_config(m)->n_vocab;
+    float *two = malloc(sizeof(float) * (size_t)V * 2);
+    struct err e = {0};
+    for (int i = 0; i < NT; i++) {
+        int32_t tok[2] = {tok_at(i, V), tok_at(i, V)}, pos[2] = {i, i};
+        bool want[2] = {true, true};
+        struct kv_cache *seq[2] = {a, b};
+        struct batch bt = {.token = tok, .pos = pos, .seq = seq, .want_logits = want, .n = 2};
+        cr_assert(model_forward(m, &bt, two, &e) == 0, "%s", e.msg);
+        memcpy(oa + (int64_t)i * V, two, sizeof(float) * (size_t)V);
+        memcpy(ob + (int64_t)i * V, two + V, sizeof(float) * (size_t)V);
+    }
+    free(two);
+}
+
+static void expect_same(const float *want, const float *got, int V, const char *what, int threads,
+                        const char *model)
+{
+    for (int64_t i = 0; i < (int64_t)NT * V; i++)
+        if (memcmp(&want[i], &got[i], 4)) {
+            cr_assert(0, "%s, %d threads, %s: position %ld logit %ld = %.9g, token by token on 1 "
+                         "thread %.9g",
+                      model, threads, what, (long)(i / V), (long)(i % V), got[i], want[i]);
+        }
+}
+
+static void model_case(const struct mkmodel_shape *sh, enum mkmodel_type type)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/lms-inv-%d-%s.gguf", (int)getpid(), mkmodel_type_name(type));
+    struct err e = {0};
+    cr_assert(mkmodel_write(sh, type, 4242, NULL, path, &e) == 0, "%s", e.msg);
+    char name[64];
+    snprintf(name, sizeof name, "%s %s", sh->name, mkmodel_type_name(type));
+    int V = (int)sh->n_vocab;
+    size_t bytes = sizeof(float) * (size_t)V * NT;
+    float *ref = malloc(bytes), *got = malloc(bytes), *got2 = malloc(bytes);
+    static const int one[] = {NT};
+    static const int uneven[] = {1, 3, 16, 17, 5, 2, 56};    /* sums to NT */
+    static const int fours[] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+                                4, 4, 4};                     /* the smallest GEMM chunks */
+    static const int threes[] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+                                 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1}; /* the largest GEMV chunks */
+    for (int threads = 1; threads <= 3; threads++) {
+        struct model_opts o = {.n_threads = threads};
+        struct model *m = model_load(path, &o, &e);
+        cr_assert(m, "load %s: %s", name, e.msg);
+        struct kv_cache *kv = kv_new(m, 128, &e), *kv2 = kv_new(m, 128, &e);
+        cr_assert(kv && kv2, "%s", e.msg);
+        if (threads == 1) feed(m, kv, NULL, ref);
+        struct {
+            const int *chunk;
+            const char *what;
+        } modes[] = {{NULL, "token by token"},
+                     {one, "one prefill"},
+                     {uneven, "chunks 1,3,16,17,5,2,56"},
+                     {fours, "chunks of 4"},
+                     {threes, "chunks of 3"}};
+        for (size_t k = threads == 1 ? 1 : 0; k < sizeof modes / sizeof modes[0]; k++) {
+            kv_truncate(kv, 0);
+            feed(m, kv, modes[k].chunk, got);
+            expect_same(ref, got, V, modes[k].what, threads, name);
+        }
+        kv_truncate(kv, 0);
+        feed_lockstep(m, kv, kv2, got, got2);
+        expect_same(ref, got, V, "lockstep with a second sequence (1st)", threads, name);
+        expect_same(ref, got2, V, "lockstep with a second sequence (2nd)", threads, name);
+        kv_free(kv);
+        kv_free(kv2);
+        model_free(m);
+    }
+    unlink(path);
+    free(ref), free(got), free(got2);
+}
+
+Test(invariance, model_dense_f32) { model_case(&k_dense, MKMODEL_F32); }
+Test(invariance, model_dense_f16) { model_case(&k_dense, MKMODEL_F16); }
+Test(invariance, model_dense_q8_0) { model_case(&k_dense, MKMODEL_Q8_0); }
+Test(invariance, model_dense_q4_k_m) { model_case(&k_dense, MKMODEL_Q4_K_M); }
+Test(invariance, model_moe_q8_0) { model_case(&k_moe, MKMODEL_Q8_0); }
