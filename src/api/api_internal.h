@@ -68,6 +68,7 @@ struct api_enc {
     int n_choices;
     struct api_enc_choice ch[REQ_MAX_N];
     struct buf frame; /* scratch for one SSE frame */
+    char fingerprint[24]; /* chat system_fingerprint: api_build_fingerprint */
     long seq;         /* responses: sequence_number */
     int out_index;    /* responses: next output index; messages: next block index */
     bool rs_open, msg_open, think_open, text_open, had_text_block, had_rs;
@@ -83,6 +84,9 @@ struct api_enc {
  * job->sink from the dialect's ops table. */
 struct api_enc *api_enc_new(struct job *job);
 void api_enc_free(void *ctx);
+/* "fp_" + 12 hex digits identifying this build of the server (a hash of the compiler's build
+ * stamp): the same in every reply of one binary, different after a rebuild. */
+void api_build_fingerprint(char *out, size_t cap);
 /* Writes f (steals) as SSE: "event: <ev>\n" (if ev) + "data: <json>\n\n". -1 if cancelled. */
 int api_enc_sse(struct api_enc *en, const char *ev, json_t *f);
 /* Writes raw bytes to the pipe; -1 if cancelled or the pipe ended. */
@@ -118,8 +122,12 @@ struct api_encoder {
 };
 extern const struct api_encoder api_enc_chat, api_enc_responses, api_enc_messages;
 
-/* Dumps j compactly (steals the reference) and appends it to out. */
+/* Appends j compactly (steals the reference): jansson's compact form, except that reals are
+ * written with the fewest digits that read back as the same double (json_out.c). */
 void api_json_append(struct buf *out, json_t *j);
+/* A real holding the shortest decimal that reads back as f (0.7f -> 0.7, not 0.699999988); null
+ * for NaN / infinity. */
+json_t *api_json_float(float f);
 /* A JSON string of n bytes; invalid UTF-8 bytes become U+FFFD. */
 json_t *api_json_text(const char *s, size_t n);
 /* Random id with a prefix ("chatcmpl-", "resp_", "msg_"…). */

@@ -201,6 +201,8 @@ int api_finalize(const struct api_ctx *ctx, json_t *root, struct request *req,
     if (!req->model || !req->id) return err_set(e, ERR_NOMEM, "out of memory");
     if (req->n_msgs == 0)
         return err_set_param(e, ERR_INVALID, "messages", "the conversation is empty");
+    /* A final assistant message is a prefill: the reply continues it (docs/server.md). */
+    req->prefill = req->msgs[req->n_msgs - 1].role == CHAT_ASSISTANT;
     if (!b->caps.stop && req->n_stop > 0)
         return err_set_param(e, ERR_INVALID, "stop", "this model does not support stop sequences");
     if (!b->caps.system_role)
@@ -488,17 +490,6 @@ void api_error_body(enum dialect d, const struct err *e, struct buf *out)
         return;
     }
     api_json_append(out, j);
-}
-
-void api_json_append(struct buf *out, json_t *j)
-{
-    if (!j) return;
-    char *s = json_dumps(j, JSON_COMPACT);
-    if (s) {
-        buf_puts(out, s);
-        free(s);
-    }
-    json_decref(j);
 }
 
 json_t *api_json_text(const char *s, size_t n)

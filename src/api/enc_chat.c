@@ -7,9 +7,9 @@
 static json_t *chunk(struct api_enc *en, json_t *choices)
 {
     struct request *r = &en->job->req;
-    return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n}", "id", r->id, "object",
+    return json_pack("{s:s, s:s, s:I, s:s, s:o, s:s}", "id", r->id, "object",
                      "chat.completion.chunk", "created", (json_int_t)r->created, "model", r->model,
-                     "choices", choices, "system_fingerprint");
+                     "choices", choices, "system_fingerprint", en->fingerprint);
 }
 
 static json_t *one_choice(int idx, json_t *delta, json_t *logprobs, const char *finish)
@@ -30,15 +30,16 @@ static int start(struct api_enc *en)
                : 0;
 }
 
-/* The first chunk of each choice carries the role. */
+/* Each choice's stream opens with a chunk of its own carrying {"role":"assistant","content":""},
+ * as OpenAI's does (clients key the message's creation on it); every later delta is bare. */
 static json_t *delta_obj(struct api_enc *en, int c)
 {
-    json_t *d = json_object();
     if (!en->ch[c].role_sent) {
-        json_object_set_new(d, "role", json_string("assistant"));
         en->ch[c].role_sent = true;
+        json_t *d = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+        if (api_enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL))) < 0) return NULL;
     }
-    return d;
+    return json_object();
 }
 
 static int s_start(void *ctx) { return 0; }
@@ -49,6 +50,7 @@ static int s_reasoning(void *ctx, int c, const char *s, size_t n)
     if (start(en) < 0) return -1;
     if (!en->job->req.stream) return buf_append(&en->ch[c].reasoning, s, n);
     json_t *d = delta_obj(en, c);
+    if (!d) return -1;
     json_object_set_new(d, "reasoning_content", api_json_text(s, n));
     return api_enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, NULL)));
 }
@@ -74,6 +76,7 @@ static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_
     }
     if (n == 0 && !entries) return 0;
     json_t *d = delta_obj(en, c);
+    if (!d) return -1;
     json_object_set_new(d, "content", api_json_text(s, n));
     json_t *lpo = entries ? json_pack("{s:o, s:n}", "content", entries, "refusal") : NULL;
     return api_enc_sse(en, NULL, chunk(en, one_choice(c, d, lpo, NULL)));
@@ -88,6 +91,7 @@ static int s_tool_call(void *ctx, int c, const char *name, const char *args, siz
     if (!call) return -1;
     if (!en->job->req.stream) return 0;
     json_t *d = delta_obj(en, c);
+    if (!d) return -1;
     json_object_set_new(d, "tool_calls",
                         json_pack("[{s:I, s:O, s:s, s:{s:O, s:O}}]", "index",
                                   (json_int_t)json_array_size(en->ch[c].calls) - 1, "id",
@@ -120,7 +124,7 @@ static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop)
     if (stop && !(en->ch[c].stop_seq = strdup(stop))) return -1;
     if (!en->job->req.stream) return 0;
     json_t *d = delta_obj(en, c);
-    if (json_object_size(d) > 0) json_object_set_new(d, "content", json_string(""));
+    if (!d) return -1;
     return api_enc_sse(en, NULL, chunk(en, one_choice(c, d, NULL, api_finish_reason_chat(why))));
 }
 
@@ -171,10 +175,10 @@ static int s_done(void *ctx, const struct usage *u)
                                                  "logprobs", lp, "finish_reason",
                                                  api_finish_reason_chat(ch->why)));
     }
-    json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:n}", "id", r->id, "object",
+    json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:s}", "id", r->id, "object",
                              "chat.completion", "created", (json_int_t)r->created, "model",
                              r->model, "choices", choices, "usage", usage_obj(u),
-                             "system_fingerprint");
+                             "system_fingerprint", en->fingerprint);
     if (api_enc_json_reply(en, body) < 0) return -1;
     pipe_close(en->job->pipe);
     en->ended = true;

@@ -42,8 +42,14 @@ static int start(struct api_enc *en)
     en->started = true;
     if (!en->job->req.stream) return 0;
     pipe_begin(en->job->pipe, 200, "text/event-stream");
+    /* The prompt is counted (and its cached rows known) before the first event: message_start
+     * carries the real input side, as Anthropic's does; output_tokens grows in message_delta. */
+    const struct job *j = en->job;
+    struct usage u = {.prompt_tokens = j->usage.prompt_tokens ? j->usage.prompt_tokens
+                                                              : (int64_t)j->req.n_tokens,
+                      .cached_tokens = j->usage.cached_tokens};
     return ev(en, "message_start",
-              json_pack("{s:o}", "message", message_obj(en, json_array(), NULL, NULL, NULL)));
+              json_pack("{s:o}", "message", message_obj(en, json_array(), NULL, NULL, &u)));
 }
 
 static int close_block(struct api_enc *en)

@@ -51,14 +51,6 @@ static json_t *message_item(struct api_enc *en, const char *status, bool with_co
                      with_content ? json_pack("[o]", text_part(en)) : json_array());
 }
 
-/* A float parameter as the client wrote it (0.8, not 0.800000011920929). */
-static double shortest(float x)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%.6g", (double)x);
-    return strtod(b, NULL);
-}
-
 static json_t *usage_obj(const struct usage *u)
 {
     return json_pack("{s:I, s:{s:I}, s:I, s:{s:I}, s:I}", "input_tokens",
@@ -109,12 +101,12 @@ static json_t *response_obj(struct api_enc *en, const char *status, const struct
     json_t *instr = json_null();
     if (r->instructions) instr = api_json_text(r->instructions, strlen(r->instructions));
     json_t *o = json_pack(
-        "{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:o, s:o, s:b, s:f, s:f, s:I, s:s, s:o, s:{s:{s:s}},"
+        "{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:o, s:o, s:b, s:o, s:o, s:I, s:s, s:o, s:{s:{s:s}},"
         " s:{s:o, s:n}, s:o, s:s, s:b}",
         "id", r->id, "object", "response", "created_at", (json_int_t)r->created, "status", status,
         "error", error, "incomplete_details", incomplete, "model", r->model, "output", output,
         "usage", u ? usage_obj(u) : json_null(), "parallel_tool_calls", true, "temperature",
-        shortest(r->sp.temperature), "top_p", shortest(r->sp.top_p), "max_output_tokens",
+        api_json_float(r->sp.temperature), "top_p", api_json_float(r->sp.top_p), "max_output_tokens",
         (json_int_t)r->max_tokens, "tool_choice",
         !strcmp(r->constraint_param, "tool_choice") ? "required" : "auto", "tools",
         responses_tools(r->tools), "text", "format", "type", "text",

@@ -1,14 +1,25 @@
 /* Shared encoder plumbing: SSE framing into the pipe, plain errors, logprob entries. */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/api_internal.h"
+
+void api_build_fingerprint(char *out, size_t cap)
+{
+    static const char stamp[] = __DATE__ " " __TIME__ " " __VERSION__;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (const char *p = stamp; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    snprintf(out, cap, "fp_%012llx", (unsigned long long)(h & 0xffffffffffffull));
+}
 
 struct api_enc *api_enc_new(struct job *job)
 {
     struct api_enc *en = calloc(1, sizeof *en);
     if (!en) return NULL;
     en->job = job;
+    api_build_fingerprint(en->fingerprint, sizeof en->fingerprint);
     en->n_choices = job->req.n > 0 ? job->req.n : 1;
     for (int i = 0; i < en->n_choices; i++) en->ch[i].why = FINISH_NONE;
     return en;
@@ -123,7 +134,7 @@ static json_t *token_obj(struct api_enc *en, int32_t id, float logprob, bool wit
         s = "";
         n = 0;
     }
-    json_t *o = json_pack("{s:o, s:f}", "token", api_json_text(s, n), "logprob", (double)logprob);
+    json_t *o = json_pack("{s:o, s:o}", "token", api_json_text(s, n), "logprob", api_json_float(logprob));
     if (o && with_bytes) json_object_set_new(o, "bytes", bytes_array(s, n));
     return o;
 }

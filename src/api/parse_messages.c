@@ -50,8 +50,8 @@ static int read_message(json_t *jm, size_t i, struct request *req, struct err *e
     }
     if (!json_is_array(content))
         return err_set_param(e, ERR_INVALID, p, "'%s.content' must be a string or an array of blocks", p);
-    struct buf text = {0};
-    struct chat_msg *asst = NULL, *m;
+    struct buf text = {0}, think = {0};
+    struct chat_msg *asst = NULL, *m = NULL;
     size_t k;
     json_t *b;
     int rc = 0;
@@ -74,8 +74,21 @@ static int read_message(json_t *jm, size_t i, struct request *req, struct err *e
                 rc = oom(e);
                 break;
             }
-        } else if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking")) {
-            /* prior-turn reasoning: dropped */
+        } else if (!strcmp(type, "thinking") && r == CHAT_ASSISTANT) {
+            /* prior reasoning: the assistant turn's reasoning_content, as on the chat dialect
+             * (the template keeps it for turns after the last user query: an agent's tool loop) */
+            json_t *t = json_object_get(b, "thinking");
+            if (!json_is_string(t)) {
+                rc = err_set_param(e, ERR_INVALID, bp, "'%s.thinking' must be a string", bp);
+                break;
+            }
+            if ((think.len && buf_puts(&think, "\n") < 0) ||
+                buf_puts(&think, json_string_value(t)) < 0) {
+                rc = oom(e);
+                break;
+            }
+        } else if (!strcmp(type, "redacted_thinking") && r == CHAT_ASSISTANT) {
+            /* encrypted reasoning of another server: nothing to render */
         } else if (!strcmp(type, "tool_use") && r == CHAT_ASSISTANT) {
             json_t *name = json_object_get(b, "name"), *id = json_object_get(b, "id");
             json_t *input = json_object_get(b, "input");
@@ -155,9 +168,13 @@ static int read_message(json_t *jm, size_t i, struct request *req, struct err *e
             bool any = text.len > 0 || json_array_size(content) == 0 ||
                        (req->n_msgs == 0 || req->msgs[req->n_msgs - 1].role != CHAT_TOOL);
             if (any) rc = flush_text(req, r, &text, true, &m, e);
+            if (r == CHAT_ASSISTANT) asst = m;
         }
     }
+    if (rc == 0 && think.len && asst && !(asst->reasoning_content = buf_steal(&think)))
+        rc = oom(e);
     buf_free(&text);
+    buf_free(&think);
     return rc;
 }
 

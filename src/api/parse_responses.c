@@ -33,6 +33,104 @@ static int add_call(struct request *req, json_t *it, const char *p, struct err *
     return 0;
 }
 
+/* Appends a reasoning item's text to rs: its reasoning_text content parts (what this server
+ * sends), else its summary_text parts; encrypted_content alone adds nothing. */
+static int reasoning_text(json_t *it, const char *p, struct buf *rs, struct err *e)
+{
+    static const char *const keys[2][2] = {{"content", "reasoning_text"},
+                                           {"summary", "summary_text"}};
+    for (int k = 0; k < 2; k++) {
+        json_t *parts = json_object_get(it, keys[k][0]);
+        if (!json_is_array(parts) || json_array_size(parts) == 0) continue;
+        size_t i;
+        json_t *pt;
+        json_array_foreach(parts, i, pt) {
+            json_t *ty = json_is_object(pt) ? json_object_get(pt, "type") : NULL;
+            json_t *tx = json_is_object(pt) ? json_object_get(pt, "text") : NULL;
+            if (!json_is_string(ty) || strcmp(json_string_value(ty), keys[k][1]) ||
+                !json_is_string(tx))
+                return err_set_param(e, ERR_INVALID, p, "'%s.%s[%zu]' must be a %s part", p,
+                                     keys[k][0], i, keys[k][1]);
+            if ((rs->len && buf_puts(rs, "\n") < 0) || buf_puts(rs, json_string_value(tx)) < 0)
+                return oom(e);
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* One input item; rs holds reasoning items' text until the assistant message they belong to. */
+static int read_item(json_t *it, size_t i, struct request *req, struct buf *rs, struct err *e)
+{
+    char p[64];
+    snprintf(p, sizeof p, "input[%zu]", i);
+    if (!json_is_object(it)) return err_set_param(e, ERR_INVALID, p, "'%s' must be an object", p);
+    json_t *jt = json_object_get(it, "type");
+    const char *type = json_is_string(jt) ? json_string_value(jt)
+                       : json_object_get(it, "role") ? "message"
+                                                     : NULL;
+    if (!type) return err_set_param(e, ERR_INVALID, p, "'%s.type' must be a string", p);
+    if (!strcmp(type, "message")) {
+        json_t *jr = json_object_get(it, "role");
+        const char *role = json_is_string(jr) ? json_string_value(jr) : "";
+        enum chat_role r;
+        if (!strcmp(role, "user"))
+            r = CHAT_USER;
+        else if (!strcmp(role, "assistant"))
+            r = CHAT_ASSISTANT;
+        else if (!strcmp(role, "system") || !strcmp(role, "developer"))
+            r = CHAT_SYSTEM;
+        else
+            return err_set_param(e, ERR_INVALID, p, "'%s.role' must be user, assistant, system "
+                                 "or developer", p);
+        char cp[80];
+        snprintf(cp, sizeof cp, "%s.content", p);
+        char *text = api_content_text(json_object_get(it, "content"), cp, MSG_PARTS, e);
+        if (!text) return -1;
+        struct chat_msg *m = request_add_msg(req, r);
+        if (!m) {
+            free(text);
+            return oom(e);
+        }
+        free(m->content);
+        m->content = text;
+    } else if (!strcmp(type, "reasoning")) {
+        /* replayed reasoning: the next assistant message's reasoning_content, as on the chat
+         * dialect (the template keeps it for turns after the last user query) */
+        return reasoning_text(it, p, rs, e);
+    } else if (!strcmp(type, "function_call")) {
+        if (add_call(req, it, p, e) < 0) return -1;
+    } else if (!strcmp(type, "function_call_output")) {
+        json_t *out = json_object_get(it, "output"), *id = json_object_get(it, "call_id");
+        char cp[80];
+        snprintf(cp, sizeof cp, "%s.output", p);
+        char *text = api_content_text(out, cp, MSG_PARTS, e);
+        if (!text) return -1;
+        struct chat_msg *m = request_add_msg(req, CHAT_TOOL);
+        if (!m) {
+            free(text);
+            return oom(e);
+        }
+        free(m->content);
+        m->content = text;
+        if (json_is_string(id) && !(m->tool_call_id = strdup(json_string_value(id)))) return oom(e);
+    } else if (!strcmp(type, "item_reference")) {
+        return err_set_param(e, ERR_INVALID, p,
+                             "item references need stored responses; this server is stateless "
+                             "(send the full conversation)");
+    } else {
+        char tp[80];
+        snprintf(tp, sizeof tp, "%s.type", p);
+        return err_set_param(e, ERR_INVALID, tp, "input item type '%s' is not supported", type);
+    }
+    struct chat_msg *last = &req->msgs[req->n_msgs - 1];
+    if (rs->len && last->role == CHAT_ASSISTANT && !last->reasoning_content &&
+        !(last->reasoning_content = buf_steal(rs)))
+        return oom(e);
+    buf_reset(rs); /* reasoning not followed by an assistant turn renders nowhere */
+    return 0;
+}
+
 static int read_input(json_t *input, struct request *req, struct err *e)
 {
     if (json_is_string(input)) {
@@ -43,70 +141,13 @@ static int read_input(json_t *input, struct request *req, struct err *e)
     }
     if (!json_is_array(input))
         return err_set_param(e, ERR_INVALID, "input", "'input' must be a string or an array of items");
+    struct buf rs = {0};
     size_t i;
     json_t *it;
-    json_array_foreach(input, i, it) {
-        char p[64];
-        snprintf(p, sizeof p, "input[%zu]", i);
-        if (!json_is_object(it)) return err_set_param(e, ERR_INVALID, p, "'%s' must be an object", p);
-        json_t *jt = json_object_get(it, "type");
-        const char *type = json_is_string(jt) ? json_string_value(jt)
-                           : json_object_get(it, "role") ? "message"
-                                                         : NULL;
-        if (!type) return err_set_param(e, ERR_INVALID, p, "'%s.type' must be a string", p);
-        if (!strcmp(type, "message")) {
-            json_t *jr = json_object_get(it, "role");
-            const char *role = json_is_string(jr) ? json_string_value(jr) : "";
-            enum chat_role r;
-            if (!strcmp(role, "user"))
-                r = CHAT_USER;
-            else if (!strcmp(role, "assistant"))
-                r = CHAT_ASSISTANT;
-            else if (!strcmp(role, "system") || !strcmp(role, "developer"))
-                r = CHAT_SYSTEM;
-            else
-                return err_set_param(e, ERR_INVALID, p, "'%s.role' must be user, assistant, system "
-                                     "or developer", p);
-            char cp[80];
-            snprintf(cp, sizeof cp, "%s.content", p);
-            char *text = api_content_text(json_object_get(it, "content"), cp, MSG_PARTS, e);
-            if (!text) return -1;
-            struct chat_msg *m = request_add_msg(req, r);
-            if (!m) {
-                free(text);
-                return oom(e);
-            }
-            free(m->content);
-            m->content = text;
-        } else if (!strcmp(type, "reasoning")) {
-            /* replayed reasoning of a previous turn: dropped (the template drops it too) */
-        } else if (!strcmp(type, "function_call")) {
-            if (add_call(req, it, p, e) < 0) return -1;
-        } else if (!strcmp(type, "function_call_output")) {
-            json_t *out = json_object_get(it, "output"), *id = json_object_get(it, "call_id");
-            char cp[80];
-            snprintf(cp, sizeof cp, "%s.output", p);
-            char *text = api_content_text(out, cp, MSG_PARTS, e);
-            if (!text) return -1;
-            struct chat_msg *m = request_add_msg(req, CHAT_TOOL);
-            if (!m) {
-                free(text);
-                return oom(e);
-            }
-            free(m->content);
-            m->content = text;
-            if (json_is_string(id) && !(m->tool_call_id = strdup(json_string_value(id)))) return oom(e);
-        } else if (!strcmp(type, "item_reference")) {
-            return err_set_param(e, ERR_INVALID, p,
-                                 "item references need stored responses; this server is stateless "
-                                 "(send the full conversation)");
-        } else {
-            char tp[80];
-            snprintf(tp, sizeof tp, "%s.type", p);
-            return err_set_param(e, ERR_INVALID, tp, "input item type '%s' is not supported", type);
-        }
-    }
-    return 0;
+    int rc = 0;
+    json_array_foreach(input, i, it) if ((rc = read_item(it, i, req, &rs, e)) < 0) break;
+    buf_free(&rs);
+    return rc;
 }
 
 /* `include`: the ResponseIncludable values of the OpenAI API. Only message.output_text.logprobs

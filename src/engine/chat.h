@@ -42,6 +42,9 @@ struct chat_msg {
 struct chat_prompt_opts {
     bool add_generation_prompt;
     bool enable_thinking; /* false: primed empty think block (qwen3) */
+    bool continue_final;  /* the last message is an assistant prefill: render it open (no
+                             end-of-turn after it) so the model continues it; no generation
+                             prompt is added (vLLM's continue_final_message) */
     json_t *tools; /* array of OpenAI-shaped {"type":"function","function":{...}}; borrowed; NULL =
                       none */
 };

@@ -187,7 +187,7 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
                 T(out, sv_of(msg->tool_calls[j].arguments));
                 S(out, "}\n</tool_call>");
             }
-            S(out, "<|im_end|>\n");
+            if (!(o->continue_final && i == n - 1)) S(out, "<|im_end|>\n");
         } else if (msg->role == CHAT_TOOL) {
             if (i == 0 || m[i - 1].role != CHAT_TOOL) S(out, "<|im_start|>user");
             S(out, "\n<tool_response>\n");
@@ -198,7 +198,7 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
         /* role system at index 0 was rendered above */
     }
 
-    if (o->add_generation_prompt) {
+    if (o->add_generation_prompt && !(o->continue_final && m[n - 1].role == CHAT_ASSISTANT)) {
         S(out, "<|im_start|>assistant\n");
         if (!o->enable_thinking) S(out, "<think>\n\n</think>\n\n");
     }

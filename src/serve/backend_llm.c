@@ -48,7 +48,8 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
 {
     struct llm *L = (struct llm *)b;
     struct chat_prompt cp = {0};
-    struct chat_prompt_opts co = {.add_generation_prompt = true,
+    struct chat_prompt_opts co = {.add_generation_prompt = !req->prefill,
+                                  .continue_final = req->prefill,
                                   .enable_thinking = req->reasoning,
                                   .tools = req->tools};
     if (chat_render(L->cfg->arch, req->msgs, req->n_msgs, &co, &cp, e) < 0) {
@@ -167,7 +168,10 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
         if (req->grammar && !(mt = matcher_new(req->grammar, e))) goto out;
         int64_t cached = 0;
         if (prefill(L, job, &cached, e) < 0) goto out;
-        if (c == 0) u.cached_tokens = cached;
+        if (c == 0) {
+            u.cached_tokens = cached;
+            job->usage = u; /* the prompt side, known before the first event (message_start) */
+        }
         for (size_t i = 0; i < req->n_tokens; i++) sampler_accept(smp, req->tokens[i]);
         struct reply_sink *esink = sink;
         if (req->tools && b->caps.tools) {

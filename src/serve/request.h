@@ -46,6 +46,7 @@ struct request {
     char *stop[REQ_MAX_STOP];
     int n_stop;
     bool reasoning;          /* R-THINK-1 */
+    bool prefill;            /* the conversation ends with an assistant message: continued */
 
     enum constraint_kind constraint;
     char *constraint_src;    /* grammar source (schema JSON, regex, lark); NULL for NONE */

@@ -240,7 +240,8 @@ test('Claude Code: one session with a tool round trip (grammar per turn added by
 
 // The Anthropic -> OpenAI mapping the server applies (docs/tools.md), written independently here:
 // system text blocks joined by "\n" minus the billing-header block; text blocks joined by "\n";
-// thinking dropped; tool_use -> assistant tool_calls (input object); tool_result -> tool messages.
+// thinking blocks -> the assistant turn's reasoning_content (joined by "\n"); tool_use -> assistant
+// tool_calls (input object); tool_result -> tool messages; a final assistant message is a prefill.
 function anthropicToOpenAI(body) {
   const msgs = [];
   const sys = typeof body.system === 'string' ? body.system
@@ -249,9 +250,10 @@ function anthropicToOpenAI(body) {
   const textOf = (c) => (typeof c === 'string' ? c : c.filter((b) => b.type === 'text').map((b) => b.text).join('\n'));
   for (const m of body.messages) {
     if (typeof m.content === 'string') { msgs.push({ role: m.role, content: m.content }); continue; }
-    let text = [], asst = null;
+    let text = [], asst = null, think = [];
     for (const b of m.content) {
       if (b.type === 'text') text.push(b.text);
+      else if (b.type === 'thinking' && m.role === 'assistant') think.push(b.thinking);
       else if (b.type === 'tool_use') {
         if (!asst) { asst = { role: 'assistant', content: text.join('\n'), tool_calls: [] }; msgs.push(asst); text = []; }
         asst.tool_calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: b.input ?? {} } });
@@ -261,7 +263,8 @@ function anthropicToOpenAI(body) {
       }
     }
     if (asst) { if (text.length) asst.content += (asst.content ? '\n' : '') + text.join('\n'); }
-    else if (text.length || m.content.length === 0 || msgs.at(-1)?.role !== 'tool') msgs.push({ role: m.role, content: text.join('\n') });
+    else if (text.length || m.content.length === 0 || msgs.at(-1)?.role !== 'tool') msgs.push(asst = { role: m.role, content: text.join('\n') });
+    if (think.length && asst?.role === 'assistant') asst.reasoning_content = think.join('\n');
   }
   const tools = (body.tools ?? []).map((t) => ({ type: 'function', function: {
     name: t.name, ...(typeof t.description === 'string' ? { description: t.description } : {}), ...(t.input_schema ? { parameters: t.input_schema } : {}) } }));
@@ -308,14 +311,26 @@ function responsesToOpenAI(body) {
   const msgs = [];
   if (body.instructions) msgs.push({ role: 'system', content: body.instructions });
   const textOf = (c) => (typeof c === 'string' ? c : c.map((p) => p.text).join('\n'));
+  // reasoning items: their reasoning_text (else summary_text) parts become the next assistant
+  // message's reasoning_content; encrypted_content alone adds nothing
+  let rs = [];
   for (const it of body.input) {
     const type = it.type ?? (it.role ? 'message' : undefined);
+    if (type === 'reasoning') {
+      const parts = it.content?.length ? it.content : (it.summary ?? []);
+      rs.push(...parts.map((p) => p.text));
+      continue;
+    }
     if (type === 'message') msgs.push({ role: ['developer', 'system'].includes(it.role) ? 'system' : it.role, content: textOf(it.content) });
     else if (type === 'function_call') {
       let m = msgs.at(-1);
       if (m?.role !== 'assistant') { m = { role: 'assistant', content: '' }; msgs.push(m); }
       (m.tool_calls ??= []).push({ id: it.call_id, type: 'function', function: { name: it.name, arguments: it.arguments } });
     } else if (type === 'function_call_output') msgs.push({ role: 'tool', tool_call_id: it.call_id, content: textOf(it.output) });
+    else continue;
+    const last = msgs.at(-1);
+    if (rs.length && last.role === 'assistant' && last.reasoning_content === undefined) last.reasoning_content = rs.join('\n');
+    rs = [];
   }
   const tools = (body.tools ?? []).filter((t) => t.type === 'function').map((t) => ({ type: 'function', function: {
     name: t.name, ...(typeof t.description === 'string' ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } }));

@@ -384,7 +384,8 @@ test('messages: tool round trip (tool_use -> tool_result blocks, billing header 
   assert.equal(deltas.length, 1, 'the input as one input_json_delta');
   assert.equal(deltas[0].delta.partial_json, '{"city": "Paris", "days": 2}');
 
-  // tool_result content as blocks, then as a string with is_error; thinking is accepted
+  // tool_result content as blocks, then as a string with is_error; thinking is the turn's
+  // reasoning_content (rendered after the last user query, as the chat dialect renders it)
   for (const result of [[{ type: 'text', text: 'sunny' }, { type: 'text', text: '21C' }], 'timeout']) {
     const messages = [{ role: 'user', content: Q },
       { role: 'assistant', content: [{ type: 'thinking', thinking: 'need weather', signature: 'sig' }, ...m.content] },
@@ -402,7 +403,7 @@ test('messages: tool round trip (tool_use -> tool_result blocks, billing header 
     const p = await assertTemplate('messages', plain, [
       { role: 'system', content: 'You are Claude Code.' },
       { role: 'user', content: Q },
-      { role: 'assistant', content: 'I will check.', tool_calls: [{ id: tu.id, type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris', days: 2 } } }] },
+      { role: 'assistant', content: 'I will check.', reasoning_content: 'need weather', tool_calls: [{ id: tu.id, type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris', days: 2 } } }] },
       { role: 'tool', tool_call_id: tu.id, content: typeof result === 'string' ? result : 'sunny\n21C' },
     ], TPL_TOOLS);
     assert.ok(!p.includes('billing'), 'R-KV-6: the billing header block is not in the prompt');

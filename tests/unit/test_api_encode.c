@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/api_internal.h"
 
 static struct job *mkjob(enum dialect d, bool stream)
 {
@@ -70,8 +71,13 @@ Test(api_encode, chat_stream_frames)
     int st;
     char *s = drain(j, &st);
     cr_assert_eq(pipe_state(j->pipe), PIPE_DONE);
-    /* role on the first chunk, content deltas, finish chunk, usage chunk, [DONE] */
-    cr_assert(strstr(s, "\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"}"), "%s", s);
+    /* a role chunk of its own first (as OpenAI's), bare content deltas, finish chunk, usage
+     * chunk, [DONE]; a stable build id as system_fingerprint */
+    const char *first = strstr(s, "data: ");
+    cr_assert(first && !strncmp(strstr(first, "\"delta\":"), "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}", 41), "%s", s);
+    cr_assert(strstr(s, "\"delta\":{\"content\":\"Hel\"}"), "%s", s);
+    cr_assert(!strstr(strstr(s, "\"Hel\"") , "\"role\""), "%s", s);
+    cr_assert(strstr(s, "\"system_fingerprint\":\"fp_"), "%s", s);
     cr_assert(strstr(s, "\"finish_reason\":\"stop\""), "%s", s);
     cr_assert(strstr(s, "\"choices\":[],"), "%s", s);
     size_t n = strlen(s);
@@ -344,4 +350,18 @@ Test(api_encode, responses_logprobs_split_by_tool_call)
     check_entry(json_array_get(l3, 0), "y", -0.2, true);
     json_decref(o);
     job_unref(j);
+}
+
+/* R-MAP echo: reals print with the fewest digits that read back (jansson's %.17g printed 0.7 as
+ * 0.69999999999999996); floats round through their own shortest spelling first. */
+Test(api_encode, json_shortest_reals)
+{
+    json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:o, s:o, s:s, s:i}", "a", 0.7, "b", 1e16, "c", 1.0,
+                          "d", -2.5e-7, "t", api_json_float(0.7f), "n", api_json_float(NAN), "s",
+                          "q\"\\\x01/\xc3\xa9\n", "i", 42);
+    struct buf b = {0};
+    api_json_append(&b, o);
+    cr_assert_str_eq(b.data, "{\"a\":0.7,\"b\":1e16,\"c\":1.0,\"d\":-2.5e-7,\"t\":0.7,\"n\":null,"
+                             "\"s\":\"q\\\"\\\\\\u0001/\xc3\xa9\\n\",\"i\":42}");
+    buf_free(&b);
 }
