@@ -18,8 +18,10 @@
 
 struct opts {
     const char *model, *host, *api_key;
+    const char *kv_cache_dir;
     long port, ctx, threads, queue, conns, max_tokens, max_body, timeout;
-    bool prefix_reuse;
+    long kv_slots, kv_disk_slots, prefill_chunk;
+    bool kv_slots_force;
 };
 
 static void usage(FILE *f)
@@ -39,9 +41,13 @@ static void usage(FILE *f)
         "                    (default 1024)\n"
         "  --max-body N      request body limit in bytes; larger gets 413 (default 8388608)\n"
         "  --timeout S       idle timeout while a request is read, seconds (default 30)\n"
-        "  --prefix-reuse    keep the KV rows a request shares with the previous one (faster\n"
-        "                    follow-ups, reported as cached_tokens; greedy replies may then\n"
-        "                    differ in the last bits: default off)\n"
+        "  --kv-slots N      resident KV caches reused across requests by common prefix\n"
+        "                    (default 1; docs/kv-cache.md)\n"
+        "  --kv-slots-force  keep --kv-slots even above available memory (still warns)\n"
+        "  --kv-cache-dir D  spill evicted KV slots to sidecar files in D, restored on a\n"
+        "                    match, also after a restart (default: off)\n"
+        "  --kv-disk-slots N at most N sidecar files in D (default 8)\n"
+        "  --prefill-chunk N prompt tokens per forward pass (default 512)\n"
         "  --log-level L     debug, info, warn or error (default info)\n"
         "  --help            this text\n");
 }
@@ -71,6 +77,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"--max-tokens", offsetof(struct opts, max_tokens), 1, 1 << 24},
         {"--max-body", offsetof(struct opts, max_body), 1024, 1L << 32},
         {"--timeout", offsetof(struct opts, timeout), 1, 86400},
+        {"--kv-slots", offsetof(struct opts, kv_slots), 1, 1 << 16},
+        {"--kv-disk-slots", offsetof(struct opts, kv_disk_slots), 1, 1 << 16},
+        {"--prefill-chunk", offsetof(struct opts, prefill_chunk), 1, 1 << 16},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -93,11 +102,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
             done = true;
         }
         if (done) continue;
-        if (!strcmp(a, "--prefix-reuse")) {
-            o->prefix_reuse = true;
+        if (!strcmp(a, "--kv-slots-force")) {
+            o->kv_slots_force = true;
             continue;
         }
-        if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level")) {
+        if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level") ||
+            !strcmp(a, "--kv-cache-dir")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lmserve: %s needs a value\n", a);
                 return -1;
@@ -105,6 +115,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
             const char *v = argv[++i];
             if (!strcmp(a, "--host")) {
                 o->host = v;
+            } else if (!strcmp(a, "--kv-cache-dir")) {
+                if (!v[0]) {
+                    fprintf(stderr, "lmserve: --kv-cache-dir must not be empty\n");
+                    return -1;
+                }
+                o->kv_cache_dir = v;
             } else if (!strcmp(a, "--api-key")) {
                 if (!v[0]) {
                     fprintf(stderr, "lmserve: --api-key must not be empty\n");
@@ -215,7 +231,11 @@ int main(int argc, char **argv)
     struct backend_llm_opts bo = {.n_threads = (int)o.threads,
                                   .n_ctx = (int)o.ctx,
                                   .max_tokens = (int)o.max_tokens,
-                                  .prefix_reuse = o.prefix_reuse};
+                                  .kv_slots = (int)o.kv_slots,
+                                  .kv_slots_force = o.kv_slots_force,
+                                  .kv_cache_dir = o.kv_cache_dir,
+                                  .kv_disk_slots = (int)o.kv_disk_slots,
+                                  .prefill_chunk = (int)o.prefill_chunk};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {
         fprintf(stderr, "lmserve: cannot load %s: %s\n", o.model, e.msg);

@@ -119,3 +119,63 @@ void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)
         ops_f16_to_f32(v + (int64_t)h * hd, vs, hd);
     }
 }
+
+size_t kv_bytes(const struct kv_cache *kv) { return kv->bytes; }
+
+void kv_geometry(const struct kv_cache *kv, int g[4])
+{
+    g[0] = kv->n_layer;
+    g[1] = kv->n_head_kv;
+    g[2] = kv->head_dim;
+    g[3] = OPS_ATTN_KT;
+}
+
+static size_t ktile_halfs(const struct kv_cache *kv, int n_rows)
+{
+    return (size_t)(n_rows + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT * (size_t)kv->head_dim;
+}
+
+size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows)
+{
+    size_t per_head = ktile_halfs(kv, n_rows) + (size_t)n_rows * (size_t)kv->head_dim;
+    return per_head * (size_t)kv->n_layer * (size_t)kv->n_head_kv * sizeof(uint16_t);
+}
+
+/* K tiles go out whole except the last, whose stale columns (past n_rows) are zeroed in a copy:
+ * the bytes depend only on the valid rows, so equal caches give equal files. */
+int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
+{
+    if (n_rows < 0 || n_rows > kv->n_rows) return -1;
+    int hd = kv->head_dim, KT = OPS_ATTN_KT;
+    int full = n_rows / KT, part = n_rows % KT;
+    uint16_t tile[OPS_ATTN_MAX_HEAD_DIM * OPS_ATTN_KT];
+    for (int l = 0; l < kv->n_layer; l++)
+        for (int h = 0; h < kv->n_head_kv; h++) {
+            int64_t o = l * kv->layer_stride + h * kv->head_stride;
+            if (full && fn(ctx, kv->k + o, (size_t)full * KT * hd * sizeof(uint16_t)) < 0) return -1;
+            if (part) {
+                const uint16_t *src = kv->k + o + (int64_t)full * KT * hd;
+                for (int d = 0; d < hd; d++)
+                    for (int c = 0; c < KT; c++) tile[d * KT + c] = c < part ? src[d * KT + c] : 0;
+                if (fn(ctx, tile, (size_t)KT * hd * sizeof(uint16_t)) < 0) return -1;
+            }
+            if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * hd * sizeof(uint16_t)) < 0) return -1;
+        }
+    return 0;
+}
+
+int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
+{
+    kv->n_rows = 0;
+    if (n_rows < 0 || n_rows > kv->n_ctx) return -1;
+    size_t kh = ktile_halfs(kv, n_rows);
+    for (int l = 0; l < kv->n_layer; l++)
+        for (int h = 0; h < kv->n_head_kv; h++) {
+            int64_t o = l * kv->layer_stride + h * kv->head_stride;
+            if (kh && fn(ctx, kv->k + o, kh * sizeof(uint16_t)) < 0) return -1;
+            if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * kv->head_dim * sizeof(uint16_t)) < 0)
+                return -1;
+        }
+    kv->n_rows = n_rows;
+    return 0;
+}

@@ -61,5 +61,16 @@ int kv_capacity(const struct kv_cache *kv);
 void kv_truncate(struct kv_cache *kv, int n_rows);            /* rewind */
 int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows); /* prefix share */
 size_t kv_bytes_per_row(const struct model *m);
+size_t kv_bytes(const struct kv_cache *kv); /* the allocation (RAM guard arithmetic) */
+/* Row serialization (disk tier): the canonical bytes of rows [0, n_rows) — per layer, per kv head:
+ * K as ceil(n_rows/OPS_ATTN_KT) tiles of [head_dim][KT] f16 with columns >= n_rows zero, then V as
+ * n_rows x head_dim f16 — handed to fn in pieces (fn returns 0, or -1 to stop). kv_rows_nbytes is
+ * their total; kv_read_rows fills a cache of the same geometry from the same stream and sets its
+ * row count only once every piece arrived (on failure the cache holds 0 rows). */
+typedef int (*kv_io_fn)(void *ctx, void *p, size_t n);
+size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows);
+int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx);
+int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx);
+void kv_geometry(const struct kv_cache *kv, int g[4]); /* n_layer, n_head_kv, head_dim, KT */
 
 #endif

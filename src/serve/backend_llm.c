@@ -11,9 +11,11 @@
 #include "engine/vocab.h"
 #include "grammar/grammar.h"
 #include "serve/emitter.h"
+#include "serve/kvdisk.h"
+#include "serve/kvpool.h"
 #include "serve/toolcall.h"
 
-#define PREFILL_CHUNK 512
+#define PREFILL_CHUNK 512 /* default --prefill-chunk */
 
 struct llm {
     struct backend base;
@@ -21,14 +23,16 @@ struct llm {
     struct vocab *v;
     const struct model_config *cfg;
     /* worker-only state */
-    struct kv_cache *kv;
-    int32_t *shadow; /* tokens whose rows are in kv */
-    size_t n_shadow;
+    struct kvslot *slots; /* R-KV-1: the resident pool (docs/kv-cache.md) */
+    int n_slots;
+    uint64_t clock;       /* last-used stamps */
+    struct kvslot *cur;   /* the slot the running request uses */
+    struct kvdisk *disk;  /* R-KV-5 or NULL */
+    int chunk;            /* --prefill-chunk */
     float *logits;
     char *out;      /* detokenizer output, TOK_STREAM_OUT_MAX(tok_max_len) */
     int32_t *pos;
     struct kv_cache **seq;
-    bool prefix_reuse;
     /* constraints (R-GRAM-1): vocabulary index + LRU of compiled grammars (thread-safe) */
     const char **g_bytes;
     uint32_t *g_lens;
@@ -42,6 +46,41 @@ struct llm {
 static const char *token_text(void *tctx, int32_t id, size_t *len)
 {
     return tok_bytes((const struct vocab *)tctx, id, len);
+}
+
+/* req->n_head: the prompt's tokens before its generation prompt (where the request's own messages
+ * end), which tells a continuation of a slot from a request that only shares its prefix
+ * (docs/kv-cache.md). The generation prompt starts with a template token, so it tokenizes alone
+ * exactly as inside the whole prompt. */
+static int prompt_head(struct llm *L, struct request *req, const struct chat_prompt *cp,
+                       const struct chat_prompt_opts *co, struct err *e)
+{
+    struct chat_prompt bare = {0};
+    struct chat_prompt_opts o = *co;
+    o.add_generation_prompt = false;
+    int32_t *t = NULL;
+    size_t nt = 0, ct = 0;
+    int rc = -1;
+    req->n_head = req->n_tokens;
+    if (chat_render(L->cfg->arch, req->msgs, req->n_msgs, &o, &bare, e) < 0) goto out;
+    size_t at = bare.text.len, len = cp->text.len;
+    if (at > len || (at && memcmp(bare.text.data, cp->text.data, at))) {
+        rc = 0; /* not a prefix: every prompt token counts as the request's own */
+        goto out;
+    }
+    struct tok_span sp[64];
+    size_t ns = 0;
+    for (size_t i = 0; i < cp->n_spans && ns < 64; i++) { /* spans are merged: clip at `at` */
+        size_t o = cp->spans[i].off, end = o + cp->spans[i].len;
+        if (end > at) sp[ns++] = (struct tok_span){(o > at ? o : at) - at, end - (o > at ? o : at)};
+    }
+    if (tok_encode(L->v, cp->text.data + at, len - at, sp, ns, false, &t, &nt, &ct, e) < 0) goto out;
+    req->n_head = nt < req->n_tokens ? req->n_tokens - nt : 0;
+    rc = 0;
+out:
+    free(t);
+    chat_prompt_free(&bare);
+    return rc;
 }
 
 static int llm_validate(struct backend *b, struct request *req, struct err *e)
@@ -71,6 +110,10 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
     }
     if (tok_encode(L->v, cp.text.data ? cp.text.data : "", cp.text.len, cp.spans, cp.n_spans, false,
                    &req->tokens, &req->n_tokens, &req->cap_tokens, e) < 0) {
+        rc = -1;
+        goto out;
+    }
+    if (prompt_head(L, req, &cp, &co, e) < 0) {
         rc = -1;
         goto out;
     }
@@ -104,31 +147,54 @@ static int forward(struct llm *L, const int32_t *toks, size_t n, int32_t pos0, s
 {
     for (size_t i = 0; i < n; i++) {
         L->pos[i] = pos0 + (int32_t)i;
-        L->seq[i] = L->kv;
+        L->seq[i] = L->cur->kv;
     }
     struct batch bt = {.token = toks, .pos = L->pos, .seq = L->seq, .n = (int64_t)n};
     if (model_forward(L->m, &bt, L->logits, e) < 0) return -1;
-    memcpy(L->shadow + pos0, toks, n * sizeof *toks);
-    L->n_shadow = (size_t)pos0 + n;
+    memcpy(L->cur->shadow + pos0, toks, n * sizeof *toks);
+    L->cur->n_shadow = (size_t)pos0 + n;
     return 0;
 }
 
-/* Brings the cache to hold the prompt, reusing the longest common prefix; logits of the last
- * prompt token end up in L->logits. Returns the reused row count via *cached. */
+/* Brings a slot to hold the prompt (R-KV-1/2/5: the plan of serve/kvpool, executed here), then
+ * prefills the tokens past what it kept; logits of the last prompt token end up in L->logits.
+ * Returns the reused row count via *cached. */
 static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *e)
 {
     const struct request *req = &job->req;
-    size_t n = req->n_tokens, lcp = 0;
-    if (L->prefix_reuse)
-        while (lcp < n && lcp < L->n_shadow && L->shadow[lcp] == req->tokens[lcp]) lcp++;
-    if (lcp == n) lcp = n - 1; /* the last prompt token must run again for its logits */
-    kv_truncate(L->kv, (int)lcp);
-    L->n_shadow = lcp;
+    size_t n = req->n_tokens;
+    const struct kvcand *dc = NULL;
+    int nd = kvdisk_cands(L->disk, &dc);
+    struct kvplan p;
+    kvpool_plan(L->slots, L->n_slots, dc, nd, req->tokens, n, &p);
+    struct kvslot *dst = &L->slots[p.dst];
+    if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow))
+        kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head);
+    size_t lcp = p.keep;
+    if (p.kind == KVPLAN_RESTORE) {
+        size_t nn = 0, hh = 0;
+        if (kvdisk_restore(L->disk, p.disk, dst->kv, dst->shadow, &nn, &hh) == 0) dst->n_shadow = nn;
+        else lcp = 0; /* refused (logged): this request runs cold */
+    } else if (p.kind == KVPLAN_COPY && p.src != p.dst) {
+        const struct kvslot *src = &L->slots[p.src];
+        if (kv_copy_rows(dst->kv, src->kv, (int)lcp) < 0)
+            return err_set(e, ERR_INTERNAL, "kv: copying %zu rows from slot %d failed", lcp, p.src);
+        memcpy(dst->shadow, src->shadow, lcp * sizeof *src->shadow);
+    }
+    if (lcp > (size_t)kv_rows(dst->kv)) lcp = (size_t)kv_rows(dst->kv);
+    kv_truncate(dst->kv, (int)lcp);
+    dst->n_shadow = lcp;
+    dst->head = req->n_head;
+    dst->used = ++L->clock;
+    L->cur = dst;
     *cached = (int64_t)lcp;
-    /* In chunks of at most PREFILL_CHUNK: bounded scratch in the forward pass, and a cancel
+    if (L->n_slots > 1 || L->disk || p.kind != KVPLAN_ADOPT)
+        log_info("kv: %s -> slot %d%s, cached %zu of %zu (head %zu)", KVPLAN_NAMES[p.kind], p.dst,
+                 p.kind == KVPLAN_COPY && p.src != p.dst ? " (copied)" : "", lcp, n, req->n_head);
+    /* In chunks of at most L->chunk: bounded scratch in the forward pass, and a cancel
      * point between chunks. The chunks are of equal size (513 tokens: 257 + 256, not 512 + 1),
      * since a pass over all the weights costs about as much for 1 token as for 200. */
-    size_t todo = n - lcp, n_chunks = (todo + PREFILL_CHUNK - 1) / PREFILL_CHUNK;
+    size_t todo = n - lcp, n_chunks = (todo + (size_t)L->chunk - 1) / (size_t)L->chunk;
     for (size_t c = 0, at = lcp; c < n_chunks; c++) {
         if (pipe_cancelled(job->pipe)) return err_set(e, ERR_CANCELLED, "the client went away");
         size_t k = (todo - (at - lcp)) / (n_chunks - c);
@@ -231,7 +297,7 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                 break;
             }
             if (k + 1 == budget) break; /* no forward needed for a token we will not sample */
-            if (forward(L, &ch.token, 1, (int32_t)L->n_shadow, e) < 0) goto out;
+            if (forward(L, &ch.token, 1, (int32_t)L->cur->n_shadow, e) < 0) goto out;
         }
         if (!stopped) {
             size_t nb = tok_stream_flush(&ts, L->out);
@@ -276,8 +342,12 @@ static void llm_free(struct backend *b)
     free(L->g_lens);
     free(L->g_special);
     free(L->mask);
-    kv_free(L->kv);
-    free(L->shadow);
+    for (int i = 0; L->slots && i < L->n_slots; i++) {
+        kv_free(L->slots[i].kv);
+        free(L->slots[i].shadow);
+    }
+    free(L->slots);
+    kvdisk_free(L->disk);
     free(L->logits);
     free(L->out);
     free(L->pos);
@@ -292,6 +362,63 @@ static const struct backend_ops LLM_OPS = {
     .generate = llm_generate,
     .free = llm_free,
 };
+
+/* R-KV-4: the pool's RAM guard, then the slots (pages commit lazily: an overcommit would only
+ * surface later, as the kernel evicting the mapped weights), then the disk tier. */
+static int kv_slots_new(struct llm *L, const struct backend_llm_opts *o, int n_ctx, long long avail,
+                        struct err *e)
+{
+    int n = o->kv_slots > 0 ? o->kv_slots : 1;
+    struct kv_cache *probe = kv_new(L->m, n_ctx, e);
+    if (!probe) return -1;
+    double per = (double)kv_bytes(probe), mib = 1048576.0;
+    if (avail > 0) {
+        double need = per * n;
+        log_info("KV slots: %d x %.1f MiB = %.1f MiB, MemAvailable %.1f MiB", n, per / mib,
+                 need / mib, avail / mib);
+        if (need > (double)avail && !o->kv_slots_force) {
+            long long fit = (long long)((double)avail / 2 / per);
+            int k = fit < 1 ? 1 : fit < n ? (int)fit : n;
+            log_warn("KV slots: %d x %.1f MiB = %.1f MiB exceeds MemAvailable %.1f MiB: clamped to "
+                     "%d slots (%.1f MiB, half of available; --kv-slots-force keeps %d)", n,
+                     per / mib, need / mib, avail / mib, k, k * per / mib, n);
+            n = k;
+        } else if (need > (double)avail / 2) {
+            log_warn("KV slots: %d x %.1f MiB = %.1f MiB is more than half of MemAvailable %.1f "
+                     "MiB%s", n, per / mib, need / mib, avail / mib,
+                     need > (double)avail ? " (kept: --kv-slots-force)" : "");
+        }
+    } else {
+        log_warn("KV slots: MemAvailable unknown; %d x %.1f MiB not checked", n, per / mib);
+    }
+    if (!(L->slots = calloc((size_t)n, sizeof *L->slots))) {
+        kv_free(probe);
+        return err_set(e, ERR_NOMEM, "out of memory");
+    }
+    L->n_slots = n;
+    for (int i = 0; i < n; i++) {
+        struct kvslot *s = &L->slots[i];
+        s->kv = i == 0 ? probe : kv_new(L->m, n_ctx, e);
+        if (!s->kv) return -1;
+        if (!(s->shadow = malloc((size_t)n_ctx * sizeof *s->shadow)))
+            return err_set(e, ERR_NOMEM, "out of memory for %d KV slots", n);
+    }
+    L->cur = &L->slots[0];
+    if (o->kv_cache_dir) {
+        struct kvdisk_ident id;
+        struct err de = {0};
+        kvdisk_ident_of(L->m, L->v, probe, &id);
+        if (!(L->disk = kvdisk_open(o->kv_cache_dir, o->kv_disk_slots > 0 ? o->kv_disk_slots : 8,
+                                    &id, &de)))
+            log_warn("kv disk tier off: %s", de.msg);
+        else {
+            const struct kvcand *c;
+            log_info("kv disk: %s, %d sidecars indexed (at most %d)", o->kv_cache_dir,
+                     kvdisk_cands(L->disk, &c), o->kv_disk_slots > 0 ? o->kv_disk_slots : 8);
+        }
+    }
+    return 0;
+}
 
 static long long mem_available(void)
 {
@@ -342,7 +469,7 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     b->defaults_think.temperature = 0.6f;
     b->defaults_think.top_p = 0.95f;
     b->max_tokens_cap = o->max_tokens > 0 ? o->max_tokens : 1024;
-    L->prefix_reuse = o->prefix_reuse;
+    L->chunk = o->prefill_chunk > 0 ? o->prefill_chunk : PREFILL_CHUNK;
 
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : L->cfg->n_ctx_train;
     if (n_ctx <= 0) n_ctx = 4096;
@@ -368,13 +495,12 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
         goto fail;
     }
     b->n_ctx = n_ctx;
-    if (!(L->kv = kv_new(L->m, n_ctx, e))) goto fail;
-    L->shadow = malloc((size_t)n_ctx * sizeof *L->shadow);
+    if (kv_slots_new(L, o, n_ctx, avail, e) < 0) goto fail;
     L->logits = malloc((size_t)L->cfg->n_vocab * sizeof *L->logits);
     L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);
     L->pos = malloc((size_t)n_ctx * sizeof *L->pos);
     L->seq = malloc((size_t)n_ctx * sizeof *L->seq);
-    if (!L->shadow || !L->logits || !L->out || !L->pos || !L->seq) {
+    if (!L->logits || !L->out || !L->pos || !L->seq) {
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }

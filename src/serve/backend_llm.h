@@ -1,9 +1,8 @@
 /* backend_llm — the generic backend for GGUF chat models with a plain KV cache (qwen3, qwen3moe):
  * chat template render + tokenize (validate), prefill + token-by-token decode through the emitter
- * (generate). One resident KV slot; with prefix_reuse a request keeps the rows of the longest
- * common token prefix with the previous one (reported as cached_tokens). Off by default: the
- * engine's forward is not batch-invariant (the last prompt token computed alone rounds differently
- * than inside a full prefill), so reuse can change a greedy reply; see docs/server.md. */
+ * (generate). KV reuse across requests (R-KV): a pool of resident slots, prefix copies between
+ * them and a disk tier of sidecars (serve/kvpool, serve/kvdisk, docs/kv-cache.md); a request
+ * prefills only what no slot or sidecar holds, reported as cached_tokens. */
 #ifndef LMS_SERVE_BACKEND_LLM_H
 #define LMS_SERVE_BACKEND_LLM_H
 
@@ -15,7 +14,11 @@ struct backend_llm_opts {
     int n_threads;  /* 0 = physical cores */
     int n_ctx;      /* 0 = the model's training context, capped by the RAM guard */
     int max_tokens; /* server-wide reply cap (--max-tokens), > 0 */
-    bool prefix_reuse; /* keep the common prefix of the previous request's cache */
+    int kv_slots;       /* --kv-slots: resident KV slots (R-KV-1), 0 = 1 */
+    bool kv_slots_force; /* --kv-slots-force: no clamp by the RAM guard (R-KV-4) */
+    const char *kv_cache_dir; /* --kv-cache-dir: the disk tier (R-KV-5) or NULL */
+    int kv_disk_slots;  /* --kv-disk-slots: at most this many sidecars, 0 = 8 */
+    int prefill_chunk;  /* --prefill-chunk: tokens per prefill forward, 0 = 512 */
 };
 
 /* Loads the model at path. The returned backend is freed with b->ops->free(b). */

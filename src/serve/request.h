@@ -56,6 +56,7 @@ struct request {
     /* filled by the backend's validate on the connection thread */
     int32_t *tokens;
     size_t n_tokens, cap_tokens;
+    size_t n_head;           /* tokens before the generation prompt (KV continuation test) */
     char *prompt_text;       /* rendered prompt (for /apply-template) */
 
     /* echo-back fields */

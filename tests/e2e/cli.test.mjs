@@ -14,11 +14,13 @@ const run = (args) => spawnSync(BIN, args, { encoding: 'utf8', timeout: 30000 })
 test('--help lists every flag with its default and exits 0', () => {
   const r = run(['--help']);
   assert.equal(r.status, 0);
-  for (const flag of ['--host', '--port', '--ctx', '--threads', '--api-key', '--queue', '--conns', '--max-tokens', '--max-body', '--timeout', '--prefix-reuse', '--log-level'])
+  for (const flag of ['--host', '--port', '--ctx', '--threads', '--api-key', '--queue', '--conns', '--max-tokens', '--max-body', '--timeout', '--kv-slots', '--kv-slots-force', '--kv-cache-dir', '--kv-disk-slots', '--prefill-chunk', '--log-level'])
     assert.ok(r.stdout.includes(flag), `--help lacks ${flag}`);
   assert.match(r.stdout, /--port N .*\(default 8080/);
   assert.match(r.stdout, /--max-tokens N[\s\S]*\(default 1024\)/);
   assert.match(r.stdout, /--queue N .*\(default 16\)/);
+  assert.match(r.stdout, /--kv-slots N[\s\S]*\(default 1;/);
+  assert.ok(!r.stdout.includes('--prefix-reuse'), 'reuse is always on: the old flag is gone');
 });
 
 test('a bad flag or value is one line on stderr and a non-zero exit', () => {
@@ -28,6 +30,9 @@ test('a bad flag or value is one line on stderr and a non-zero exit', () => {
     [[MODEL, '--port', '70000'], /bad value '70000' for --port/],
     [[MODEL, '--queue', '0'], /bad value '0' for --queue/],
     [[MODEL, '--threads'], /--threads needs a value/],
+    [[MODEL, '--kv-slots', '0'], /bad value '0' for --kv-slots/],
+    [[MODEL, '--kv-cache-dir', ''], /--kv-cache-dir must not be empty/],
+    [[MODEL, '--prefix-reuse'], /unknown flag '--prefix-reuse'/],
     [[MODEL, '--log-level', 'loud'], /bad value 'loud' for --log-level/],
     [[], /no model given/],
   ];
