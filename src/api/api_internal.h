@@ -36,6 +36,9 @@ char *api_content_text(json_t *content, const char *param, const char *const *ok
                    struct err *e);
 /* Turns an OpenAI function tool {type,function:{name,description,parameters}} list in place. */
 int api_tools_add(struct request *req, json_t *tool_obj);
+/* A JSON Schema given by the client (param names where): an object or a boolean; `false` matches
+ * nothing, so a reply (or a tool's arguments) could never satisfy it — a 400 naming param. */
+int api_check_schema(const json_t *schema, const char *param, struct err *e);
 /* Adds a flat tool definition t {name (a string), description?, <schema_key>?} (the Messages and
  * Responses shape) as an OpenAI function tool. -1 on OOM. */
 int api_tools_add_flat(struct request *req, json_t *t, const char *schema_key);

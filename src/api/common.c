@@ -342,6 +342,17 @@ int api_tools_add(struct request *req, json_t *tool)
     return json_array_append_new(req->tools, tool);
 }
 
+int api_check_schema(const json_t *schema, const char *param, struct err *e)
+{
+    if (!json_is_object(schema) && !json_is_boolean(schema))
+        return err_set_param(e, ERR_INVALID, param, "'%s' must be a JSON Schema (an object or a boolean)",
+                             param);
+    if (json_is_false(schema))
+        return err_set_param(e, ERR_INVALID, param,
+                             "'%s' is the schema false, which no JSON value satisfies", param);
+    return 0;
+}
+
 int api_tools_add_flat(struct request *req, json_t *t, const char *schema_key)
 {
     json_t *fn = json_object();

@@ -53,8 +53,12 @@ int api_read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *para
             if (!json_is_object(schema) && !json_is_boolean(schema))
                 return err_set_param(e, ERR_INVALID, param,
                                      "'%s' json_schema needs a 'schema' object", param);
-            if (set_constraint(ctx, req, CONSTRAINT_JSON_SCHEMA, json_dumps(schema, JSON_COMPACT),
-                               param, e) < 0)
+            char sp[96];
+            snprintf(sp, sizeof sp, "%s%s.schema", param, json_is_object(js) ? ".json_schema" : "");
+            if (api_check_schema(schema, sp, e) < 0) return -1;
+            /* ENCODE_ANY: a boolean schema (true = any JSON value) is not a container */
+            if (set_constraint(ctx, req, CONSTRAINT_JSON_SCHEMA,
+                               json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY), param, e) < 0)
                 return -1;
         } else {
             return err_set_param(e, ERR_INVALID, param,

@@ -29,6 +29,10 @@ static int read_tool_calls(json_t *arr, int mi, struct chat_msg *m, struct err *
             return err_set_param(e, ERR_INVALID, p, "'%s.type' must be \"function\"", p);
         if (!json_is_string(name))
             return err_set_param(e, ERR_INVALID, p, "'%s.function.name' must be a string", p);
+        json_t *ps = json_object_get(fn, "parameters");
+        char pp[128];
+        snprintf(pp, sizeof pp, "%s.function.parameters", p);
+        if (ps && !json_is_null(ps) && api_check_schema(ps, pp, e) < 0) return -1;
         struct chat_tool_call *c = &m->tool_calls[m->n_tool_calls++];
         json_t *id = json_object_get(tc, "id");
         c->id = json_is_string(id) ? strdup(json_string_value(id)) : NULL;
@@ -138,6 +142,10 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
         json_t *fn = json_object_get(t, "function");
         if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
             return err_set_param(e, ERR_INVALID, p, "'%s.function.name' must be a string", p);
+        json_t *ps = json_object_get(fn, "parameters");
+        char pp[128];
+        snprintf(pp, sizeof pp, "%s.function.parameters", p);
+        if (ps && !json_is_null(ps) && api_check_schema(ps, pp, e) < 0) return -1;
         if (!none && api_tools_add(req, json_deep_copy(t)) < 0) return err_set(e, ERR_NOMEM, "out of memory");
     }
     return 0;

@@ -247,6 +247,10 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
                                  json_string_value(ty));
         json_t *name = json_object_get(t, "name");
         if (!json_is_string(name)) return err_set_param(e, ERR_INVALID, p, "'%s.name' must be a string", p);
+        json_t *ps = json_object_get(t, "input_schema");
+        char pp[128];
+        snprintf(pp, sizeof pp, "%s.input_schema", p);
+        if (ps && !json_is_null(ps) && api_check_schema(ps, pp, e) < 0) return -1;
         if (none || !ctx->backend->caps.tools) continue; /* accepted and dropped */
         if (api_tools_add_flat(req, t, "input_schema") < 0) return oom(e);
     }

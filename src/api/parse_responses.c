@@ -220,6 +220,10 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
             return err_set_param(e, ERR_INVALID, "tools", "this model has no tool-calling convention");
         json_t *name = json_object_get(t, "name");
         if (!json_is_string(name)) return err_set_param(e, ERR_INVALID, p, "'%s.name' must be a string", p);
+        json_t *ps = json_object_get(t, "parameters");
+        char pp[128];
+        snprintf(pp, sizeof pp, "%s.parameters", p);
+        if (ps && !json_is_null(ps) && api_check_schema(ps, pp, e) < 0) return -1;
         if (none) continue;
         if (api_tools_add_flat(req, t, "parameters") < 0) return oom(e);
     }

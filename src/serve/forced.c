@@ -67,7 +67,9 @@ char *forced_lark(const struct forced_tool *tools, int n, struct err *e)
             err_set(e, ERR_INVALID, "the schema of tool '%s' must be an object", name);
             return NULL;
         }
-        char *schema = sc ? json_dumps(sc, JSON_COMPACT) : strdup("{\"type\":\"object\"}");
+        /* arguments are always an object: a true (any value) schema means any object */
+        char *schema = sc && !json_is_true(sc) ? json_dumps(sc, JSON_COMPACT | JSON_ENCODE_ANY)
+                                               : strdup("{\"type\":\"object\"}");
         oom = !schema || buf_printf(&b, "call_%d: <tool_call> \"\\n{\\\"name\\\": ", i) < 0 ||
               lark_lit(&b, jname, strlen(jname)) < 0 ||
               buf_printf(&b, ", \\\"arguments\\\": \" args_%d \"}\\n\" </tool_call>\n", i) < 0 ||

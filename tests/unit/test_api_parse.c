@@ -124,6 +124,21 @@ Test(api_parse, rejection_list_names_param)
         {DIALECT_MESSAGES, "{" A ",\"temperature\":1.5}", "temperature", 400},
         {DIALECT_MESSAGES, "{" A ",\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"w\"}]}", "tools[0]", 400},
         {DIALECT_MESSAGES, "{" A ",\"tool_choice\":{\"type\":\"any\"}}", "tool_choice", 501},
+        /* boolean schemas (issue 10 item 2): false matches nothing -> 400 naming where */
+        {DIALECT_CHAT, "{" U ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                       "{\"name\":\"x\",\"schema\":false}}}", "response_format.json_schema.schema", 400},
+        {DIALECT_CHAT, "{" U ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                       "\"parameters\":false}}]}", "tools[0].function.parameters", 400},
+        {DIALECT_CHAT, "{" U ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                       "\"parameters\":\"object\"}}]}", "tools[0].function.parameters", 400},
+        {DIALECT_RESPONSES, "{" I ",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\","
+                            "\"schema\":false}}}", "text.format.schema", 400},
+        {DIALECT_RESPONSES, "{" I ",\"tools\":[{\"type\":\"function\",\"name\":\"f\","
+                            "\"parameters\":false}]}", "tools[0].parameters", 400},
+        {DIALECT_MESSAGES, "{" A ",\"output_config\":{\"format\":{\"type\":\"json_schema\","
+                           "\"schema\":false}}}", "output_config.format.schema", 400},
+        {DIALECT_MESSAGES, "{" A ",\"tools\":[{\"name\":\"f\",\"input_schema\":false}]}",
+         "tools[0].input_schema", 400},
         {DIALECT_MESSAGES, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":"
                            "[{\"type\":\"image\",\"source\":{}}]}]}", "messages[0].content[0].type", 501},
     };
