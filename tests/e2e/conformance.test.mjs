@@ -10,7 +10,7 @@ let srv, oai, ant;
 const GREEDY = { temperature: 0 };
 
 before(async () => {
-  srv = await startServer(['--prefix-reuse']);
+  srv = await startServer([]);
   oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0 });
   ant = new Anthropic({ baseURL: srv.url, apiKey: 'unused', maxRetries: 0 });
 });
@@ -34,7 +34,7 @@ test('messages stream: message_start usage has the real input_tokens and cache_r
   const params = { model: 'm', max_tokens: 3, messages: USER, ...GREEDY };
   const { input_tokens: counted } = await ant.messages.countTokens({ model: 'm', messages: USER });
   assert.ok(counted > 0);
-  for (let round = 0; round < 2; round++) { // round 1 reuses the prompt's rows (--prefix-reuse)
+  for (let round = 0; round < 2; round++) { // round 1 reuses the prompt's rows (KV reuse is always on)
     let atStart = null;
     const stream = ant.messages.stream(params);
     stream.on('streamEvent', (ev, snap) => {
