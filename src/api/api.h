@@ -39,6 +39,12 @@ const char *api_error_type(enum dialect d, int status);
 /* Installs the dialect's encoder as job->sink (stream or not per job->req). 0 or -1 (OOM). */
 int api_sink_install(struct job *job);
 
+/* POST /tokenize and /detokenize (llama-server's shapes, api/tokenize.c): body -> the JSON reply
+ * appended to out; -1 with e (naming the param) on a bad body. Any thread. */
+int api_tokenize(struct backend *b, const char *body, size_t len, struct buf *out, struct err *e);
+int api_detokenize(struct backend *b, const char *body, size_t len, struct buf *out,
+                   struct err *e);
+
 /* count_tokens response body {"input_tokens": n}. */
 void api_count_tokens_body(size_t n_tokens, struct buf *out);
 

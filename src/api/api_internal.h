@@ -48,6 +48,9 @@ int api_tools_add_flat(struct request *req, json_t *t, const char *schema_key);
 int api_read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *param, struct request *req,
                     struct err *e);
 int api_read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e);
+/* logit_bias {"<token id>": bias in [-100, 100]} (OpenAI's shape) -> req->bias; ids are checked
+ * against the vocabulary by the backend's validate. */
+int api_read_logit_bias(json_t *root, struct request *req, struct err *e);
 
 int api_parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e);
 int api_parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e);

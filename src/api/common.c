@@ -1,6 +1,7 @@
 /* api common: field readers, defaults, error bodies, dispatch. */
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,38 @@ int api_tools_add_flat(struct request *req, json_t *t, const char *schema_key)
     return 0;
 }
 
+int api_read_logit_bias(json_t *root, struct request *req, struct err *e)
+{
+    json_t *lb = json_object_get(root, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return err_set_param(e, ERR_INVALID, "logit_bias",
+                             "'logit_bias' must be an object mapping token ids to biases");
+    size_t n = json_object_size(lb);
+    if (n == 0) return 0;
+    if (n > REQ_MAX_LOGIT_BIAS)
+        return err_set_param(e, ERR_INVALID, "logit_bias", "'logit_bias' takes at most %d entries",
+                             REQ_MAX_LOGIT_BIAS);
+    if (!(req->bias = calloc(n, sizeof *req->bias))) return err_set(e, ERR_NOMEM, "out of memory");
+    const char *k;
+    json_t *v;
+    json_object_foreach(lb, k, v)
+    {
+        char *end;
+        long id = strtol(k, &end, 10);
+        if (!k[0] || *end || id < 0 || id > INT32_MAX)
+            return err_set_param(e, ERR_INVALID, "logit_bias",
+                                 "'logit_bias' keys must be token ids (non-negative integers), got "
+                                 "'%.40s'",
+                                 k);
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+            return err_set_param(e, ERR_INVALID, "logit_bias",
+                                 "'logit_bias[%s]' must be a number in [-100, 100]", k);
+        req->bias[req->n_bias++] = (struct logit_bias){(int32_t)id, (float)json_number_value(v)};
+    }
+    return 0;
+}
+
 int api_check_depth(const char *s, size_t n, int max_depth, struct err *e)
 {
     int depth = 0;
@@ -403,6 +436,7 @@ int api_parse(enum dialect d, const struct api_ctx *ctx, const char *body, size_
         rc = err_set(e, ERR_INVALID, "the request body must be a JSON object");
     } else {
         req->dialect = d;
+        req->reasoning = ctx->backend->reasoning_default && ctx->backend->caps.think;
         switch (d) {
         case DIALECT_CHAT:
             rc = api_parse_chat(ctx, root, req, e);

@@ -20,7 +20,7 @@ static int set_constraint(const struct api_ctx *ctx, struct request *req, enum c
     if (req->constraint != CONSTRAINT_NONE) {
         free(src);
         return err_set_param(e, ERR_INVALID, param,
-                             "only one of response_format, regex and lark "
+                             "only one of response_format, json_schema, regex and lark "
                              "may be given");
     }
     if (!src) return err_set(e, ERR_NOMEM, "out of memory");
@@ -44,7 +44,16 @@ int api_read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *para
         if (!strcmp(t, "text")) {
             /* plain text: nothing to constrain */
         } else if (!strcmp(t, "json_object")) {
-            if (set_constraint(ctx, req, CONSTRAINT_JSON_OBJECT, strdup("{\"type\":\"object\"}"),
+            /* llama.cpp: {"type":"json_object","schema":{…}} constrains to that schema */
+            json_t *schema = json_object_get(fmt, "schema");
+            if (schema && !json_is_null(schema) && !json_is_object(schema) &&
+                !json_is_boolean(schema))
+                return err_set_param(e, ERR_INVALID, param, "'%s.schema' must be a JSON Schema "
+                                     "object", param);
+            bool with = schema && !json_is_null(schema);
+            if (set_constraint(ctx, req, with ? CONSTRAINT_JSON_SCHEMA : CONSTRAINT_JSON_OBJECT,
+                               with ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY)
+                                    : strdup("{\"type\":\"object\"}"),
                                param, e) < 0)
                 return -1;
         } else if (!strcmp(t, "json_schema")) {
@@ -68,9 +77,28 @@ int api_read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *para
     return 0;
 }
 
-/* regex / lark extensions (llama.cpp precedent) on the OpenAI dialects. */
+/* regex / lark extensions and llama.cpp's own constraint fields: top-level json_schema (a schema
+ * object) and grammar (GBNF). */
 int api_read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e)
 {
+    json_t *js = json_object_get(root, "json_schema");
+    if (js && !json_is_null(js)) {
+        if (!json_is_object(js) && !json_is_boolean(js))
+            return err_set_param(e, ERR_INVALID, "json_schema",
+                                 "'json_schema' must be a JSON Schema object");
+        if (set_constraint(ctx, req, CONSTRAINT_JSON_SCHEMA,
+                           json_dumps(js, JSON_COMPACT | JSON_ENCODE_ANY), "json_schema", e) < 0)
+            return -1;
+    }
+    json_t *g = json_object_get(root, "grammar");
+    if (g && !json_is_null(g)) {
+        if (!json_is_string(g))
+            return err_set_param(e, ERR_INVALID, "grammar", "'grammar' must be a GBNF string");
+        if (!ctx->backend->caps.gbnf)
+            return err_set_param(e, ERR_UNSUPPORTED, "grammar",
+                                 "'grammar' (GBNF) is not supported by this build yet; use 'lark', "
+                                 "'regex' or 'json_schema'");
+    }
     static const struct {
         const char *key;
         enum constraint_kind k;

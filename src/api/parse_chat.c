@@ -157,7 +157,6 @@ int api_parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req,
         const char *key, *why;
         enum err_code code;
     } rejects[] = {
-        {"logit_bias", "token biases are not supported", ERR_INVALID},
         {"functions", "the legacy functions API is not supported; use tools", ERR_INVALID},
         {"function_call", "the legacy functions API is not supported; use tool_choice", ERR_INVALID},
         {"audio", "audio output is not supported", ERR_INVALID},
@@ -204,6 +203,7 @@ int api_parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req,
     if (api_read_constraint(ctx, json_object_get(root, "response_format"), "response_format", req, e) < 0)
         return -1;
     if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1;
+    if (api_read_logit_bias(root, req, e) < 0) return -1;
     if (forced_read(DIALECT_CHAT, root, ctx->backend->caps.grammar, ctx->backend->caps.tools, req,
                     e) < 0)
         return -1;

@@ -282,6 +282,7 @@ int api_parse_responses(const struct api_ctx *ctx, json_t *root, struct request 
         if (api_read_constraint(ctx, json_object_get(text, "format"), "text.format", req, e) < 0) return -1;
     }
     if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1;
+    if (api_read_logit_bias(root, req, e) < 0) return -1;
     if (forced_read(DIALECT_RESPONSES, root, ctx->backend->caps.grammar, ctx->backend->caps.tools,
                     req, e) < 0)
         return -1;

@@ -21,7 +21,7 @@ struct opts {
     const char *kv_cache_dir;
     long port, ctx, threads, queue, conns, max_tokens, max_body, timeout;
     long kv_slots, kv_disk_slots, prefill_chunk;
-    bool kv_slots_force;
+    bool kv_slots_force, reasoning;
 };
 
 static void usage(FILE *f)
@@ -48,6 +48,7 @@ static void usage(FILE *f)
         "                    match, also after a restart (default: off)\n"
         "  --kv-disk-slots N at most N sidecar files in D (default 8)\n"
         "  --prefill-chunk N prompt tokens per forward pass (default 512)\n"
+        "  --reasoning on|off  reasoning when a request does not say (default off)\n"
         "  --log-level L     debug, info, warn or error (default info)\n"
         "  --help            this text\n");
 }
@@ -107,7 +108,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             continue;
         }
         if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level") ||
-            !strcmp(a, "--kv-cache-dir")) {
+            !strcmp(a, "--kv-cache-dir") || !strcmp(a, "--reasoning")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lmserve: %s needs a value\n", a);
                 return -1;
@@ -127,6 +128,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
                     return -1;
                 }
                 o->api_key = v;
+            } else if (!strcmp(a, "--reasoning")) {
+                if (strcmp(v, "on") && strcmp(v, "off")) {
+                    fprintf(stderr, "lmserve: bad value '%s' for --reasoning (on or off)\n", v);
+                    return -1;
+                }
+                o->reasoning = !strcmp(v, "on");
             } else {
                 static const char *const lv[] = {"debug", "info", "warn", "error"};
                 int found = -1;
@@ -242,6 +249,7 @@ int main(int argc, char **argv)
         http_stop(srv);
         return 1;
     }
+    b->reasoning_default = o.reasoning && b->caps.think;
     struct queue *q = queue_new((int)o.queue, backend_run_job, b, &e);
     if (!q) {
         fprintf(stderr, "lmserve: %s\n", e.msg);

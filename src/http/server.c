@@ -29,6 +29,8 @@ enum route {
     R_MODEL_ONE,
     R_HEALTH,
     R_APPLY_TEMPLATE,
+    R_TOKENIZE,
+    R_DETOKENIZE,
     R_COUNT
 };
 
@@ -82,13 +84,15 @@ static enum route route_of(const char *url, const char **model_id)
     }
     if (!strcmp(p, "/health")) return R_HEALTH;
     if (!strcmp(p, "/apply-template")) return R_APPLY_TEMPLATE;
+    if (!strcmp(p, "/tokenize")) return R_TOKENIZE;
+    if (!strcmp(p, "/detokenize")) return R_DETOKENIZE;
     return R_NONE;
 }
 
 static bool route_is_post(enum route r)
 {
     return r == R_CHAT || r == R_RESPONSES || r == R_MESSAGES || r == R_COUNT_TOKENS ||
-           r == R_APPLY_TEMPLATE;
+           r == R_APPLY_TEMPLATE || r == R_TOKENIZE || r == R_DETOKENIZE;
 }
 
 static enum dialect dialect_of(enum route r, const char *url)
@@ -337,6 +341,20 @@ static enum MHD_Result serve_prompt(struct conn_req *cr, struct backend *b)
     return rc;
 }
 
+/* tokenize / detokenize: answered on this thread by the api (llama-server's shapes). */
+static enum MHD_Result serve_tokens(struct conn_req *cr, struct backend *b)
+{
+    struct err e;
+    err_clear(&e);
+    struct buf o = {0};
+    const char *body = cr->body.data ? cr->body.data : "";
+    int rc = cr->route == R_TOKENIZE ? api_tokenize(b, body, cr->body.len, &o, &e)
+                                     : api_detokenize(b, body, cr->body.len, &o, &e);
+    enum MHD_Result r = rc < 0 ? send_error(cr, &e) : send_json(cr, 200, o.data ? o.data : "{}");
+    buf_free(&o);
+    return r;
+}
+
 static enum MHD_Result handle(struct conn_req *cr, const char *url)
 {
     struct http_app *app = cr->srv->app;
@@ -413,6 +431,9 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
     case R_COUNT_TOKENS:
     case R_APPLY_TEMPLATE:
         return serve_prompt(cr, b);
+    case R_TOKENIZE:
+    case R_DETOKENIZE:
+        return serve_tokens(cr, b);
     default:
         return serve_generate(cr, b, q);
     }

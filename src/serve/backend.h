@@ -22,6 +22,7 @@ struct backend_caps {
     bool grammar;     /* token-level constraints */
     bool stop;        /* stop strings */
     bool system_role;
+    bool gbnf;        /* llama.cpp's `grammar` (GBNF) constraints */
 };
 
 struct backend;
@@ -29,6 +30,13 @@ struct backend_ops {
     int (*validate)(struct backend *b, struct request *req, struct err *e);
     int (*generate)(struct backend *b, struct job *job, struct err *e);
     void (*free)(struct backend *b);
+    /* The tokenizer (any thread: the vocabulary is read-only). Appends the ids of s[0..n) to
+     * *out (realloc'd, as tok_encode): parse_special turns control-token text (<|im_end|>) into
+     * the token, add_special prepends the family's BOS when it uses one. */
+    int (*tokenize)(struct backend *b, const char *s, size_t n, bool add_special,
+                    bool parse_special, int32_t **out, size_t *n_out, size_t *cap, struct err *e);
+    /* Raw bytes of one token (not NUL-terminated); NULL when id is outside the vocabulary. */
+    const char *(*token_bytes)(struct backend *b, int32_t id, size_t *len);
 };
 
 struct backend {
@@ -36,7 +44,9 @@ struct backend {
     struct backend_caps caps;
     char model_id[128];
     int n_ctx;
+    int32_t n_vocab;                    /* token ids are 0..n_vocab-1 */
     int max_tokens_cap;                 /* --max-tokens */
+    bool reasoning_default;             /* --reasoning: when a request says nothing (R-THINK-1) */
     struct sampler_params defaults;       /* R-MAP-2, reasoning off */
     struct sampler_params defaults_think; /* reasoning on */
 };

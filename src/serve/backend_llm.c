@@ -123,6 +123,13 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
                            "one reply token)", req->n_tokens, b->n_ctx);
         goto out;
     }
+    for (int i = 0; i < req->n_bias; i++)
+        if (req->bias[i].token >= L->cfg->n_vocab) {
+            rc = err_set_param(e, ERR_INVALID, "logit_bias",
+                               "logit_bias token id %d is outside the vocabulary (0..%d)",
+                               (int)req->bias[i].token, (int)L->cfg->n_vocab - 1);
+            goto out;
+        }
     if (req->constraint != CONSTRAINT_NONE && !req->grammar) {
         static const enum grammar_kind kinds[CONSTRAINT_KIND_COUNT] = {
             [CONSTRAINT_JSON_OBJECT] = GRAMMAR_JSON_OBJECT, [CONSTRAINT_JSON_SCHEMA] = GRAMMAR_JSON_SCHEMA,
@@ -255,6 +262,8 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                 goto out;
             }
             struct sampler_choice ch;
+            for (int i = 0; i < req->n_bias; i++) /* OpenAI logit_bias: before sampling */
+                L->logits[req->bias[i].token] += req->bias[i].bias;
             if (mt) matcher_mask(mt, L->mask);
             if (sampler_sample(smp, L->logits, mt ? L->mask : NULL, &ch) < 0) {
                 if (mt) { /* the grammar allows nothing here: end the reply where it is */
@@ -357,10 +366,38 @@ static void llm_free(struct backend *b)
     free(L);
 }
 
+static int llm_tokenize(struct backend *b, const char *s, size_t n, bool add_special,
+                        bool parse_special, int32_t **out, size_t *n_out, size_t *cap,
+                        struct err *e)
+{
+    struct llm *L = (struct llm *)b;
+    if (add_special && tok_add_bos(L->v) && tok_bos(L->v) >= 0) {
+        int32_t bos = tok_bos(L->v);
+        if (*n_out == *cap) {
+            size_t nc = *cap ? 2 * *cap : 16;
+            int32_t *t = realloc(*out, nc * sizeof *t);
+            if (!t) return err_set(e, ERR_NOMEM, "out of memory");
+            *out = t;
+            *cap = nc;
+        }
+        (*out)[(*n_out)++] = bos;
+    }
+    return tok_encode(L->v, s, n, NULL, 0, parse_special, out, n_out, cap, e);
+}
+
+static const char *llm_token_bytes(struct backend *b, int32_t id, size_t *len)
+{
+    struct llm *L = (struct llm *)b;
+    if (id < 0 || id >= vocab_size(L->v)) return NULL;
+    return tok_bytes(L->v, id, len);
+}
+
 static const struct backend_ops LLM_OPS = {
     .validate = llm_validate,
     .generate = llm_generate,
     .free = llm_free,
+    .tokenize = llm_tokenize,
+    .token_bytes = llm_token_bytes,
 };
 
 /* R-KV-4: the pool's RAM guard, then the slots (pages commit lazily: an overcommit would only
@@ -495,6 +532,7 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
         goto fail;
     }
     b->n_ctx = n_ctx;
+    b->n_vocab = L->cfg->n_vocab;
     if (kv_slots_new(L, o, n_ctx, avail, e) < 0) goto fail;
     L->logits = malloc((size_t)L->cfg->n_vocab * sizeof *L->logits);
     L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);

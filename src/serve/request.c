@@ -42,6 +42,7 @@ void request_free(struct request *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->constraint_src);
+    free(r->bias);
     if (r->grammar) grammar_free(r->grammar);
     free(r->tokens);
     free(r->prompt_text);

@@ -27,6 +27,12 @@ enum constraint_kind { CONSTRAINT_NONE, CONSTRAINT_JSON_OBJECT, CONSTRAINT_JSON_
 
 struct grammar;
 
+#define REQ_MAX_LOGIT_BIAS 1024 /* entries of logit_bias (OpenAI allows 300) */
+struct logit_bias {
+    int32_t token;
+    float bias; /* -100..100 */
+};
+
 struct request {
     enum dialect dialect;
     bool stream;
@@ -47,6 +53,9 @@ struct request {
     int n_stop;
     bool reasoning;          /* R-THINK-1 */
     bool prefill;            /* the conversation ends with an assistant message: continued */
+    struct logit_bias *bias; /* OpenAI logit_bias, added to the logits before sampling; the
+                                backend's validate checks the ids against its vocabulary */
+    int n_bias;
 
     enum constraint_kind constraint;
     char *constraint_src;    /* grammar source (schema JSON, regex, lark); NULL for NONE */

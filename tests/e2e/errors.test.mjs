@@ -47,7 +47,7 @@ test('401 in each dialect: AuthenticationError with the dialect shape', async ()
 test('400 names the offending param (BadRequestError)', async () => {
   const cases = [
     [{ temperature: 5 }, 'temperature'],
-    [{ logit_bias: { 5: 1 } }, 'logit_bias'],
+    [{ logit_bias: { 5: 101 } }, 'logit_bias'],
     [{ stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
     [{ max_tokens: 0 }, 'max_tokens'],
   ];
