@@ -126,7 +126,8 @@ char *api_make_id(const char *prefix)
 #define D_CHAT (1u << DIALECT_CHAT)
 #define D_RESP (1u << DIALECT_RESPONSES)
 #define D_MSG (1u << DIALECT_MESSAGES)
-#define D_OAI (D_CHAT | D_RESP)
+#define D_CMPL (1u << DIALECT_COMPLETIONS)
+#define D_OAI (D_CHAT | D_RESP | D_CMPL)
 static const struct samp_field {
     const char *key;
     unsigned dialects;
@@ -195,11 +196,13 @@ int api_finalize(const struct api_ctx *ctx, json_t *root, struct request *req,
     int cap = b->max_tokens_cap > 0 ? b->max_tokens_cap : 1024;
     req->max_tokens = max_tokens > 0 && max_tokens < cap ? (int)max_tokens : cap;
     req->model = strdup(b->model_id);
-    req->id = api_make_id(req->dialect == DIALECT_CHAT        ? "chatcmpl-"
-                      : req->dialect == DIALECT_RESPONSES ? "resp_"
-                                                          : "msg_");
+    static const char *const id_prefix[DIALECT_COUNT] = {
+        [DIALECT_CHAT] = "chatcmpl-", [DIALECT_RESPONSES] = "resp_", [DIALECT_MESSAGES] = "msg_",
+        [DIALECT_COMPLETIONS] = "cmpl-"};
+    req->id = api_make_id(id_prefix[req->dialect]);
     req->created = (int64_t)time(NULL);
     if (!req->model || !req->id) return err_set(e, ERR_NOMEM, "out of memory");
+    if (req->raw) return 0; /* completions: a prompt, no conversation */
     if (req->n_msgs == 0)
         return err_set_param(e, ERR_INVALID, "messages", "the conversation is empty");
     /* A final assistant message is a prefill: the reply continues it (docs/server.md). */
@@ -446,6 +449,9 @@ int api_parse(enum dialect d, const struct api_ctx *ctx, const char *body, size_
             break;
         case DIALECT_MESSAGES:
             rc = api_parse_messages(ctx, root, req, e);
+            break;
+        case DIALECT_COMPLETIONS:
+            rc = api_parse_completions(ctx, root, req, e);
             break;
         default:
             rc = err_set(e, ERR_INTERNAL, "unknown dialect");

@@ -29,6 +29,7 @@ static const struct api_encoder *const ENCODERS[DIALECT_COUNT] = {
     [DIALECT_CHAT] = &api_enc_chat,
     [DIALECT_RESPONSES] = &api_enc_responses,
     [DIALECT_MESSAGES] = &api_enc_messages,
+    [DIALECT_COMPLETIONS] = &api_enc_completions,
 };
 
 int api_sink_install(struct job *job)

@@ -30,6 +30,7 @@ enum route {
     R_HEALTH,
     R_APPLY_TEMPLATE,
     R_TOKENIZE,
+    R_COMPLETIONS,
     R_DETOKENIZE,
     R_COUNT
 };
@@ -85,6 +86,7 @@ static enum route route_of(const char *url, const char **model_id)
     if (!strcmp(p, "/health")) return R_HEALTH;
     if (!strcmp(p, "/apply-template")) return R_APPLY_TEMPLATE;
     if (!strcmp(p, "/tokenize")) return R_TOKENIZE;
+    if (!strcmp(p, "/completions")) return R_COMPLETIONS;
     if (!strcmp(p, "/detokenize")) return R_DETOKENIZE;
     return R_NONE;
 }
@@ -92,13 +94,14 @@ static enum route route_of(const char *url, const char **model_id)
 static bool route_is_post(enum route r)
 {
     return r == R_CHAT || r == R_RESPONSES || r == R_MESSAGES || r == R_COUNT_TOKENS ||
-           r == R_APPLY_TEMPLATE || r == R_TOKENIZE || r == R_DETOKENIZE;
+           r == R_APPLY_TEMPLATE || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_COMPLETIONS;
 }
 
 static enum dialect dialect_of(enum route r, const char *url)
 {
     if (r == R_MESSAGES || r == R_COUNT_TOKENS) return DIALECT_MESSAGES;
     if (r == R_RESPONSES) return DIALECT_RESPONSES;
+    if (r == R_COMPLETIONS) return DIALECT_COMPLETIONS;
     if (r == R_NONE && strstr(url, "/messages")) return DIALECT_MESSAGES;
     return DIALECT_CHAT;
 }

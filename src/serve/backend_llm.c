@@ -83,6 +83,68 @@ out:
     return rc;
 }
 
+static int llm_tokenize(struct backend *b, const char *s, size_t n, bool add_special,
+                        bool parse_special, int32_t **out, size_t *n_out, size_t *cap,
+                        struct err *e)
+{
+    struct llm *L = (struct llm *)b;
+    if (add_special && tok_add_bos(L->v) && tok_bos(L->v) >= 0) {
+        int32_t bos = tok_bos(L->v);
+        if (*n_out == *cap) {
+            size_t nc = *cap ? 2 * *cap : 16;
+            int32_t *t = realloc(*out, nc * sizeof *t);
+            if (!t) return err_set(e, ERR_NOMEM, "out of memory");
+            *out = t;
+            *cap = nc;
+        }
+        (*out)[(*n_out)++] = bos;
+    }
+    return tok_encode(L->v, s, n, NULL, 0, parse_special, out, n_out, cap, e);
+}
+
+static const char *llm_token_bytes(struct backend *b, int32_t id, size_t *len)
+{
+    struct llm *L = (struct llm *)b;
+    if (id < 0 || id >= vocab_size(L->v)) return NULL;
+    return tok_bytes(L->v, id, len);
+}
+
+/* A raw prompt (/v1/completions): prompt_text tokenized with control-token text parsed, as
+ * llama-server does, or token ids given by the client (checked against the vocabulary). */
+static int raw_prompt(struct llm *L, struct request *req, struct err *e)
+{
+    if (req->prompt_text) {
+        free(req->tokens);
+        req->tokens = NULL;
+        req->n_tokens = req->cap_tokens = 0;
+        if (llm_tokenize(&L->base, req->prompt_text, strlen(req->prompt_text), true, true,
+                         &req->tokens, &req->n_tokens, &req->cap_tokens, e) < 0)
+            return -1;
+    } else {
+        struct buf text = {0};
+        for (size_t i = 0; i < req->n_tokens; i++) {
+            size_t n = 0;
+            const char *s = llm_token_bytes(&L->base, req->tokens[i], &n);
+            if (!s) {
+                buf_free(&text);
+                return err_set_param(e, ERR_INVALID, "prompt",
+                                     "prompt token %d is outside the vocabulary (0..%d)",
+                                     (int)req->tokens[i], (int)vocab_size(L->v) - 1);
+            }
+            if (buf_append(&text, s, n) < 0) {
+                buf_free(&text);
+                return err_set(e, ERR_NOMEM, "out of memory");
+            }
+        }
+        req->prompt_text = text.data ? buf_steal(&text) : strdup("");
+        if (!req->prompt_text) return err_set(e, ERR_NOMEM, "out of memory");
+    }
+    if (req->n_tokens == 0)
+        return err_set_param(e, ERR_INVALID, "prompt", "the prompt has no tokens");
+    req->n_head = req->n_tokens; /* every prompt token is the request's own */
+    return 0;
+}
+
 static int llm_validate(struct backend *b, struct request *req, struct err *e)
 {
     struct llm *L = (struct llm *)b;
@@ -91,6 +153,11 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
                                   .continue_final = req->prefill,
                                   .enable_thinking = req->reasoning,
                                   .tools = req->tools};
+    int rc = 0;
+    if (req->raw) { /* /v1/completions: the prompt as given, no template */
+        if ((rc = raw_prompt(L, req, e)) < 0) goto out;
+        goto check;
+    }
     if (chat_render(L->cfg->arch, req->msgs, req->n_msgs, &co, &cp, e) < 0) {
         if (!e->param[0]) snprintf(e->param, sizeof e->param, "messages");
         return -1;
@@ -98,7 +165,6 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
     free(req->tokens);
     req->tokens = NULL;
     req->n_tokens = req->cap_tokens = 0;
-    int rc = 0;
     if (tok_add_bos(L->v) && tok_bos(L->v) >= 0) {
         req->tokens = malloc(16 * sizeof *req->tokens);
         if (!req->tokens) {
@@ -117,8 +183,9 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
         rc = -1;
         goto out;
     }
+check:
     if (req->n_tokens + 1 > (size_t)b->n_ctx) {
-        rc = err_set_param(e, ERR_CONTEXT, "messages",
+        rc = err_set_param(e, ERR_CONTEXT, req->raw ? "prompt" : "messages",
                            "the prompt is %zu tokens, but the context holds %d (prompt + at least "
                            "one reply token)", req->n_tokens, b->n_ctx);
         goto out;
@@ -142,9 +209,11 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
             goto out;
         }
     }
-    free(req->prompt_text);
-    req->prompt_text = buf_steal(&cp.text);
-    if (!req->prompt_text) req->prompt_text = strdup("");
+    if (!req->raw) {
+        free(req->prompt_text);
+        req->prompt_text = buf_steal(&cp.text);
+        if (!req->prompt_text) req->prompt_text = strdup("");
+    }
 out:
     chat_prompt_free(&cp);
     return rc;
@@ -251,7 +320,8 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
             toolcall_init(&tc, sink);
             esink = toolcall_sink(&tc);
         }
-        emitter_init(&em, esink, c, b->caps.think, (const char *const *)req->stop, req->n_stop);
+        emitter_init(&em, esink, c, b->caps.think && !req->raw, (const char *const *)req->stop,
+                     req->n_stop);
         em_live = true;
         struct tok_stream ts = {0};
         enum finish_reason why = FINISH_LENGTH;
@@ -364,32 +434,6 @@ static void llm_free(struct backend *b)
     vocab_free(L->v);
     model_free(L->m);
     free(L);
-}
-
-static int llm_tokenize(struct backend *b, const char *s, size_t n, bool add_special,
-                        bool parse_special, int32_t **out, size_t *n_out, size_t *cap,
-                        struct err *e)
-{
-    struct llm *L = (struct llm *)b;
-    if (add_special && tok_add_bos(L->v) && tok_bos(L->v) >= 0) {
-        int32_t bos = tok_bos(L->v);
-        if (*n_out == *cap) {
-            size_t nc = *cap ? 2 * *cap : 16;
-            int32_t *t = realloc(*out, nc * sizeof *t);
-            if (!t) return err_set(e, ERR_NOMEM, "out of memory");
-            *out = t;
-            *cap = nc;
-        }
-        (*out)[(*n_out)++] = bos;
-    }
-    return tok_encode(L->v, s, n, NULL, 0, parse_special, out, n_out, cap, e);
-}
-
-static const char *llm_token_bytes(struct backend *b, int32_t id, size_t *len)
-{
-    struct llm *L = (struct llm *)b;
-    if (id < 0 || id >= vocab_size(L->v)) return NULL;
-    return tok_bytes(L->v, id, len);
 }
 
 static const struct backend_ops LLM_OPS = {

@@ -16,7 +16,7 @@
 #include "engine/chat.h"
 #include "engine/sampler.h"
 
-enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COUNT };
+enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COMPLETIONS, DIALECT_COUNT };
 
 #define REQ_MAX_STOP 4
 #define REQ_MAX_N 8
@@ -66,7 +66,10 @@ struct request {
     int32_t *tokens;
     size_t n_tokens, cap_tokens;
     size_t n_head;           /* tokens before the generation prompt (KV continuation test) */
-    char *prompt_text;       /* rendered prompt (for /apply-template) */
+    char *prompt_text;       /* rendered prompt (for /apply-template); with raw, the prompt */
+    bool raw;                /* /v1/completions: no template; prompt_text (tokenized by validate)
+                                or, when prompt_text is NULL, the client's ids in tokens */
+    bool echo;               /* completions: the reply starts with the prompt text */
 
     /* echo-back fields */
     char *model;             /* the server's model id (not the client's) */
