@@ -18,10 +18,10 @@
 
 struct opts {
     const char *model, *host, *api_key;
-    const char *kv_cache_dir;
+    const char *kv_cache_dir, *cors;
     long port, ctx, threads, queue, conns, max_tokens, max_body, timeout;
     long kv_slots, kv_disk_slots, prefill_chunk;
-    bool kv_slots_force, reasoning;
+    bool kv_slots_force, reasoning, metrics;
 };
 
 static void usage(FILE *f)
@@ -49,6 +49,9 @@ static void usage(FILE *f)
         "  --kv-disk-slots N at most N sidecar files in D (default 8)\n"
         "  --prefill-chunk N prompt tokens per forward pass (default 512)\n"
         "  --reasoning on|off  reasoning when a request does not say (default off)\n"
+        "  --metrics         serve GET /metrics (Prometheus text format; default off)\n"
+        "  --cors ORIGINS    allow browser clients from these origins (comma-separated, or *;\n"
+        "                    default off)\n"
         "  --log-level L     debug, info, warn or error (default info)\n"
         "  --help            this text\n");
 }
@@ -103,12 +106,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
             done = true;
         }
         if (done) continue;
+        if (!strcmp(a, "--metrics")) {
+            o->metrics = true;
+            continue;
+        }
         if (!strcmp(a, "--kv-slots-force")) {
             o->kv_slots_force = true;
             continue;
         }
         if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level") ||
-            !strcmp(a, "--kv-cache-dir") || !strcmp(a, "--reasoning")) {
+            !strcmp(a, "--kv-cache-dir") || !strcmp(a, "--reasoning") ||
+            !strcmp(a, "--cors")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lmserve: %s needs a value\n", a);
                 return -1;
@@ -128,6 +136,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
                     return -1;
                 }
                 o->api_key = v;
+            } else if (!strcmp(a, "--cors")) {
+                if (!v[0]) {
+                    fprintf(stderr, "lmserve: --cors needs origins (e.g. http://localhost:3000 or *)\n");
+                    return -1;
+                }
+                o->cors = v;
             } else if (!strcmp(a, "--reasoning")) {
                 if (strcmp(v, "on") && strcmp(v, "off")) {
                     fprintf(stderr, "lmserve: bad value '%s' for --reasoning (on or off)\n", v);
@@ -227,7 +241,9 @@ int main(int argc, char **argv)
                            .conns = (int)o.conns,
                            .timeout_s = (int)o.timeout,
                            .max_body = (size_t)o.max_body,
-                           .api_key = o.api_key};
+                           .api_key = o.api_key,
+                           .cors = o.cors,
+                           .metrics = o.metrics};
     struct http_server *srv = http_start(&ho, &app, &e);
     if (!srv) {
         fprintf(stderr, "lmserve: %s\n", e.msg);

@@ -15,6 +15,7 @@
 #include "api/api.h"
 #include "base/buf.h"
 #include "base/log.h"
+#include "serve/metrics.h"
 
 #define WAIT_SLICE_MS 100
 #define SSE_BLOCK 16384
@@ -31,6 +32,7 @@ enum route {
     R_APPLY_TEMPLATE,
     R_TOKENIZE,
     R_COMPLETIONS,
+    R_METRICS,
     R_DETOKENIZE,
     R_COUNT
 };
@@ -41,6 +43,7 @@ struct http_server {
     struct http_app *app;
     int port;
     char *api_key;
+    struct metrics *metrics; /* --metrics, else NULL */
 };
 
 struct conn_req {
@@ -87,6 +90,7 @@ static enum route route_of(const char *url, const char **model_id)
     if (!strcmp(p, "/apply-template")) return R_APPLY_TEMPLATE;
     if (!strcmp(p, "/tokenize")) return R_TOKENIZE;
     if (!strcmp(p, "/completions")) return R_COMPLETIONS;
+    if (!strcmp(url, "/metrics")) return R_METRICS;
     if (!strcmp(p, "/detokenize")) return R_DETOKENIZE;
     return R_NONE;
 }
@@ -106,6 +110,38 @@ static enum dialect dialect_of(enum route r, const char *url)
     return DIALECT_CHAT;
 }
 
+/* CORS (--cors): the Access-Control-Allow-Origin value for this request's Origin, or NULL (CORS
+ * off, no Origin, or an origin not in the list). */
+static const char *cors_origin(struct conn_req *cr)
+{
+    const char *list = cr->srv->o.cors;
+    if (!list) return NULL;
+    const char *o = MHD_lookup_connection_value(cr->conn, MHD_HEADER_KIND, "Origin");
+    if (!o) return NULL;
+    if (!strcmp(list, "*")) return "*";
+    size_t ol = strlen(o);
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *q = p;
+        while (n && *q == ' ') q++, n--;
+        while (n && q[n - 1] == ' ') n--;
+        if (n == ol && !strncasecmp(q, o, n)) return o;
+        p += strcspn(p, ",");
+        if (*p) p++;
+    }
+    return NULL;
+}
+
+/* Every reply (errors and streams included) carries the CORS headers of an allowed origin. */
+static void add_cors(struct conn_req *cr, struct MHD_Response *r)
+{
+    const char *ao = cors_origin(cr);
+    if (!ao) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", ao);
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After");
+    if (strcmp(ao, "*")) MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result send_body(struct conn_req *cr, int status, const char *ctype,
                                  const char *body, size_t len, int retry_after)
 {
@@ -113,6 +149,7 @@ static enum MHD_Result send_body(struct conn_req *cr, int status, const char *ct
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    add_cors(cr, r);
     if (retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", retry_after);
@@ -288,6 +325,7 @@ static enum MHD_Result serve_generate(struct conn_req *cr, struct backend *b, st
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        add_cors(cr, r);
         enum MHD_Result rc = MHD_queue_response(cr->conn, (unsigned)status, r);
         MHD_destroy_response(r);
         cr->status = status;
@@ -358,6 +396,58 @@ static enum MHD_Result serve_tokens(struct conn_req *cr, struct backend *b)
     return r;
 }
 
+/* A browser's CORS preflight (no key needed: browsers send none on it). */
+static enum MHD_Result serve_preflight(struct conn_req *cr)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    if (cors_origin(cr)) {
+        add_cors(cr, r);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        /* the headers the SDKs send (the browser asks for its exact list; echo it too) */
+        const char *want = MHD_lookup_connection_value(cr->conn, MHD_HEADER_KIND,
+                                                       "Access-Control-Request-Headers");
+        char h[1024];
+        snprintf(h, sizeof h, "Authorization, x-api-key, anthropic-version, anthropic-beta, "
+                              "Content-Type%s%.900s", want && want[0] ? ", " : "", want ? want : "");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", h);
+        MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    }
+    enum MHD_Result rc = MHD_queue_response(cr->conn, 204, r);
+    MHD_destroy_response(r);
+    cr->status = 204;
+    return rc;
+}
+
+/* The metrics label of a route: its canonical path (never the client's URL: bounded labels). */
+static const char *route_label(enum route r)
+{
+    static const char *const names[R_COUNT] = {
+        [R_NONE] = "unknown", [R_CHAT] = "/v1/chat/completions", [R_RESPONSES] = "/v1/responses",
+        [R_MESSAGES] = "/v1/messages", [R_COUNT_TOKENS] = "/v1/messages/count_tokens",
+        [R_MODELS] = "/v1/models", [R_MODEL_ONE] = "/v1/models/{id}", [R_HEALTH] = "/health",
+        [R_APPLY_TEMPLATE] = "/apply-template", [R_TOKENIZE] = "/tokenize",
+        [R_DETOKENIZE] = "/detokenize", [R_COMPLETIONS] = "/v1/completions",
+        [R_METRICS] = "/metrics"};
+    return (unsigned)r < R_COUNT && names[r] ? names[r] : "unknown";
+}
+
+static enum MHD_Result serve_metrics(struct conn_req *cr)
+{
+    struct err e;
+    if (!cr->srv->metrics) {
+        err_set(&e, ERR_NOT_FOUND, "metrics are off (start the server with --metrics)");
+        return send_error(cr, &e);
+    }
+    struct queue *q = atomic_load(&cr->srv->app->queue);
+    struct buf o = {0};
+    metrics_render(cr->srv->metrics, q ? queue_len(q) : 0, q ? queue_busy(q) : false, &o);
+    enum MHD_Result rc = send_body(cr, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                   o.data ? o.data : "", o.len, 0);
+    buf_free(&o);
+    return rc;
+}
+
 static enum MHD_Result handle(struct conn_req *cr, const char *url)
 {
     struct http_app *app = cr->srv->app;
@@ -384,6 +474,7 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
         err_set(&e, ERR_NOT_FOUND, "no such endpoint: %s %s", cr->method, cr->path);
         return send_error(cr, &e);
     }
+    if (!strcmp(cr->method, "OPTIONS") && cr->srv->o.cors) return serve_preflight(cr);
     bool post = !strcmp(cr->method, "POST");
     if (route_is_post(cr->route) != post || (!post && strcmp(cr->method, "GET"))) {
         struct buf b = {0};
@@ -420,6 +511,7 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
         buf_free(&bb);
         return rc;
     }
+    if (cr->route == R_METRICS) return serve_metrics(cr);
     struct queue *q = atomic_load(&app->queue);
     if (!b || !q || atomic_load(&app->stopping)) {
         err_set(&e, ERR_CANCELLED,
@@ -500,6 +592,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         double tps = dec > 0 && j->usage.completion_tokens > 1
                          ? (double)(j->usage.completion_tokens - 1) / dec
                          : 0;
+        metrics_observe(cr->srv->metrics, route_label(cr->route), status, &j->usage,
+                        j->t_first > 0 ? j->t_first - cr->t0 : -1,
+                        dec > 0 && j->usage.completion_tokens > 1
+                            ? dec / (double)(j->usage.completion_tokens - 1)
+                            : -1);
         log_info("%s %s %d prompt=%lld completion=%lld cached=%lld ttft_ms=%.1f tok_s=%.1f "
                  "total_ms=%.1f",
                  cr->method, cr->path, status, (long long)j->usage.prompt_tokens,
@@ -507,6 +604,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                  tps, (mono_seconds() - cr->t0) * 1e3);
         job_unref(j);
     } else if (cr->status) {
+        metrics_observe(cr->srv->metrics, route_label(cr->route), cr->status, NULL, -1, -1);
         log_info("%s %s %d total_ms=%.1f%s%s%s", cr->method, cr->path, cr->status,
                  (mono_seconds() - cr->t0) * 1e3, cr->why[0] ? " error=\"" : "", cr->why,
                  cr->why[0] ? "\"" : "");
@@ -525,6 +623,12 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
     s->o = *o;
     s->app = app;
     if (o->api_key && o->api_key[0]) s->api_key = strdup(o->api_key);
+    if (o->metrics && !(s->metrics = metrics_new())) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        free(s->api_key);
+        free(s);
+        return NULL;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
@@ -551,6 +655,7 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
     if (!s->d) {
         err_set(e, ERR_IO, "cannot listen on %s:%d (in use, or not a local address?)", o->host,
                 o->port);
+        metrics_free(s->metrics);
         free(s->api_key);
         free(s);
         return NULL;
@@ -576,6 +681,7 @@ void http_stop(struct http_server *s)
 {
     if (!s) return;
     if (s->d) MHD_stop_daemon(s->d);
+    metrics_free(s->metrics);
     free(s->api_key);
     free(s);
 }

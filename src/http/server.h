@@ -25,6 +25,8 @@ struct http_opts {
     int timeout_s;       /* idle timeout while reading a request */
     size_t max_body;     /* bytes; larger bodies get 413 */
     const char *api_key; /* NULL = no auth */
+    const char *cors;    /* --cors: allowed browser origins, comma-separated, or "*"; NULL = off */
+    bool metrics;        /* --metrics: GET /metrics (Prometheus text) */
 };
 
 /* What the handlers serve. backend and queue are published once the model is loaded (ready). */
