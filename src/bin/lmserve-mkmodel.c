@@ -1,8 +1,10 @@
 /* lmserve-mkmodel — writes a synthetic Qwen3 / Qwen3-MoE GGUF (seeded random weights + a real
- * tokenizer converted from tokenizer.json) for tests and benchmarks.
+ * tokenizer converted from tokenizer.json) for tests and benchmarks, or imports trained Qwen3
+ * weights (HF config.json + F32 model.safetensors; the demo model, scripts/train_demo.py).
  *
  *   lmserve-mkmodel --shape tiny|qwen3-0.6b|moe-tiny --type f32|f16|q8_0|q4_k_m
- *                   --tokenizer DIR --seed N -o OUT.gguf */
+ *                   --tokenizer DIR --seed N -o OUT.gguf
+ *   lmserve-mkmodel --weights DIR --name NAME --type TYPE --tokenizer DIR -o OUT.gguf */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,7 +20,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: lmserve-mkmodel --shape SHAPE --type TYPE --tokenizer DIR [--seed N] -o OUT.gguf\n"
-            "  --shape SHAPE     %s (required)\n"
+            "       lmserve-mkmodel --weights DIR --name NAME --type TYPE --tokenizer DIR -o OUT.gguf\n"
+            "  --shape SHAPE     %s (random weights, marked as such in the file)\n"
+            "  --weights DIR     trained Qwen3 weights: DIR/config.json + DIR/model.safetensors (F32)\n"
+            "  --name NAME       general.name of an imported model (no spaces; the server's model id)\n"
             "  --type TYPE       f32, f16, q8_0, q4_k_m (required)\n"
             "  --tokenizer DIR   directory with tokenizer.json + tokenizer_config.json (required)\n"
             "  --seed N          weight seed, unsigned integer (default 1)\n"
@@ -36,7 +41,7 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    const char *shape_name = NULL, *type_name = NULL, *tokdir = NULL, *out = NULL;
+    const char *shape_name = NULL, *type_name = NULL, *tokdir = NULL, *out = NULL, *weights = NULL, *gname = NULL;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -52,6 +57,8 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--shape")) shape_name = v;
         else if (!strcmp(a, "--type")) type_name = v;
         else if (!strcmp(a, "--tokenizer")) tokdir = v;
+        else if (!strcmp(a, "--weights")) weights = v;
+        else if (!strcmp(a, "--name")) gname = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--seed")) {
             char *end;
@@ -67,12 +74,23 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!shape_name || !type_name || !tokdir || !out) {
-        fprintf(stderr, "lmserve-mkmodel: --shape, --type, --tokenizer and -o are required (see --help)\n");
+    if (weights) {
+        if (shape_name || !gname || !type_name || !tokdir || !out) {
+            fprintf(stderr, "lmserve-mkmodel: --weights needs --name, --type, --tokenizer and -o, and no --shape "
+                            "(see --help)\n");
+            return 2;
+        }
+        if (!gname[0] || strpbrk(gname, " \t\n")) {
+            fprintf(stderr, "lmserve-mkmodel: --name: '%s' must be non-empty and without spaces\n", gname);
+            return 2;
+        }
+    } else if (!shape_name || !type_name || !tokdir || !out || gname) {
+        fprintf(stderr, "lmserve-mkmodel: --shape, --type, --tokenizer and -o are required, --name only with "
+                        "--weights (see --help)\n");
         return 2;
     }
-    const struct mkmodel_shape *shape = mkmodel_shape_find(shape_name);
-    if (!shape) {
+    const struct mkmodel_shape *shape = weights ? NULL : mkmodel_shape_find(shape_name);
+    if (!weights && !shape) {
         fprintf(stderr, "lmserve-mkmodel: --shape: unknown shape '%s' (one of %s)\n", shape_name, mkmodel_shape_names());
         return 2;
     }
@@ -86,17 +104,22 @@ int main(int argc, char **argv)
     struct err e = {0};
     struct hf_tokenizer tok;
     memset(&tok, 0, sizeof tok);
-    if (hf_tokenizer_load(tokdir, shape->n_vocab, &tok, &e)) {
+    if (hf_tokenizer_load(tokdir, shape ? shape->n_vocab : 0, &tok, &e)) {
         fprintf(stderr, "lmserve-mkmodel: tokenizer: %s\n", e.msg);
         return 1;
     }
-    int rc = mkmodel_write(shape, (enum mkmodel_type)type, seed, &tok, out, &e);
+    int rc = weights ? mkmodel_import(weights, (enum mkmodel_type)type, &tok, gname, out, &e)
+                     : mkmodel_write(shape, (enum mkmodel_type)type, seed, &tok, out, &e);
     hf_tokenizer_free(&tok);
     if (rc) {
         fprintf(stderr, "lmserve-mkmodel: %s\n", e.msg);
         return 1;
     }
-    fprintf(stderr, "lmserve-mkmodel: wrote %s (%s, %s, seed %" PRIu64 ") in %.1f s\n", out, shape->name,
-            mkmodel_type_name((enum mkmodel_type)type), seed, now_s() - t0);
+    if (weights)
+        fprintf(stderr, "lmserve-mkmodel: wrote %s (%s from %s, %s) in %.1f s\n", out, gname, weights,
+                mkmodel_type_name((enum mkmodel_type)type), now_s() - t0);
+    else
+        fprintf(stderr, "lmserve-mkmodel: wrote %s (%s, %s, seed %" PRIu64 ") in %.1f s\n", out, shape->name,
+                mkmodel_type_name((enum mkmodel_type)type), seed, now_s() - t0);
     return 0;
 }

@@ -17,7 +17,7 @@
 #include "serve/queue.h"
 
 struct opts {
-    const char *model, *host, *api_key;
+    const char *model, *host, *api_key, *alias;
     const char *kv_cache_dir, *cors;
     long port, ctx, threads, queue, conns, max_tokens, max_body, timeout;
     long kv_slots, kv_disk_slots, prefill_chunk;
@@ -33,6 +33,7 @@ static void usage(FILE *f)
         "  --port N          port (default 8080; 0 = any free port)\n"
         "  --ctx N           context length (default: the model's, capped by the RAM guard)\n"
         "  --threads N       threads for a forward pass (default: physical cores)\n"
+        "  --alias NAME      model id to serve under (default: the file's general.name)\n"
         "  --api-key K       require Authorization: Bearer K or x-api-key: K (default: none;\n"
         "                    also read from LMSERVE_API_KEY)\n"
         "  --queue N         requests waiting beyond the running one; more get 429 (default 16)\n"
@@ -116,7 +117,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level") ||
             !strcmp(a, "--kv-cache-dir") || !strcmp(a, "--reasoning") ||
-            !strcmp(a, "--cors")) {
+            !strcmp(a, "--cors") || !strcmp(a, "--alias")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lmserve: %s needs a value\n", a);
                 return -1;
@@ -130,6 +131,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
                     return -1;
                 }
                 o->kv_cache_dir = v;
+            } else if (!strcmp(a, "--alias")) {
+                if (!v[0] || strpbrk(v, " \t\r\n/")) {
+                    fprintf(stderr, "lmserve: --alias '%s' must be non-empty, without spaces or '/'\n", v);
+                    return -1;
+                }
+                o->alias = v;
             } else if (!strcmp(a, "--api-key")) {
                 if (!v[0]) {
                     fprintf(stderr, "lmserve: --api-key must not be empty\n");
@@ -258,7 +265,8 @@ int main(int argc, char **argv)
                                   .kv_slots_force = o.kv_slots_force,
                                   .kv_cache_dir = o.kv_cache_dir,
                                   .kv_disk_slots = (int)o.kv_disk_slots,
-                                  .prefill_chunk = (int)o.prefill_chunk};
+                                  .prefill_chunk = (int)o.prefill_chunk,
+                                  .alias = o.alias};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {
         fprintf(stderr, "lmserve: cannot load %s: %s\n", o.model, e.msg);

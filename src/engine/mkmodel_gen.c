@@ -252,38 +252,15 @@ static void add_norm(struct gen *g, const char *name, int64_t n)
     add(g, name, "norm", 1, (int64_t[]){n}, 1.0f, NORM_NOISE);
 }
 
-int mkmodel_write(const struct mkmodel_shape *s, enum mkmodel_type type, uint64_t seed, const struct hf_tokenizer *tok,
-                  const char *path, struct err *e)
+int mkmodel_write_hparams(struct gguf_writer *w, const struct mkmodel_shape *s, enum mkmodel_type type,
+                          const char *general_name)
 {
-    if ((unsigned)type >= MKMODEL_TYPE_COUNT) return err_set(e, ERR_INVALID, "mkmodel: unknown weight type");
-    if (s->n_layer < 1 || s->n_embd < 1 || s->n_head < 1 || s->n_head_kv < 1 || s->head_dim < 1 || s->n_vocab < 1 ||
-        s->n_head % s->n_head_kv || (s->n_expert && (s->n_expert_used < 1 || s->n_expert_used > s->n_expert)))
-        return err_set(e, ERR_INVALID, "mkmodel: inconsistent shape %s", s->name);
-    if (tok && tok->n_tokens != s->n_vocab)
-        return err_set(e, ERR_INVALID, "mkmodel: tokenizer has %" PRId64 " tokens, shape %s has vocab %" PRId64,
-                       tok->n_tokens, s->name, s->n_vocab);
-    const bool moe = s->n_expert > 0;
-    const char *arch = moe ? "qwen3moe" : "qwen3";
-    struct gen g = {.seed = seed, .type = type};
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    g.sh.n_threads = nproc < 1 ? 1 : nproc > GEN_MAX_THREADS ? GEN_MAX_THREADS : (int)nproc;
-    g.cap = 3 + s->n_layer * 12;
-    g.t = calloc((size_t)g.cap, sizeof *g.t);
-    g.w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
-    if (!g.t || !g.w) {
-        free(g.t);
-        gguf_writer_free(g.w);
-        return err_set(e, ERR_NOMEM, "mkmodel: out of memory");
-    }
-
-    char key[128], name[64];
-    struct gguf_writer *w = g.w;
+    const char *arch = s->n_expert > 0 ? "qwen3moe" : "qwen3";
+    char key[128];
     int rc = 0;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
-    char gname[128];
-    snprintf(gname, sizeof gname, "lmserve-mkmodel %s %s seed %" PRIu64, s->name, type_names[type], seed);
     rc |= gguf_w_str(w, "general.architecture", arch);
-    rc |= gguf_w_str(w, "general.name", gname);
+    rc |= gguf_w_str(w, "general.name", general_name);
     rc |= gguf_w_u32(w, "general.file_type", file_type_id(type));
     if (type == MKMODEL_Q8_0 || type == MKMODEL_Q4_K_M) rc |= gguf_w_u32(w, "general.quantization_version", 2);
     rc |= gguf_w_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
@@ -296,12 +273,45 @@ int mkmodel_write(const struct mkmodel_shape *s, enum mkmodel_type type, uint64_
     rc |= gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
     rc |= gguf_w_f32(w, KEY("rope.freq_base"), s->rope_base);
     rc |= gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->norm_eps);
-    if (moe) {
+    if (s->n_expert > 0) {
         rc |= gguf_w_u32(w, KEY("expert_count"), (uint32_t)s->n_expert);
         rc |= gguf_w_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used);
         rc |= gguf_w_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp);
     }
 #undef KEY
+    return rc ? -1 : 0;
+}
+
+int mkmodel_write(const struct mkmodel_shape *s, enum mkmodel_type type, uint64_t seed, const struct hf_tokenizer *tok,
+                  const char *path, struct err *e)
+{
+    if ((unsigned)type >= MKMODEL_TYPE_COUNT) return err_set(e, ERR_INVALID, "mkmodel: unknown weight type");
+    if (s->n_layer < 1 || s->n_embd < 1 || s->n_head < 1 || s->n_head_kv < 1 || s->head_dim < 1 || s->n_vocab < 1 ||
+        s->n_head % s->n_head_kv || (s->n_expert && (s->n_expert_used < 1 || s->n_expert_used > s->n_expert)))
+        return err_set(e, ERR_INVALID, "mkmodel: inconsistent shape %s", s->name);
+    if (tok && tok->n_tokens != s->n_vocab)
+        return err_set(e, ERR_INVALID, "mkmodel: tokenizer has %" PRId64 " tokens, shape %s has vocab %" PRId64,
+                       tok->n_tokens, s->name, s->n_vocab);
+    const bool moe = s->n_expert > 0;
+    struct gen g = {.seed = seed, .type = type};
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    g.sh.n_threads = nproc < 1 ? 1 : nproc > GEN_MAX_THREADS ? GEN_MAX_THREADS : (int)nproc;
+    g.cap = 3 + s->n_layer * 12;
+    g.t = calloc((size_t)g.cap, sizeof *g.t);
+    g.w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
+    if (!g.t || !g.w) {
+        free(g.t);
+        gguf_writer_free(g.w);
+        return err_set(e, ERR_NOMEM, "mkmodel: out of memory");
+    }
+
+    char name[64];
+    struct gguf_writer *w = g.w;
+    char gname[128];
+    snprintf(gname, sizeof gname, "lmserve-mkmodel-%s-%s-seed%" PRIu64, s->name, type_names[type], seed);
+    /* the server warns about (and /v1/models marks) a model with this key: its replies are noise */
+    int rc = mkmodel_write_hparams(w, s, type, gname);
+    rc |= gguf_w_bool(w, MKMODEL_KEY_RANDOM, true);
     if (rc) {
         /* the writer remembers why; gguf_writer_save reports it */
     } else if (tok && hf_tokenizer_write_gguf(tok, w, e)) {

@@ -15,6 +15,12 @@
 #include "base/err.h"
 
 struct hf_tokenizer;
+struct gguf_writer;
+
+/* GGUF key (bool, true) that mkmodel_write puts in every file it makes: the weights are seeded
+ * noise. The server warns at startup and /v1/models says so (docs/gguf.md). Imported weights
+ * (mkmodel_import) do not carry it. */
+#define MKMODEL_KEY_RANDOM "lmserve.random_weights"
 
 struct mkmodel_shape {
     const char *name; /* "tiny", "qwen3-0.6b", "moe-tiny" */
@@ -46,5 +52,19 @@ uint32_t mkmodel_tensor_type(enum mkmodel_type t, const char *role, int64_t n_in
  * weights themselves; lmserve needs a tokenizer). */
 int mkmodel_write(const struct mkmodel_shape *s, enum mkmodel_type type, uint64_t seed,
                   const struct hf_tokenizer *tok, const char *path, struct err *e);
+
+/* Writes general.architecture/name/file_type (+ quantization_version) and the arch.* hyper-
+ * parameters of shape s into w. */
+int mkmodel_write_hparams(struct gguf_writer *w, const struct mkmodel_shape *s, enum mkmodel_type type,
+                          const char *general_name);
+
+/* Imports trained Qwen3 weights: dir/config.json (Hugging Face Qwen3 config: hidden_size,
+ * intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
+ * rms_norm_eps, rope_theta, vocab_size, max_position_embeddings, tie_word_embeddings) and
+ * dir/model.safetensors (F32 tensors under HF names, e.g. model.layers.0.self_attn.q_proj.weight)
+ * -> a GGUF of file type `type` at path, with tok's tokenizer keys and general.name = name.
+ * Every tensor the config implies must be present with its exact shape, and no other. */
+int mkmodel_import(const char *dir, enum mkmodel_type type, const struct hf_tokenizer *tok, const char *name,
+                   const char *path, struct err *e);
 
 #endif

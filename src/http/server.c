@@ -1,4 +1,5 @@
 #include "http/server.h"
+#include "http/chat_page.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +30,7 @@ enum route {
     R_MODELS,
     R_MODEL_ONE,
     R_HEALTH,
+    R_PAGE, /* GET /: the chat page (src/http/chat_page.html, built in) */
     R_APPLY_TEMPLATE,
     R_TOKENIZE,
     R_COMPLETIONS,
@@ -87,6 +89,7 @@ static enum route route_of(const char *url, const char **model_id)
         return R_MODEL_ONE;
     }
     if (!strcmp(p, "/health")) return R_HEALTH;
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) return R_PAGE;
     if (!strcmp(p, "/apply-template")) return R_APPLY_TEMPLATE;
     if (!strcmp(p, "/tokenize")) return R_TOKENIZE;
     if (!strcmp(p, "/completions")) return R_COMPLETIONS;
@@ -231,6 +234,7 @@ static enum MHD_Result serve_models(struct conn_req *cr, struct backend *b, cons
     json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s}", "id", b->model_id, "object",
                           "model", "created", (json_int_t)0, "owned_by", "lmserve", "type", "model",
                           "display_name", b->model_id, "created_at", "1970-01-01T00:00:00Z");
+    if (m && b->random_weights) json_object_set_new(m, "random_weights", json_true()); /* lmserve-mkmodel's */
     json_t *body;
     if (one) {
         if (strcmp(one, b->model_id)) {
@@ -494,6 +498,9 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
                  queue_busy(hq) ? "true" : "false");
         return send_json(cr, 200, h);
     }
+    if (cr->route == R_PAGE) /* static, no secrets: served without the key (the page asks for it) */
+        return send_body(cr, 200, "text/html; charset=utf-8", (const char *)http_chat_page,
+                         http_chat_page_len, 0);
     if (!authorized(cr)) {
         err_set(&e, ERR_AUTH,
                 "invalid or missing API key (send Authorization: Bearer KEY or x-api-key: KEY)");

@@ -43,6 +43,7 @@ struct backend {
     const struct backend_ops *ops;
     struct backend_caps caps;
     char model_id[128];
+    bool random_weights; /* the file says its weights are seeded noise (lmserve-mkmodel) */
     int n_ctx;
     int32_t n_vocab;                    /* token ids are 0..n_vocab-1 */
     int max_tokens_cap;                 /* --max-tokens */

