@@ -82,7 +82,7 @@ test('page loads, shows the model, streams a reply with usage', async () => {
     assert.equal(await page.$eval('#send', (e) => e.disabled), false);
     await page.screenshot({ path: path.join(ARTIFACTS, 'chat-page.png') });
     assert.deepEqual(errors, []);
-    console.log(`# reply: ${JSON.stringify(reply)} | ${stats}`);
+    console.log(`# reply: ${JSON.stringify(reply.slice(0, 200))} | ${stats}`);
   } finally {
     await srv.stop();
   }
