@@ -65,7 +65,7 @@ void api_enc_free(void *ctx)
 
 int api_enc_write(struct api_enc *en, const char *s, size_t n)
 {
-    if (pipe_cancelled(en->job->pipe)) return -1;
+    if (pipe_abandoned(en->job->pipe)) return -1; /* interrupted: the error ending still goes */
     return pipe_write(en->job->pipe, s, n);
 }
 

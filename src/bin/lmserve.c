@@ -19,10 +19,14 @@
 struct opts {
     const char *model, *host, *api_key, *alias;
     const char *kv_cache_dir, *cors;
-    long port, ctx, threads, queue, conns, max_tokens, max_body, timeout;
+    long port, ctx, threads, queue, conns, conns_per_client, max_tokens, max_body, timeout;
+    long header_timeout, body_timeout, body_min_rate, shutdown_grace;
     long kv_slots, kv_disk_slots, prefill_chunk;
     bool kv_slots_force, reasoning, metrics;
 };
+
+/* After the queue drained: how long connections may take to write their last bytes. */
+#define SHUTDOWN_DELIVER_MS 700
 
 static void usage(FILE *f)
 {
@@ -37,11 +41,19 @@ static void usage(FILE *f)
         "  --api-key K       require Authorization: Bearer K or x-api-key: K (default: none;\n"
         "                    also read from LMSERVE_API_KEY)\n"
         "  --queue N         requests waiting beyond the running one; more get 429 (default 16)\n"
-        "  --conns N         concurrent connections (default 64)\n"
+        "  --conns N         concurrent connections; beyond, a prompt 503 + Retry-After\n"
+        "                    (default 256)\n"
+        "  --conns-per-client N  concurrent connections from one address (default 128)\n"
         "  --max-tokens N    cap on any reply, and the default when a request names none\n"
         "                    (default 1024)\n"
         "  --max-body N      request body limit in bytes; larger gets 413 (default 8388608)\n"
-        "  --timeout S       idle timeout while a request is read, seconds (default 30)\n"
+        "  --timeout S       idle timeout of a connection, seconds (default 30)\n"
+        "  --header-timeout S  absolute deadline for a request head, seconds (default 10)\n"
+        "  --body-timeout S  absolute deadline for a body: S + its length at --body-min-rate\n"
+        "                    (default 10)\n"
+        "  --body-min-rate B slowest accepted body upload, bytes/s (default 65536)\n"
+        "  --shutdown-grace S  on SIGTERM/SIGINT, seconds the running reply may take to\n"
+        "                    finish before it is cut with an error ending (default 5)\n"
         "  --kv-slots N      resident KV caches reused across requests by common prefix\n"
         "                    (default 1; docs/kv-cache.md)\n"
         "  --kv-slots-force  keep --kv-slots even above available memory (still warns)\n"
@@ -85,6 +97,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"--kv-slots", offsetof(struct opts, kv_slots), 1, 1 << 16},
         {"--kv-disk-slots", offsetof(struct opts, kv_disk_slots), 1, 1 << 16},
         {"--prefill-chunk", offsetof(struct opts, prefill_chunk), 1, 1 << 16},
+        {"--conns-per-client", offsetof(struct opts, conns_per_client), 1, 1 << 16},
+        {"--header-timeout", offsetof(struct opts, header_timeout), 1, 86400},
+        {"--body-timeout", offsetof(struct opts, body_timeout), 1, 86400},
+        {"--body-min-rate", offsetof(struct opts, body_min_rate), 1, 1L << 32},
+        {"--shutdown-grace", offsetof(struct opts, shutdown_grace), 0, 3600},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -218,7 +235,12 @@ int main(int argc, char **argv)
     struct opts o = {.host = "127.0.0.1",
                      .port = 8080,
                      .queue = 16,
-                     .conns = 64,
+                     .conns = HTTP_DEFAULT_CONNS,
+                     .conns_per_client = HTTP_DEFAULT_CONNS_PER_CLIENT,
+                     .header_timeout = HTTP_DEFAULT_HEADER_TIMEOUT_S,
+                     .body_timeout = HTTP_DEFAULT_BODY_TIMEOUT_S,
+                     .body_min_rate = HTTP_DEFAULT_BODY_MIN_RATE,
+                     .shutdown_grace = 5,
                      .max_tokens = 1024,
                      .max_body = HTTP_DEFAULT_MAX_BODY,
                      .timeout = HTTP_DEFAULT_TIMEOUT_S};
@@ -246,7 +268,11 @@ int main(int argc, char **argv)
     struct http_opts ho = {.host = o.host,
                            .port = (int)o.port,
                            .conns = (int)o.conns,
+                           .conns_per_client = (int)o.conns_per_client,
                            .timeout_s = (int)o.timeout,
+                           .header_timeout_s = (int)o.header_timeout,
+                           .body_timeout_s = (int)o.body_timeout,
+                           .body_min_rate = (size_t)o.body_min_rate,
                            .max_body = (size_t)o.max_body,
                            .api_key = o.api_key,
                            .cors = o.cors,
@@ -293,10 +319,15 @@ int main(int argc, char **argv)
     int sig = sigs.sig;
     pthread_mutex_unlock(&sigs.mu);
     log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* R-CONC-5: nothing is lost. New requests on open connections get 503, the queued ones
+     * their 503 body, the running one up to the grace period and then an in-band error ending;
+     * the connections then deliver those bytes (bounded, a client may read nothing) and close. */
     atomic_store(&app.stopping, true);
-    http_quiesce(srv); /* no new connections */
-    queue_shutdown(q); /* cancel the running job, fail the queued ones, join the worker */
-    http_stop(srv);    /* connections drain their (now ended) pipes and close */
+    http_quiesce(srv);                               /* no new connections */
+    queue_drain(q, (int)o.shutdown_grace * 1000);    /* every pipe has ended after this */
+    int left = http_drain(srv, SHUTDOWN_DELIVER_MS); /* replies written */
+    if (left) log_warn("shutdown: %d replies not delivered in time (clients not reading)", left);
+    http_stop(srv); /* close every connection */
     queue_free(q);
     b->ops->free(b);
     log_info("bye");

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* strcasestr */
 #include "http/server.h"
 #include "http/chat_page.h"
 
@@ -9,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,45 +19,58 @@
 #include "api/api.h"
 #include "base/buf.h"
 #include "base/log.h"
+#include "http/guard.h"
 #include "serve/metrics.h"
 
 #define WAIT_SLICE_MS 100
 #define SSE_BLOCK 16384
+/* MHD's own connection limit sits above the guard's, so the guard's count (which a closing
+ * connection leaves a moment before MHD's) is the one that binds. */
+#define MHD_LIMIT_SLACK 32
+#define LISTEN_BACKLOG 511
 
-enum route {
-    R_NONE,
-    R_CHAT,
-    R_RESPONSES,
-    R_MESSAGES,
-    R_COUNT_TOKENS,
-    R_MODELS,
-    R_MODEL_ONE,
-    R_HEALTH,
-    R_PAGE, /* GET /: the chat page (src/http/chat_page.html, built in) */
-    R_APPLY_TEMPLATE,
-    R_TOKENIZE,
-    R_COMPLETIONS,
-    R_METRICS,
-    R_DETOKENIZE,
-    R_COUNT
+struct conn_req;
+typedef enum MHD_Result (*serve_fn)(struct conn_req *cr);
+
+/* Route flags. */
+#define RT_PUBLIC 1u /* no API key needed */
+#define RT_BODY 2u   /* takes a JSON body (Content-Type checked) */
+#define RT_MODEL 4u  /* needs the loaded model (503 while loading or stopping) */
+
+/* One endpoint: its path after an optional /v1 prefix (a trailing '*' matches any non-empty
+ * rest, handed to the handler as cr->arg), its method, the dialect its errors are shaped in,
+ * flags and handler. New endpoints are new rows. */
+struct route {
+    const char *path;
+    const char *method;
+    enum dialect dialect;
+    unsigned flags;
+    serve_fn serve;
+    const char *label; /* for metrics: the canonical path (never the client's URL) */
 };
 
 struct http_server {
     struct MHD_Daemon *d;
+    struct guard *g;
     struct http_opts o;
     struct http_app *app;
     int port;
     char *api_key;
     struct metrics *metrics; /* --metrics, else NULL */
+    atomic_int in_flight;    /* requests between their head and their completion */
 };
 
 struct conn_req {
     struct http_server *srv;
     struct MHD_Connection *conn;
-    enum route route;
+    struct guard_conn *gc;
+    const struct route *rt;
+    const char *arg;      /* the '*' part of the path (into path[]) */
     enum dialect dialect; /* error shape */
     struct buf body;
     bool too_large;
+    bool http11; /* may get an interim 100 as a disconnect probe */
+    bool probed;
     struct job *job;
     int status;
     char method[8];
@@ -75,41 +91,72 @@ bool http_key_equal(const char *given, size_t given_len, const char *want)
     return diff == 0;
 }
 
-static enum route route_of(const char *url, const char **model_id)
+static enum MHD_Result serve_generate(struct conn_req *cr);
+static enum MHD_Result serve_prompt(struct conn_req *cr);
+static enum MHD_Result serve_models(struct conn_req *cr);
+static enum MHD_Result serve_health(struct conn_req *cr);
+static enum MHD_Result serve_tokens(struct conn_req *cr);
+static enum MHD_Result serve_metrics(struct conn_req *cr);
+static enum MHD_Result serve_page(struct conn_req *cr);
+
+static const struct route ROUTES[] = {
+    {"/chat/completions", "POST", DIALECT_CHAT, RT_BODY | RT_MODEL, serve_generate,
+     "/v1/chat/completions"},
+    {"/responses", "POST", DIALECT_RESPONSES, RT_BODY | RT_MODEL, serve_generate, "/v1/responses"},
+    {"/messages", "POST", DIALECT_MESSAGES, RT_BODY | RT_MODEL, serve_generate, "/v1/messages"},
+    {"/completions", "POST", DIALECT_COMPLETIONS, RT_BODY | RT_MODEL, serve_generate,
+     "/v1/completions"},
+    {"/messages/count_tokens", "POST", DIALECT_MESSAGES, RT_BODY | RT_MODEL, serve_prompt,
+     "/v1/messages/count_tokens"},
+    {"/apply-template", "POST", DIALECT_CHAT, RT_BODY | RT_MODEL, serve_prompt, "/apply-template"},
+    {"/models", "GET", DIALECT_CHAT, RT_MODEL, serve_models, "/v1/models"},
+    {"/models/*", "GET", DIALECT_CHAT, RT_MODEL, serve_models, "/v1/models/{id}"},
+    {"/health", "GET", DIALECT_CHAT, RT_PUBLIC, serve_health, "/health"},
+    {"/tokenize", "POST", DIALECT_CHAT, RT_BODY | RT_MODEL, serve_tokens, "/tokenize"},
+    {"/detokenize", "POST", DIALECT_CHAT, RT_BODY | RT_MODEL, serve_tokens, "/detokenize"},
+    {"/metrics", "GET", DIALECT_CHAT, 0, serve_metrics, "/metrics"},
+    /* the chat page (src/http/chat_page.html, built in): static, no secrets, so no key (the page
+     * asks for it) */
+    {"/", "GET", DIALECT_CHAT, RT_PUBLIC, serve_page, "/"},
+    {"/index.html", "GET", DIALECT_CHAT, RT_PUBLIC, serve_page, "/"},
+};
+
+static bool path_match(const char *pat, const char *p, const char **rest)
+{
+    size_t n = strlen(pat);
+    if (n && pat[n - 1] == '*') {
+        if (strncmp(p, pat, n - 1) || !p[n - 1]) return false;
+        *rest = p + n - 1;
+        return true;
+    }
+    return !strcmp(p, pat);
+}
+
+/* The route for (method, url). NULL when none: *path_known tells 405 (the path exists with
+ * another method) from 404. */
+static const struct route *route_find(const char *method, const char *url, const char **rest,
+                                      bool *path_known)
 {
     const char *p = url;
     if (!strncmp(p, "/v1/", 4)) p += 3;
-    if (!strcmp(p, "/chat/completions")) return R_CHAT;
-    if (!strcmp(p, "/responses")) return R_RESPONSES;
-    if (!strcmp(p, "/messages")) return R_MESSAGES;
-    if (!strcmp(p, "/messages/count_tokens")) return R_COUNT_TOKENS;
-    if (!strcmp(p, "/models")) return R_MODELS;
-    if (!strncmp(p, "/models/", 8) && p[8]) {
-        *model_id = p + 8;
-        return R_MODEL_ONE;
+    *path_known = false;
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
+        const char *r = NULL;
+        if (!path_match(ROUTES[i].path, p, &r)) continue;
+        *path_known = true;
+        if (!strcmp(method, ROUTES[i].method)) {
+            *rest = r;
+            return &ROUTES[i];
+        }
     }
-    if (!strcmp(p, "/health")) return R_HEALTH;
-    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) return R_PAGE;
-    if (!strcmp(p, "/apply-template")) return R_APPLY_TEMPLATE;
-    if (!strcmp(p, "/tokenize")) return R_TOKENIZE;
-    if (!strcmp(p, "/completions")) return R_COMPLETIONS;
-    if (!strcmp(url, "/metrics")) return R_METRICS;
-    if (!strcmp(p, "/detokenize")) return R_DETOKENIZE;
-    return R_NONE;
+    return NULL;
 }
 
-static bool route_is_post(enum route r)
+/* The error dialect of a path with no route (404 / 405 / refused connections). */
+static enum dialect dialect_of_path(const char *url)
 {
-    return r == R_CHAT || r == R_RESPONSES || r == R_MESSAGES || r == R_COUNT_TOKENS ||
-           r == R_APPLY_TEMPLATE || r == R_TOKENIZE || r == R_DETOKENIZE || r == R_COMPLETIONS;
-}
-
-static enum dialect dialect_of(enum route r, const char *url)
-{
-    if (r == R_MESSAGES || r == R_COUNT_TOKENS) return DIALECT_MESSAGES;
-    if (r == R_RESPONSES) return DIALECT_RESPONSES;
-    if (r == R_COMPLETIONS) return DIALECT_COMPLETIONS;
-    if (r == R_NONE && strstr(url, "/messages")) return DIALECT_MESSAGES;
+    if (strstr(url, "/messages")) return DIALECT_MESSAGES;
+    if (strstr(url, "/responses")) return DIALECT_RESPONSES;
     return DIALECT_CHAT;
 }
 
@@ -126,8 +173,10 @@ static const char *cors_origin(struct conn_req *cr)
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");
         const char *q = p;
-        while (n && *q == ' ') q++, n--;
-        while (n && q[n - 1] == ' ') n--;
+        while (n && *q == ' ')
+            q++, n--;
+        while (n && q[n - 1] == ' ')
+            n--;
         if (n == ol && !strncasecmp(q, o, n)) return o;
         p += strcspn(p, ",");
         if (*p) p++;
@@ -169,33 +218,48 @@ static enum MHD_Result send_json(struct conn_req *cr, int status, const char *bo
     return send_body(cr, status, "application/json", body, strlen(body), 0);
 }
 
-static enum MHD_Result send_error(struct conn_req *cr, const struct err *e)
+/* An error reply in the request's dialect; status 0 = the code's own (415 / 405 pass theirs). */
+static enum MHD_Result send_error_status(struct conn_req *cr, int status, const struct err *e)
 {
     struct buf b = {0};
     api_error_body(cr->dialect, e, &b);
-    int status = err_http_status(e->code);
+    if (!status) status = err_http_status(e->code);
     snprintf(cr->why, sizeof cr->why, "%.40s%s%.110s", e->param, e->param[0] ? ": " : "", e->msg);
     enum MHD_Result rc = send_body(cr, status, "application/json", b.data ? b.data : "{}", b.len,
-                                   status == 429 ? 1 : 0);
+                                   status == 429 || status == 503 ? 1 : 0);
     buf_free(&b);
     return rc;
 }
 
-static int conn_fd(struct MHD_Connection *c)
+static enum MHD_Result send_error(struct conn_req *cr, const struct err *e)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
+    return send_error_status(cr, 0, e);
 }
 
-/* The peek probe: the peer closed (EOF) or the socket failed. Pipelined bytes are not a close. */
-static bool peer_gone(int fd)
+/* The disconnect probe. The client is gone when its socket failed or was reset. End of input
+ * alone is not proof: a client may half-close (shutdown(SHUT_WR)) after its request and still
+ * read the reply. So on the first end of input, an HTTP/1.1 client still waiting for its head
+ * (may_probe) gets an interim "100 Continue", which every HTTP/1.1 client must accept and skip:
+ * a client that closed for good answers it with a reset, seen by the next probe. Once the head
+ * went out, the reply's own writes play that part (a failed write ends the request). */
+static bool client_gone(struct conn_req *cr, bool may_probe)
 {
+    int fd = guard_conn_fd(cr->gc);
     if (fd < 0) return false;
     char c;
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0) return true;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+    if (n > 0) return false; /* pipelined bytes are not a close */
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE)
+        return true; /* reset after our probe (the error itself was reported once, maybe to MHD) */
+    if (may_probe && cr->http11 && !cr->probed) {
+        cr->probed = true;
+        static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (send(fd, probe, sizeof probe - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+            return true;
+    }
     return false;
 }
 
@@ -211,30 +275,63 @@ static void cancel_job(struct conn_req *cr)
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct conn_req *cr = cls;
-    int fd = conn_fd(cr->conn);
     for (;;) {
         long n = pipe_read(cr->job->pipe, buf, max, WAIT_SLICE_MS);
         if (n > 0) return (ssize_t)n;
         if (n == -1) return MHD_CONTENT_READER_END_OF_STREAM;
         if (n == -2) {
-            /* an in-band error already went out; end the chunked body cleanly unless the client
-             * is gone */
-            return pipe_cancelled(cr->job->pipe) ? MHD_CONTENT_READER_END_WITH_ERROR
+            /* an in-band error frame already went out: end the chunked body cleanly, unless the
+             * client is gone */
+            return pipe_abandoned(cr->job->pipe) ? MHD_CONTENT_READER_END_WITH_ERROR
                                                  : MHD_CONTENT_READER_END_OF_STREAM;
         }
-        if (peer_gone(fd) || atomic_load(&cr->srv->app->stopping)) {
-            if (peer_gone(fd)) cancel_job(cr);
-            if (pipe_cancelled(cr->job->pipe)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (client_gone(cr, false)) {
+            cancel_job(cr);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
 }
 
-static enum MHD_Result serve_models(struct conn_req *cr, struct backend *b, const char *one)
+/* The body of GET /health and its status (also answered by the guard for refused clients). */
+static int health_body(struct http_app *app, char *out, size_t cap)
 {
+    struct backend *b = atomic_load(&app->backend);
+    struct queue *q = atomic_load(&app->queue);
+    if (atomic_load(&app->stopping)) {
+        snprintf(out, cap, "{\"status\":\"stopping\"}");
+        return 503;
+    }
+    if (!b || !q) {
+        snprintf(out, cap, "{\"status\":\"loading model\"}");
+        return 503;
+    }
+    snprintf(out, cap, "{\"status\":\"ok\",\"queued\":%d,\"busy\":%s}", queue_len(q),
+             queue_busy(q) ? "true" : "false");
+    return 200;
+}
+
+static enum MHD_Result serve_page(struct conn_req *cr)
+{
+    return send_body(cr, 200, "text/html; charset=utf-8", (const char *)http_chat_page,
+                     http_chat_page_len, 0);
+}
+
+static enum MHD_Result serve_health(struct conn_req *cr)
+{
+    char h[96];
+    int status = health_body(cr->srv->app, h, sizeof h);
+    return send_json(cr, status, h);
+}
+
+static enum MHD_Result serve_models(struct conn_req *cr)
+{
+    struct backend *b = atomic_load(&cr->srv->app->backend);
+    const char *one = cr->arg;
     json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s}", "id", b->model_id, "object",
                           "model", "created", (json_int_t)0, "owned_by", "lmserve", "type", "model",
                           "display_name", b->model_id, "created_at", "1970-01-01T00:00:00Z");
-    if (m && b->random_weights) json_object_set_new(m, "random_weights", json_true()); /* lmserve-mkmodel's */
+    if (m && b->random_weights)
+        json_object_set_new(m, "random_weights", json_true()); /* lmserve-mkmodel's */
     json_t *body;
     if (one) {
         if (strcmp(one, b->model_id)) {
@@ -284,8 +381,10 @@ static bool authorized(struct conn_req *cr)
 }
 
 /* Generation endpoints: parse, validate, enqueue, then wait for the pipe's head (lazy start). */
-static enum MHD_Result serve_generate(struct conn_req *cr, struct backend *b, struct queue *q)
+static enum MHD_Result serve_generate(struct conn_req *cr)
 {
+    struct backend *b = atomic_load(&cr->srv->app->backend);
+    struct queue *q = atomic_load(&cr->srv->app->queue);
     struct err e;
     err_clear(&e);
     struct job *j = job_new();
@@ -300,6 +399,7 @@ static enum MHD_Result serve_generate(struct conn_req *cr, struct backend *b, st
         job_unref(j);
         return send_error(cr, &e);
     }
+    buf_free(&cr->body); /* parsed: the request holds what it needs */
     if (api_sink_install(j) < 0) {
         job_unref(j);
         err_set(&e, ERR_NOMEM, "out of memory");
@@ -312,11 +412,10 @@ static enum MHD_Result serve_generate(struct conn_req *cr, struct backend *b, st
     cr->job = j;
     /* A queued or stalled stream is legitimately idle: no idle timeout from here on. */
     MHD_set_connection_option(cr->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0);
-    int fd = conn_fd(cr->conn);
     int status = 0;
     const char *ctype = NULL;
     while (!pipe_wait_head(j->pipe, WAIT_SLICE_MS, &status, &ctype)) {
-        if (peer_gone(fd) || pipe_cancelled(j->pipe)) {
+        if (client_gone(cr, true)) {
             cancel_job(cr);
             cr->status = 499;
             return MHD_NO;
@@ -341,25 +440,28 @@ static enum MHD_Result serve_generate(struct conn_req *cr, struct backend *b, st
     long n;
     while ((n = pipe_read(j->pipe, tmp, sizeof tmp, WAIT_SLICE_MS)) != -1 && n != -2) {
         if (n > 0 && buf_append(&out, tmp, (size_t)n) < 0) break;
-        if (n == 0 && peer_gone(fd)) {
+        if (n == 0 && client_gone(cr, true)) {
             cancel_job(cr);
             buf_free(&out);
+            cr->status = 499;
             return MHD_NO;
         }
     }
-    if (status == 499) { /* cancelled under us (shutdown) */
+    if (status == 499) { /* failed without a reply: its client is gone */
         buf_free(&out);
         return MHD_NO;
     }
-    enum MHD_Result rc = send_body(cr, status, ctype ? ctype : "application/json",
-                                   out.data ? out.data : "", out.len, status == 429 ? 1 : 0);
+    enum MHD_Result rc =
+        send_body(cr, status, ctype ? ctype : "application/json", out.data ? out.data : "", out.len,
+                  status == 429 || status == 503 ? 1 : 0);
     buf_free(&out);
     return rc;
 }
 
 /* count_tokens and apply-template: parse + validate on this thread, no queue. */
-static enum MHD_Result serve_prompt(struct conn_req *cr, struct backend *b)
+static enum MHD_Result serve_prompt(struct conn_req *cr)
 {
+    struct backend *b = atomic_load(&cr->srv->app->backend);
     struct err e;
     err_clear(&e);
     struct request req;
@@ -370,7 +472,7 @@ static enum MHD_Result serve_prompt(struct conn_req *cr, struct backend *b)
             0 ||
         b->ops->validate(b, &req, &e) < 0) {
         rc = send_error(cr, &e);
-    } else if (cr->route == R_COUNT_TOKENS) {
+    } else if (!strcmp(cr->rt->path, "/messages/count_tokens")) {
         struct buf o = {0};
         api_count_tokens_body(req.n_tokens, &o);
         rc = send_json(cr, 200, o.data);
@@ -387,14 +489,15 @@ static enum MHD_Result serve_prompt(struct conn_req *cr, struct backend *b)
 }
 
 /* tokenize / detokenize: answered on this thread by the api (llama-server's shapes). */
-static enum MHD_Result serve_tokens(struct conn_req *cr, struct backend *b)
+static enum MHD_Result serve_tokens(struct conn_req *cr)
 {
+    struct backend *b = atomic_load(&cr->srv->app->backend);
     struct err e;
     err_clear(&e);
     struct buf o = {0};
     const char *body = cr->body.data ? cr->body.data : "";
-    int rc = cr->route == R_TOKENIZE ? api_tokenize(b, body, cr->body.len, &o, &e)
-                                     : api_detokenize(b, body, cr->body.len, &o, &e);
+    int rc = !strcmp(cr->rt->path, "/tokenize") ? api_tokenize(b, body, cr->body.len, &o, &e)
+                                                : api_detokenize(b, body, cr->body.len, &o, &e);
     enum MHD_Result r = rc < 0 ? send_error(cr, &e) : send_json(cr, 200, o.data ? o.data : "{}");
     buf_free(&o);
     return r;
@@ -412,8 +515,10 @@ static enum MHD_Result serve_preflight(struct conn_req *cr)
         const char *want = MHD_lookup_connection_value(cr->conn, MHD_HEADER_KIND,
                                                        "Access-Control-Request-Headers");
         char h[1024];
-        snprintf(h, sizeof h, "Authorization, x-api-key, anthropic-version, anthropic-beta, "
-                              "Content-Type%s%.900s", want && want[0] ? ", " : "", want ? want : "");
+        snprintf(h, sizeof h,
+                 "Authorization, x-api-key, anthropic-version, anthropic-beta, "
+                 "Content-Type%s%.900s",
+                 want && want[0] ? ", " : "", want ? want : "");
         MHD_add_response_header(r, "Access-Control-Allow-Headers", h);
         MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
     }
@@ -421,19 +526,6 @@ static enum MHD_Result serve_preflight(struct conn_req *cr)
     MHD_destroy_response(r);
     cr->status = 204;
     return rc;
-}
-
-/* The metrics label of a route: its canonical path (never the client's URL: bounded labels). */
-static const char *route_label(enum route r)
-{
-    static const char *const names[R_COUNT] = {
-        [R_NONE] = "unknown", [R_CHAT] = "/v1/chat/completions", [R_RESPONSES] = "/v1/responses",
-        [R_MESSAGES] = "/v1/messages", [R_COUNT_TOKENS] = "/v1/messages/count_tokens",
-        [R_MODELS] = "/v1/models", [R_MODEL_ONE] = "/v1/models/{id}", [R_HEALTH] = "/health",
-        [R_APPLY_TEMPLATE] = "/apply-template", [R_TOKENIZE] = "/tokenize",
-        [R_DETOKENIZE] = "/detokenize", [R_COMPLETIONS] = "/v1/completions",
-        [R_METRICS] = "/metrics"};
-    return (unsigned)r < R_COUNT && names[r] ? names[r] : "unknown";
 }
 
 static enum MHD_Result serve_metrics(struct conn_req *cr)
@@ -452,15 +544,34 @@ static enum MHD_Result serve_metrics(struct conn_req *cr)
     return rc;
 }
 
-static enum MHD_Result handle(struct conn_req *cr, const char *url)
+static const char *route_label(const struct conn_req *cr)
 {
-    struct http_app *app = cr->srv->app;
+    return cr->rt ? cr->rt->label : "unknown";
+}
+
+/* Everything decided by the request head, before any body byte is read (R-CONC-7): route,
+ * method, query, key, Content-Length against the limit, Content-Type, model availability.
+ * Returns MHD_YES with cr->status still 0 when the request goes on to its body. */
+static enum MHD_Result check_head(struct conn_req *cr, const char *url)
+{
+    struct http_server *s = cr->srv;
+    struct http_app *app = s->app;
     struct err e;
     err_clear(&e);
-    const char *model_id = NULL;
-    cr->route = route_of(url, &model_id);
-    cr->dialect = dialect_of(cr->route, url);
-    if (cr->route == R_APPLY_TEMPLATE) {
+    bool known = false;
+    cr->rt = route_find(cr->method, url, &cr->arg, &known);
+    cr->dialect = cr->rt ? cr->rt->dialect : dialect_of_path(url);
+    if (!cr->rt && !known) {
+        err_set(&e, ERR_NOT_FOUND, "no such endpoint: %s %s", cr->method, cr->path);
+        return send_error(cr, &e);
+    }
+    if (!cr->rt && !strcmp(cr->method, "OPTIONS") && s->o.cors) return serve_preflight(cr);
+    if (!cr->rt) {
+        err_set(&e, ERR_INVALID, "method %s not allowed on %s", cr->method, cr->path);
+        return send_error_status(cr, 405, &e);
+    }
+    unsigned fl = cr->rt->flags;
+    if (!strcmp(cr->rt->path, "/apply-template")) {
         const char *d = MHD_lookup_connection_value(cr->conn, MHD_GET_ARGUMENT_KIND, "dialect");
         if (!d || !strcmp(d, "chat"))
             cr->dialect = DIALECT_CHAT;
@@ -474,71 +585,52 @@ static enum MHD_Result handle(struct conn_req *cr, const char *url)
             return send_error(cr, &e);
         }
     }
-    if (cr->route == R_NONE) {
-        err_set(&e, ERR_NOT_FOUND, "no such endpoint: %s %s", cr->method, cr->path);
-        return send_error(cr, &e);
-    }
-    if (!strcmp(cr->method, "OPTIONS") && cr->srv->o.cors) return serve_preflight(cr);
-    bool post = !strcmp(cr->method, "POST");
-    if (route_is_post(cr->route) != post || (!post && strcmp(cr->method, "GET"))) {
-        struct buf b = {0};
-        err_set(&e, ERR_INVALID, "method %s not allowed on %s", cr->method, cr->path);
-        api_error_body(cr->dialect, &e, &b);
-        enum MHD_Result rc = send_body(cr, 405, "application/json", b.data, b.len, 0);
-        buf_free(&b);
-        return rc;
-    }
-    struct backend *b = atomic_load(&app->backend);
-    if (cr->route == R_HEALTH) {
-        if (atomic_load(&app->stopping)) return send_json(cr, 503, "{\"status\":\"stopping\"}");
-        struct queue *hq = atomic_load(&app->queue);
-        if (!b || !hq) return send_json(cr, 503, "{\"status\":\"loading model\"}");
-        char h[96];
-        snprintf(h, sizeof h, "{\"status\":\"ok\",\"queued\":%d,\"busy\":%s}", queue_len(hq),
-                 queue_busy(hq) ? "true" : "false");
-        return send_json(cr, 200, h);
-    }
-    if (cr->route == R_PAGE) /* static, no secrets: served without the key (the page asks for it) */
-        return send_body(cr, 200, "text/html; charset=utf-8", (const char *)http_chat_page,
-                         http_chat_page_len, 0);
-    if (!authorized(cr)) {
+    if (!(fl & RT_PUBLIC) && !authorized(cr)) {
         err_set(&e, ERR_AUTH,
                 "invalid or missing API key (send Authorization: Bearer KEY or x-api-key: KEY)");
         return send_error(cr, &e);
     }
-    if (cr->too_large) {
-        err_set(&e, ERR_TOO_LARGE, "request body larger than %zu bytes", cr->srv->o.max_body);
-        return send_error(cr, &e);
+    const char *cl =
+        MHD_lookup_connection_value(cr->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (!errno && end != cl && v > s->o.max_body) {
+            err_set(&e, ERR_TOO_LARGE, "request body larger than %zu bytes (--max-body)",
+                    s->o.max_body);
+            return send_error(cr, &e);
+        }
     }
-    if (post && !content_type_ok(cr->conn)) {
-        struct buf bb = {0};
+    if ((fl & RT_BODY) && !content_type_ok(cr->conn)) {
         err_set_param(&e, ERR_INVALID, "Content-Type", "Content-Type must be application/json");
-        api_error_body(cr->dialect, &e, &bb);
-        enum MHD_Result rc = send_body(cr, 415, "application/json", bb.data, bb.len, 0);
-        buf_free(&bb);
-        return rc;
+        return send_error_status(cr, 415, &e);
     }
-    if (cr->route == R_METRICS) return serve_metrics(cr);
-    struct queue *q = atomic_load(&app->queue);
-    if (!b || !q || atomic_load(&app->stopping)) {
-        err_set(&e, ERR_CANCELLED,
-                b ? "the server is shutting down" : "the model is still loading");
-        return send_error(cr, &e);
+    if (fl & RT_MODEL) {
+        struct backend *b = atomic_load(&app->backend);
+        struct queue *q = atomic_load(&app->queue);
+        if (!b || !q || atomic_load(&app->stopping)) {
+            err_set(&e, ERR_CANCELLED,
+                    b ? "the server is shutting down" : "the model is still loading");
+            return send_error(cr, &e);
+        }
     }
-    switch (cr->route) {
-    case R_MODELS:
-        return serve_models(cr, b, NULL);
-    case R_MODEL_ONE:
-        return serve_models(cr, b, model_id);
-    case R_COUNT_TOKENS:
-    case R_APPLY_TEMPLATE:
-        return serve_prompt(cr, b);
-    case R_TOKENIZE:
-    case R_DETOKENIZE:
-        return serve_tokens(cr, b);
-    default:
-        return serve_generate(cr, b, q);
+    return MHD_YES;
+}
+
+/* Whether the request carries a body (by its head): a positive Content-Length or chunked. */
+static bool head_has_body(struct MHD_Connection *c, long long *length)
+{
+    *length = -1;
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        *length = strtoll(cl, NULL, 10);
+        return *length > 0;
     }
+    const char *te =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    return te && strcasestr(te, "chunked");
 }
 
 static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn, const char *url,
@@ -547,22 +639,34 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn, const char *u
 {
     struct http_server *s = cls;
     struct conn_req *cr = *req_cls;
-    if (!cr) {
+    if (!cr) { /* the head is complete; nothing of the body has been handed to us */
         cr = calloc(1, sizeof *cr);
         if (!cr) return MHD_NO;
         cr->srv = s;
         cr->conn = conn;
         cr->t0 = mono_seconds();
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        cr->gc = ci ? ci->socket_context : NULL;
+        cr->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
         snprintf(cr->method, sizeof cr->method, "%s", method);
         snprintf(cr->path, sizeof cr->path, "%s", url);
         *req_cls = cr;
-        return MHD_YES;
+        atomic_fetch_add(&s->in_flight, 1);
+        long long len;
+        bool body = head_has_body(conn, &len);
+        if (!guard_conn_head(s->g, cr->gc, cr->method, cr->path, body, len)) return MHD_NO;
+        /* an answer queued here makes MHD skip the body and close after the reply */
+        enum MHD_Result rc = check_head(cr, url);
+        if (cr->status && body) guard_conn_linger(s->g, cr->gc);
+        return rc;
     }
     if (*upload_data_size) {
-        if (!cr->too_large) {
+        if (!cr->status && !cr->too_large) {
             if (cr->body.len + *upload_data_size > s->o.max_body) {
-                cr->too_large =
-                    true; /* keep reading (and dropping) so the 413 reaches the client */
+                /* a chunked body past the limit: keep reading (and dropping) so the 413 reaches
+                 * the client; the body deadline bounds how long */
+                cr->too_large = true;
                 buf_free(&cr->body);
             } else if (buf_append(&cr->body, upload_data, *upload_data_size) < 0) {
                 cr->too_large = true;
@@ -572,21 +676,34 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn, const char *u
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (cr->status) return MHD_YES; /* already answered */
-    return handle(cr, url);
+    if (cr->status) return MHD_YES; /* answered at the head */
+    if (!guard_conn_body_done(s->g, cr->gc)) return MHD_NO;
+    if (cr->too_large) {
+        struct err e;
+        err_set(&e, ERR_TOO_LARGE, "request body larger than %zu bytes (--max-body)",
+                s->o.max_body);
+        return send_error(cr, &e);
+    }
+    return cr->rt->serve(cr);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                       enum MHD_RequestTerminationCode toe)
 {
+    struct http_server *s = cls;
     struct conn_req *cr = *req_cls;
     if (!cr) return;
     *req_cls = NULL;
     struct job *j = cr->job;
-    if (j && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) /* an idle keep-alive times out again */
-        MHD_set_connection_option(
-            conn, MHD_CONNECTION_OPTION_TIMEOUT,
-            (unsigned)(cr->srv->o.timeout_s > 0 ? cr->srv->o.timeout_s : HTTP_DEFAULT_TIMEOUT_S));
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        /* keep-alive: the next request has its own head deadline, and an idle connection times
+         * out again */
+        guard_conn_idle(s->g, cr->gc);
+        if (j)
+            MHD_set_connection_option(
+                conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                (unsigned)(s->o.timeout_s > 0 ? s->o.timeout_s : HTTP_DEFAULT_TIMEOUT_S));
+    }
     if (j) {
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || pipe_state(j->pipe) == PIPE_OPEN)
             cancel_job(cr);
@@ -599,7 +716,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         double tps = dec > 0 && j->usage.completion_tokens > 1
                          ? (double)(j->usage.completion_tokens - 1) / dec
                          : 0;
-        metrics_observe(cr->srv->metrics, route_label(cr->route), status, &j->usage,
+        metrics_observe(s->metrics, route_label(cr), status, &j->usage,
                         j->t_first > 0 ? j->t_first - cr->t0 : -1,
                         dec > 0 && j->usage.completion_tokens > 1
                             ? dec / (double)(j->usage.completion_tokens - 1)
@@ -611,13 +728,116 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                  tps, (mono_seconds() - cr->t0) * 1e3);
         job_unref(j);
     } else if (cr->status) {
-        metrics_observe(cr->srv->metrics, route_label(cr->route), cr->status, NULL, -1, -1);
+        metrics_observe(s->metrics, route_label(cr), cr->status, NULL, -1, -1);
         log_info("%s %s %d total_ms=%.1f%s%s%s", cr->method, cr->path, cr->status,
                  (mono_seconds() - cr->t0) * 1e3, cr->why[0] ? " error=\"" : "", cr->why,
                  cr->why[0] ? "\"" : "");
     }
     buf_free(&cr->body);
     free(cr);
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *conn, void **socket_context,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+    struct http_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? guard_conn_open(s->g, ci->connect_fd) : NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        guard_conn_close(s->g, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+static int admit(void *arg, int fd, const struct sockaddr *sa, socklen_t len)
+{
+    struct http_server *s = arg;
+    return MHD_add_connection(s->d, fd, sa, len) == MHD_YES ? 0 : -1;
+}
+
+/* The guard's own answers: /health for anyone, else a dialect-shaped 503 (refused) or 408
+ * (deadline), each a complete reply that closes the connection. */
+static void guard_reply(void *arg, enum guard_why why, int limit, const char *method,
+                        const char *path, struct buf *out)
+{
+    struct http_server *s = arg;
+    const char *rest;
+    bool known;
+    const struct route *rt = why == GUARD_TIMEOUT ? NULL : route_find(method, path, &rest, &known);
+    char body[256];
+    int status;
+    struct buf eb = {0};
+    const char *text = body, *extra = "";
+    if (rt && rt->serve == serve_health) {
+        status = health_body(s->app, body, sizeof body);
+    } else {
+        struct err e;
+        if (why == GUARD_TIMEOUT && !method[0]) {
+            err_set(&e, ERR_INVALID, "request head not received within %d s (--header-timeout)",
+                    limit);
+        } else if (why == GUARD_TIMEOUT) {
+            err_set(&e, ERR_INVALID,
+                    "request body not received in time (%d s + its length at %zu bytes/s: "
+                    "--body-timeout, --body-min-rate)",
+                    limit, s->o.body_min_rate);
+        } else if (why == GUARD_FULL) {
+            err_set(&e, ERR_CANCELLED,
+                    "the server is at its connection limit (%d, --conns); retry later", limit);
+        } else {
+            err_set(&e, ERR_CANCELLED,
+                    "too many connections from your address (%d, --conns-per-client); retry "
+                    "later",
+                    limit);
+        }
+        status = why == GUARD_TIMEOUT ? 408 : 503;
+        if (status == 503) extra = "Retry-After: 1\r\n";
+        api_error_body(dialect_of_path(path), &e, &eb);
+        text = eb.data ? eb.data : "{}";
+    }
+    const char *reason = status == 200   ? "OK"
+                         : status == 408 ? "Request Timeout"
+                                         : "Service Unavailable";
+    buf_printf(out,
+               "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+               "Connection: close\r\n%s\r\n%s",
+               status, reason, strlen(text), extra, text);
+    buf_free(&eb);
+}
+
+static int listen_on(const char *host, int port, bool *v6, int *bound_port, struct err *e)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int g = getaddrinfo(host, ps, &hints, &ai);
+    if (g != 0 || !ai) {
+        err_set(e, ERR_INVALID, "cannot resolve host '%s': %s", host, gai_strerror(g));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+        err_set(e, ERR_IO, "cannot listen on %s:%d (in use, or not a local address?)", host, port);
+        if (fd >= 0) close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    *v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    *bound_port = port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
 }
 
 struct http_server *http_start(const struct http_opts *o, struct http_app *app, struct err *e)
@@ -628,48 +848,52 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
         return NULL;
     }
     s->o = *o;
+    if (s->o.conns <= 0) s->o.conns = HTTP_DEFAULT_CONNS;
+    if (s->o.conns_per_client <= 0) s->o.conns_per_client = HTTP_DEFAULT_CONNS_PER_CLIENT;
+    if (s->o.timeout_s <= 0) s->o.timeout_s = HTTP_DEFAULT_TIMEOUT_S;
+    if (s->o.header_timeout_s <= 0) s->o.header_timeout_s = HTTP_DEFAULT_HEADER_TIMEOUT_S;
+    if (s->o.body_timeout_s <= 0) s->o.body_timeout_s = HTTP_DEFAULT_BODY_TIMEOUT_S;
+    if (!s->o.body_min_rate) s->o.body_min_rate = HTTP_DEFAULT_BODY_MIN_RATE;
+    if (!s->o.max_body) s->o.max_body = HTTP_DEFAULT_MAX_BODY;
     s->app = app;
+    atomic_init(&s->in_flight, 0);
     if (o->api_key && o->api_key[0]) s->api_key = strdup(o->api_key);
     if (o->metrics && !(s->metrics = metrics_new())) {
         err_set(e, ERR_NOMEM, "out of memory");
-        free(s->api_key);
-        free(s);
-        return NULL;
+        goto fail;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
-    struct addrinfo *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", o->port);
-    int g = getaddrinfo(o->host, port, &hints, &ai);
-    if (g != 0 || !ai) {
-        err_set(e, ERR_INVALID, "cannot resolve host '%s': %s", o->host, gai_strerror(g));
-        free(s->api_key);
-        free(s);
-        return NULL;
-    }
+    bool v6 = false;
+    int lfd = listen_on(o->host, o->port, &v6, &s->port, e);
+    if (lfd < 0) goto fail;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, ahc, s, MHD_OPTION_SOCK_ADDR,
-                            ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)(o->conns > 0 ? o->conns : 64), MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)(o->timeout_s > 0 ? o->timeout_s : HTTP_DEFAULT_TIMEOUT_S),
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
-    freeaddrinfo(ai);
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+    if (v6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, ahc, s, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(s->o.conns + MHD_LIMIT_SLACK), MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)s->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            (size_t)(256 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s, MHD_OPTION_END);
     if (!s->d) {
-        err_set(e, ERR_IO, "cannot listen on %s:%d (in use, or not a local address?)", o->host,
-                o->port);
-        metrics_free(s->metrics);
-        free(s->api_key);
-        free(s);
-        return NULL;
+        close(lfd);
+        err_set(e, ERR_INTERNAL, "cannot start the HTTP daemon");
+        goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : o->port;
+    struct guard_opts go = {.conns = s->o.conns,
+                            .conns_per_client = s->o.conns_per_client,
+                            .header_timeout_s = s->o.header_timeout_s,
+                            .body_timeout_s = s->o.body_timeout_s,
+                            .body_min_rate = s->o.body_min_rate,
+                            .max_body = s->o.max_body,
+                            .idle_timeout_s = s->o.timeout_s};
+    s->g = guard_new(&go, lfd, admit, guard_reply, s, e);
+    if (!s->g) goto fail;
     return s;
+fail:
+    if (s->d) MHD_stop_daemon(s->d);
+    metrics_free(s->metrics);
+    free(s->api_key);
+    free(s);
+    return NULL;
 }
 
 int http_port(const struct http_server *s)
@@ -679,15 +903,27 @@ int http_port(const struct http_server *s)
 
 void http_quiesce(struct http_server *s)
 {
-    if (!s || !s->d) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    if (s) guard_quiesce(s->g);
+}
+
+int http_drain(struct http_server *s, int timeout_ms)
+{
+    if (!s) return 0;
+    double end = mono_seconds() + timeout_ms / 1e3;
+    int n;
+    while ((n = atomic_load(&s->in_flight)) > 0 && mono_seconds() < end) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return n;
 }
 
 void http_stop(struct http_server *s)
 {
     if (!s) return;
-    if (s->d) MHD_stop_daemon(s->d);
+    if (s->g) guard_quiesce(s->g);
+    if (s->d) MHD_stop_daemon(s->d); /* closes every connection (their close notices reach g) */
+    guard_free(s->g);
     metrics_free(s->metrics);
     free(s->api_key);
     free(s);

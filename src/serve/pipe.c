@@ -1,5 +1,6 @@
 #include "serve/pipe.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,7 +14,8 @@ struct pipe {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_int refs;
-    atomic_bool cancel;
+    atomic_bool cancel;    /* the consumer is gone */
+    atomic_bool interrupt; /* the server asks the producer to end early */
     struct buf data;
     size_t rpos;
     bool head;
@@ -34,18 +36,35 @@ struct pipe *pipe_new(void)
     pthread_condattr_destroy(&ca);
     atomic_init(&p->refs, 1);
     atomic_init(&p->cancel, false);
+    atomic_init(&p->interrupt, false);
     p->state = PIPE_OPEN;
     return p;
 }
 
+/* The invariants of pipe.h, checked under the lock (debug and ASan builds; release builds
+ * define NDEBUG only if the Makefile is told to). */
+static void check_locked(const struct pipe *p)
+{
+    assert(p->state >= PIPE_OPEN && p->state < PIPE_STATE_COUNT);
+    assert(p->rpos <= p->data.len);
+    assert(p->head || (p->data.len == 0 && p->state == PIPE_OPEN)); /* no byte before the head */
+    assert(!p->head || p->ctype);
+    (void)p;
+}
+
 void pipe_ref(struct pipe *p)
 {
-    atomic_fetch_add(&p->refs, 1);
+    int before = atomic_fetch_add(&p->refs, 1);
+    assert(before > 0); /* a reference is only taken from a live one */
+    (void)before;
 }
 
 void pipe_unref(struct pipe *p)
 {
-    if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
+    if (!p) return;
+    int before = atomic_fetch_sub(&p->refs, 1);
+    assert(before > 0);
+    if (before != 1) return;
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     buf_free(&p->data);
@@ -55,11 +74,22 @@ void pipe_unref(struct pipe *p)
 /* Content types are string literals chosen by the encoders, so storing the pointer is safe. */
 static int begin_locked(struct pipe *p, int status, const char *ctype)
 {
+    check_locked(p);
     if (p->head || p->state != PIPE_OPEN) return -1;
+    assert(ctype && status >= 100 && status <= 599);
     p->head = true;
     p->status = status;
     p->ctype = ctype;
     return 0;
+}
+
+/* OPEN -> DONE or OPEN -> FAILED, exactly once; a head exists from then on. */
+static void end_locked(struct pipe *p, enum pipe_state to)
+{
+    assert(p->state == PIPE_OPEN && (to == PIPE_DONE || to == PIPE_FAILED));
+    assert(p->head);
+    p->state = to;
+    check_locked(p);
 }
 
 int pipe_begin(struct pipe *p, int status, const char *content_type)
@@ -89,7 +119,7 @@ void pipe_close(struct pipe *p)
     pthread_mutex_lock(&p->mu);
     if (p->state == PIPE_OPEN) {
         if (!p->head) begin_locked(p, 200, "application/json");
-        p->state = PIPE_DONE;
+        end_locked(p, PIPE_DONE);
     }
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
@@ -101,7 +131,7 @@ void pipe_fail(struct pipe *p, int status, const char *body)
     if (p->state == PIPE_OPEN) {
         if (!p->head) begin_locked(p, status, "application/json");
         if (body) buf_puts(&p->data, body);
-        p->state = PIPE_FAILED;
+        end_locked(p, PIPE_FAILED);
     }
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
@@ -109,7 +139,25 @@ void pipe_fail(struct pipe *p, int status, const char *body)
 
 bool pipe_cancelled(struct pipe *p)
 {
+    return atomic_load(&p->cancel) || atomic_load(&p->interrupt);
+}
+
+bool pipe_abandoned(struct pipe *p)
+{
     return atomic_load(&p->cancel);
+}
+
+bool pipe_interrupted(struct pipe *p)
+{
+    return atomic_load(&p->interrupt);
+}
+
+void pipe_interrupt(struct pipe *p)
+{
+    atomic_store(&p->interrupt, true);
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
 }
 
 void pipe_cancel(struct pipe *p)
@@ -156,6 +204,7 @@ long pipe_read(struct pipe *p, void *out, size_t cap, int timeout_ms)
     while (p->rpos == p->data.len && p->state == PIPE_OPEN && !atomic_load(&p->cancel)) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT) break;
     }
+    check_locked(p);
     long rc;
     size_t avail = p->data.len - p->rpos;
     if (avail > 0) {

@@ -3,8 +3,11 @@
  *
  * Invariants: the head (status + content type) is set at most once, before any byte; the terminal
  * state goes OPEN -> DONE or OPEN -> FAILED exactly once; bytes written are delivered in order and
- * completely, even after the producer finished. The producer never blocks on the consumer. The
- * cancel flag is set by the consumer (client gone) and polled by the producer.
+ * completely, even after the producer finished. The producer never blocks on the consumer.
+ * Two flags ask the producer to stop early (it polls pipe_cancelled once per token): the
+ * consumer's cancel (client gone: nothing more will be read, writes are refused) and the
+ * server's interrupt (shutdown: the consumer still reads, so the producer ends the stream with a
+ * well-formed in-band error). Both only ever go from false to true.
  * Reference counted: pipe_new gives one reference; every holder calls pipe_unref once. */
 #ifndef LMS_SERVE_PIPE_H
 #define LMS_SERVE_PIPE_H
@@ -31,7 +34,13 @@ void pipe_close(struct pipe *p);
  * and the body to `body` (a plain error reply); otherwise appends `body` (an in-band error frame,
  * may be NULL) before failing. */
 void pipe_fail(struct pipe *p, int status, const char *body);
+/* The producer should stop: cancelled by the consumer or interrupted by the server. */
 bool pipe_cancelled(struct pipe *p);
+/* Cancelled by the consumer only: the client is gone, nothing written will be read. */
+bool pipe_abandoned(struct pipe *p);
+/* Server side (shutdown): asks the producer to end early; the consumer keeps reading. */
+void pipe_interrupt(struct pipe *p);
+bool pipe_interrupted(struct pipe *p);
 
 /* --- consumer side (connection thread) --- */
 void pipe_cancel(struct pipe *p);

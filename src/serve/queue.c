@@ -1,5 +1,7 @@
 #include "serve/queue.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -29,12 +31,18 @@ struct job *job_new(void)
 
 void job_ref(struct job *j)
 {
-    atomic_fetch_add(&j->refs, 1);
+    int before = atomic_fetch_add(&j->refs, 1);
+    assert(before > 0); /* only a holder takes another reference */
+    (void)before;
 }
 
 void job_unref(struct job *j)
 {
-    if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
+    if (!j) return;
+    int before = atomic_fetch_sub(&j->refs, 1);
+    assert(before > 0);
+    if (before != 1) return;
+    assert(!j->queued && !j->next); /* the queue holds a reference while it links the job */
     if (j->sink_free) j->sink_free(j->sink.ctx);
     request_free(&j->req);
     pipe_unref(j->pipe);
@@ -52,6 +60,46 @@ struct queue {
     void *arg;
     pthread_t thread;
 };
+
+/* The ownership invariants of queue.h (lock held): the list holds exactly len jobs, each marked
+ * queued and holding a reference; the running job is not in it. Walks the list, so only in
+ * debug and ASan builds. */
+static void check_locked(const struct queue *q)
+{
+#ifndef NDEBUG
+    int n = 0;
+    const struct job *last = NULL;
+    for (const struct job *j = q->head; j; j = j->next) {
+        assert(j->queued && atomic_load(&j->refs) >= 1 && j != q->running);
+        last = j;
+        n++;
+    }
+    assert(n == q->len && n <= q->cap && last == q->tail);
+    assert(!q->running || !q->running->queued);
+#endif
+    (void)q;
+}
+
+/* After run: a pipe still open gets its ending here. Interrupted (shutdown) with the client
+ * still reading: the dialect's own error ending (an in-band frame once streaming, else a whole
+ * 503 body). Client gone: 499, nobody reads it. Neither: a backend bug, 500. */
+static void finish_job(struct job *j)
+{
+    if (pipe_state(j->pipe) != PIPE_OPEN) return;
+    if (pipe_abandoned(j->pipe)) {
+        pipe_fail(j->pipe, 499, NULL);
+    } else if (pipe_interrupted(j->pipe)) {
+        struct err e;
+        err_set(&e, ERR_CANCELLED, "the server is shutting down; the reply was cut short");
+        if (j->sink.error) j->sink.error(j->sink.ctx, &e);
+        pipe_fail(j->pipe, 503, NULL); /* in case the sink wrote nothing */
+    } else {
+        log_error("worker: job finished without ending its stream");
+        pipe_fail(j->pipe, 500,
+                  "{\"error\":{\"message\":\"internal error: reply not finished\","
+                  "\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+    }
+}
 
 static void *worker_main(void *arg)
 {
@@ -72,22 +120,14 @@ static void *worker_main(void *arg)
         q->len--;
         q->running = j;
         bool stop = q->stopping;
+        check_locked(q);
         pthread_mutex_unlock(&q->mu);
 
-        if (stop) pipe_cancel(j->pipe);
+        if (stop) pipe_interrupt(j->pipe);
         j->t_start = mono_seconds();
         if (!pipe_cancelled(j->pipe)) q->run(q->arg, j);
         if (!j->t_end) j->t_end = mono_seconds();
-        if (pipe_state(j->pipe) == PIPE_OPEN) {
-            if (pipe_cancelled(j->pipe)) {
-                pipe_fail(j->pipe, 499, NULL);
-            } else {
-                log_error("worker: job finished without ending its stream");
-                pipe_fail(j->pipe, 500,
-                          "{\"error\":{\"message\":\"internal error: reply not finished\","
-                          "\"type\":\"server_error\",\"param\":null,\"code\":null}}");
-            }
-        }
+        finish_job(j);
 
         pthread_mutex_lock(&q->mu);
         q->running = NULL;
@@ -110,7 +150,11 @@ struct queue *queue_new(int cap, queue_run_fn run, void *arg, struct err *e)
         return NULL;
     }
     pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->cv, &ca);
+    pthread_condattr_destroy(&ca);
     q->cap = cap;
     q->run = run;
     q->arg = arg;
@@ -145,6 +189,7 @@ int queue_push(struct queue *q, struct job *j, struct err *e)
         q->head = j;
     q->tail = j;
     q->len++;
+    check_locked(q);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return 0;
@@ -172,6 +217,7 @@ bool queue_remove(struct queue *q, struct job *j)
     pthread_mutex_lock(&q->mu);
     /* only the side that unlinks a job drops the queue's reference (shutdown takes the list) */
     bool was = j->queued && unlink_locked(q, j);
+    check_locked(q);
     pthread_mutex_unlock(&q->mu);
     if (was) {
         pipe_cancel(j->pipe);
@@ -197,37 +243,57 @@ bool queue_busy(struct queue *q)
     return b;
 }
 
-void queue_shutdown(struct queue *q)
+void queue_drain(struct queue *q, int grace_ms)
 {
     pthread_mutex_lock(&q->mu);
-    if (q->stopped) {
+    if (q->stopped || q->stopping) { /* drained already (queue_free after queue_drain) */
         pthread_mutex_unlock(&q->mu);
         return;
     }
     q->stopping = true;
     struct job *list = q->head;
-    for (struct job *k = list; k; k = k->next) k->queued = false; /* ours now, not removable */
+    for (struct job *k = list; k; k = k->next)
+        k->queued = false; /* ours now, not removable */
     q->head = q->tail = NULL;
     q->len = 0;
-    if (q->running) pipe_cancel(q->running->pipe);
+    check_locked(q);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     while (list) {
         struct job *n = list->next;
         list->next = NULL;
-        /* Not started, so nobody else uses its sink: the dialect renders the 503. */
+        /* Not started, so nobody else uses its sink: the dialect renders the 503. The pipe is
+         * not cancelled: its reader must still collect and send that body. */
         struct err e;
         err_set(&e, ERR_CANCELLED, "the server is shutting down");
         if (list->sink.error) list->sink.error(list->sink.ctx, &e);
         pipe_fail(list->pipe, 503, NULL);
-        pipe_cancel(list->pipe);
         job_unref(list);
         list = n;
     }
+    /* The running job may finish within the grace period; then it is interrupted. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += grace_ms / 1000;
+    ts.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&q->mu);
+    while (q->running && grace_ms > 0)
+        if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT) break;
+    if (q->running) pipe_interrupt(q->running->pipe);
+    pthread_mutex_unlock(&q->mu);
     pthread_join(q->thread, NULL);
     pthread_mutex_lock(&q->mu);
     q->stopped = true;
     pthread_mutex_unlock(&q->mu);
+}
+
+void queue_shutdown(struct queue *q)
+{
+    queue_drain(q, 0);
 }
 
 void queue_free(struct queue *q)

@@ -47,9 +47,13 @@ int queue_push(struct queue *q, struct job *j, struct err *e);
 bool queue_remove(struct queue *q, struct job *j);
 int queue_len(struct queue *q);
 bool queue_busy(struct queue *q); /* the worker is running a job */
-/* Refuses new jobs, fails every queued one, cancels the running one and joins the worker. */
-void queue_shutdown(struct queue *q);
-void queue_free(struct queue *q); /* shuts down first if needed */
+/* Shutdown (R-CONC-5): refuses new jobs (ERR_CANCELLED), fails every queued one with its
+ * dialect's 503 body, lets the running one finish for up to grace_ms, then interrupts it (its
+ * reply ends with the dialect's in-band error, see pipe_interrupt) and joins the worker. Every
+ * pipe has ended when it returns. Call once. */
+void queue_drain(struct queue *q, int grace_ms);
+void queue_shutdown(struct queue *q); /* queue_drain(q, 0) */
+void queue_free(struct queue *q);     /* shuts down first if needed */
 
 double mono_seconds(void);
 

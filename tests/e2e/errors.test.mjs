@@ -134,7 +134,7 @@ test('an idle keep-alive connection is closed after a completed generation (--ti
   assert.match(data, /"finish_reason":"length"/);
 });
 
-test('--conns bounds concurrent connections; a freed slot serves again', { timeout: 60000 }, async (t) => {
+test('--conns bounds concurrent connections: beyond it a prompt dialect-shaped 503, /health still answers; a freed slot serves again', { timeout: 60000 }, async (t) => {
   const s = await startServer(['--conns', '2', '--timeout', '30']);
   t.after(() => s.stop('SIGKILL'));
   const hold = [];
@@ -147,12 +147,26 @@ test('--conns bounds concurrent connections; a freed slot serves again', { timeo
   }
   await new Promise((r) => setTimeout(r, 200));
   // fresh sockets (fetch would reuse the harness's pooled keep-alive connection)
-  const health = () => rawRequest(s.port, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', { timeoutMs: 5000 }).catch(() => ({ status: 0 }));
-  assert.equal((await health()).status, 0, 'a connection beyond the limit gets no answer');
+  const raw = (text) => rawRequest(s.port, text, { timeoutMs: 5000 }).catch(() => ({ status: 0 }));
+  const health = () => raw('GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  const h = await health();
+  assert.equal(h.status, 200, 'the guard answers /health without a slot');
+  assert.equal(JSON.parse(h.body).status, 'ok');
+  const body = JSON.stringify({ model: 'm', messages: USER, max_tokens: 2 });
+  const post = (path) => raw(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  const m = await post('/v1/messages');
+  assert.equal(m.status, 503);
+  assert.match(m.head, /retry-after: 1/i);
+  assert.equal(JSON.parse(m.body).error.type, 'overloaded_error');
+  assert.match(JSON.parse(m.body).error.message, /connection limit \(2, --conns\)/);
+  const c = await post('/v1/chat/completions');
+  assert.equal(c.status, 503);
+  assert.equal(JSON.parse(c.body).error.type, 'server_error');
   hold[0].destroy();
   let ok = false;
   for (let i = 0; i < 100 && !ok; i++) {
-    ok = (await health()).status === 200;
+    const r = await post('/v1/chat/completions');
+    ok = r.status === 200;
     if (!ok) await new Promise((r) => setTimeout(r, 50));
   }
   assert.ok(ok, 'served again once a slot is free');

@@ -110,3 +110,30 @@ export function parseSSE(text) {
 }
 
 export const USER = [{ role: 'user', content: 'Tell me a story about a cat.' }];
+
+// A whole raw HTTP/1.1 reply: skips interim 1xx responses, then { status, head, body (de-chunked),
+// terminated: true/false for a chunked body (saw the final 0-chunk), null otherwise }.
+export function parseReply(buf) {
+  let s = buf.toString('latin1');
+  while (/^HTTP\/1\.1 1\d\d /.test(s)) s = s.slice(s.indexOf('\r\n\r\n') + 4);
+  const i = s.indexOf('\r\n\r\n');
+  const head = s.slice(0, i);
+  let raw = Buffer.from(s.slice(i + 4), 'latin1');
+  let body = raw, terminated = null;
+  if (/transfer-encoding: *chunked/i.test(head)) {
+    const parts = [];
+    let at = 0;
+    terminated = false;
+    for (;;) {
+      const nl = raw.indexOf('\r\n', at);
+      if (nl < 0) break;
+      const n = parseInt(raw.subarray(at, nl).toString('latin1'), 16);
+      if (Number.isNaN(n)) break;
+      if (n === 0) { terminated = raw.subarray(nl, nl + 4).toString() === '\r\n\r\n'; break; }
+      parts.push(raw.subarray(nl + 2, nl + 2 + n));
+      at = nl + 2 + n + 2;
+    }
+    body = Buffer.concat(parts);
+  }
+  return { status: Number(/^HTTP\/1\.[01] (\d+)/.exec(head)?.[1] ?? 0), head, body: body.toString('utf8'), terminated };
+}
