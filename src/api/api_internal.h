@@ -16,7 +16,7 @@ int api_jv_int(json_t *o, const char *key, const char *param, long long lo, long
            long long *out, struct err *e);
 int api_jv_bool(json_t *o, const char *key, const char *param, bool *out, struct err *e);
 int api_jv_str(json_t *o, const char *key, const char *param, const char **out, struct err *e);
-/* Rejects a present, non-null, non-empty field with code (400 / 501), naming it. */
+/* Rejects a present, non-null, non-empty field with code (400), naming it. */
 int api_jv_reject(json_t *o, const char *key, enum err_code code, const char *why, struct err *e);
 
 /* Reads the sampling fields of the dialect from root (one pass, straight into req->sp, defaults
@@ -44,7 +44,7 @@ int api_check_schema(const json_t *schema, const char *param, struct err *e);
 int api_tools_add_flat(struct request *req, json_t *t, const char *schema_key);
 
 /* response_format / text.format (fmt may be NULL) and the regex / lark extensions: fill
- * req->constraint, or 501 while the backend has no grammar support. */
+ * req->constraint, or 400 (ERR_UNSUPPORTED) while the backend has no grammar support. */
 int api_read_constraint(const struct api_ctx *ctx, json_t *fmt, const char *param, struct request *req,
                     struct err *e);
 int api_read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e);

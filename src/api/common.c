@@ -477,8 +477,6 @@ const char *api_error_type(enum dialect d, int status)
             return "request_too_large";
         case 429:
             return "rate_limit_error";
-        case 501:
-            return "invalid_request_error";
         case 503:
         case 529:
             return "overloaded_error";
@@ -493,8 +491,6 @@ const char *api_error_type(enum dialect d, int status)
         return "not_found_error";
     case 429:
         return "rate_limit_error";
-    case 501:
-        return "not_implemented_error";
     default:
         return status < 500 ? "invalid_request_error" : "server_error";
     }

@@ -1,6 +1,6 @@
 /* response_format / text.format / regex / lark -> the request's constraint source (R-GRAM-1).
  * The seam for the grammar engine: until a backend reports caps.grammar, any real constraint is a
- * 501 naming the param. */
+ * 400 (ERR_UNSUPPORTED) naming the param. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

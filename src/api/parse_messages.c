@@ -148,7 +148,7 @@ static int read_message(json_t *jm, size_t i, struct request *req, struct err *e
             char tp[112];
             snprintf(tp, sizeof tp, "%s.type", bp);
             rc = err_set_param(e, media ? ERR_UNSUPPORTED : ERR_INVALID, tp,
-                               "content block type '%s' is not supported here", type);
+                               "%s: content block type '%s' is not supported here", tp, type);
             break;
         }
     }

@@ -15,7 +15,7 @@ enum err_code {
     ERR_IO,          /* open/read/write/mmap failed */
     ERR_NOMEM,       /* allocation failed */
     ERR_RANGE,       /* value out of range / overflow */
-    ERR_UNSUPPORTED, /* valid but not implemented here                     -> 501 */
+    ERR_UNSUPPORTED, /* valid but not implemented here (client can change) -> 400 */
     ERR_NOT_FOUND,   /* -> 404 */
     ERR_TOO_LARGE,   /* -> 413 */
     ERR_BUSY,        /* queue full                                          -> 429 */

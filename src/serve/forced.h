@@ -46,7 +46,7 @@ int forced_apply(struct request *req, enum dialect d, const json_t *tools, const
 /* Reads the dialect's tool_choice from the request body root and, when it forces a call
  * (chat/responses: "required", {"type":"function",…name…}; messages: {"type":"any"},
  * {"type":"tool","name":…}), applies it with forced_apply. Call after every other constraint
- * field was read. grammar / tools: the backend's capabilities (no grammar: 501; no tool
+ * field was read. grammar / tools: the backend's capabilities (no grammar: 400 unsupported; no tool
  * convention: 400). Returns 0 (forced or not) or -1 with e naming tool_choice. */
 int forced_read(enum dialect d, const json_t *root, bool grammar, bool tools, struct request *req,
                 struct err *e);

@@ -88,8 +88,8 @@ int err_http_status(enum err_code c)
         return 413;
     case ERR_BUSY:
         return 429;
-    case ERR_UNSUPPORTED:
-        return 501;
+    case ERR_UNSUPPORTED: /* the client can change it (issue 10 item 8): 5xx would make SDKs retry */
+        return 400;
     case ERR_CANCELLED:
         return 503;
     default:

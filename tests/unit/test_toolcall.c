@@ -560,7 +560,7 @@ Test(forced, errors_name_tool_choice)
         cr_assert_eq(r.constraint, CONSTRAINT_NONE);
         request_free(&r);
     }
-    /* another constraint already set; no grammar support (501); no tool convention */
+    /* another constraint already set; no grammar support (400); no tool convention */
     struct request r;
     struct err e = {0};
     request_init(&r);
@@ -577,7 +577,7 @@ Test(forced, errors_name_tool_choice)
     request_free(&r);
     request_init(&r);
     cr_assert_eq(forced_read(DIALECT_CHAT, root, false, true, &r, &e), -1);
-    cr_assert_eq(err_http_status(e.code), 501);
+    cr_assert_eq(err_http_status(e.code), 400);
     request_free(&r);
     request_init(&r);
     cr_assert_eq(forced_read(DIALECT_CHAT, root, true, false, &r, &e), -1);
