@@ -57,6 +57,8 @@ int api_parse_responses(const struct api_ctx *ctx, json_t *root, struct request 
 int api_parse_messages(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e);
 int api_parse_completions(const struct api_ctx *ctx, json_t *root, struct request *req,
                           struct err *e);
+int api_parse_embeddings(const struct api_ctx *ctx, json_t *root, struct request *req,
+                         struct err *e);
 
 /* The encoder state shared by the three dialects (one per job, owned by the job's sink). */
 struct api_enc_choice {
@@ -129,7 +131,7 @@ struct api_encoder {
     void (*init)(struct api_enc *en); /* dialect state of a fresh encoder; NULL = none */
 };
 extern const struct api_encoder api_enc_chat, api_enc_responses, api_enc_messages,
-    api_enc_completions;
+    api_enc_completions, api_enc_embeddings;
 
 /* Appends j compactly (steals the reference): jansson's compact form, except that reals are
  * written with the fewest digits that read back as the same double (json_out.c). */

@@ -198,7 +198,7 @@ int api_finalize(const struct api_ctx *ctx, json_t *root, struct request *req,
     req->model = strdup(b->model_id);
     static const char *const id_prefix[DIALECT_COUNT] = {
         [DIALECT_CHAT] = "chatcmpl-", [DIALECT_RESPONSES] = "resp_", [DIALECT_MESSAGES] = "msg_",
-        [DIALECT_COMPLETIONS] = "cmpl-"};
+        [DIALECT_COMPLETIONS] = "cmpl-", [DIALECT_EMBEDDINGS] = "embd-"};
     req->id = api_make_id(id_prefix[req->dialect]);
     req->created = (int64_t)time(NULL);
     if (!req->model || !req->id) return err_set(e, ERR_NOMEM, "out of memory");
@@ -452,6 +452,9 @@ int api_parse(enum dialect d, const struct api_ctx *ctx, const char *body, size_
             break;
         case DIALECT_COMPLETIONS:
             rc = api_parse_completions(ctx, root, req, e);
+            break;
+        case DIALECT_EMBEDDINGS:
+            rc = api_parse_embeddings(ctx, root, req, e);
             break;
         default:
             rc = err_set(e, ERR_INTERNAL, "unknown dialect");

@@ -30,6 +30,7 @@ static const struct api_encoder *const ENCODERS[DIALECT_COUNT] = {
     [DIALECT_RESPONSES] = &api_enc_responses,
     [DIALECT_MESSAGES] = &api_enc_messages,
     [DIALECT_COMPLETIONS] = &api_enc_completions,
+    [DIALECT_EMBEDDINGS] = &api_enc_embeddings,
 };
 
 int api_sink_install(struct job *job)

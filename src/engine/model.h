@@ -30,6 +30,8 @@ struct batch {
     struct kv_cache **seq;   /* cache each token belongs to */
     const bool *want_logits; /* NULL = only the last token */
     int64_t n;
+    float *hidden;           /* NULL, or n x n_embd floats: every token's final hidden state (after
+                                the output norm, before the vocabulary projection): embeddings */
 };
 
 struct model;

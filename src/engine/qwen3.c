@@ -588,7 +588,7 @@ static int moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T, struct err
 
 /* One micro-batch: tokens [0, T) of the arrays; logits rows for wanted tokens go to out. */
 static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, struct kv_cache *const *seq,
-                          const bool *want, int64_t T, float *out, struct err *e)
+                          const bool *want, int64_t T, float *out, float *hidden, struct err *e)
 {
     const struct model_config *c = &m->base.cfg;
     struct q3_scratch *s = &m->s;
@@ -631,6 +631,9 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
                                .norm = l + 1 < c->n_layer ? m->layers[l + 1].attn_norm : NULL};
         run_rows(m, &rn);
     }
+    if (hidden) /* embeddings: every row's normed final state */
+        for (int64_t t = 0; t < T; t++)
+            ops_rmsnorm(hidden + t * E, s->x + t * E, m->output_norm, E, c->norm_eps);
     /* final norm only for the wanted rows, packed, then the vocabulary projection */
     int64_t nw = 0;
     for (int64_t t = 0; t < T; t++)
@@ -652,7 +655,8 @@ static int q3_forward(struct model *bm, const struct batch *b, float *logits, st
         for (int64_t t = 0; t < T; t++)
             want[t] = b->want_logits ? b->want_logits[i0 + t] : (i0 + t == b->n - 1);
         if (forward_ubatch(m, b->token + i0, b->pos + i0, b->seq + i0, want, T,
-                           logits ? logits + out_row * m->base.cfg.n_vocab : NULL, e))
+                           logits ? logits + out_row * m->base.cfg.n_vocab : NULL,
+                           b->hidden ? b->hidden + i0 * m->base.cfg.n_embd : NULL, e))
             return -1;
         if (!logits) continue;
         for (int64_t t = 0; t < T; t++) out_row += want[t];

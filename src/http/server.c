@@ -106,6 +106,8 @@ static const struct route ROUTES[] = {
     {"/messages", "POST", DIALECT_MESSAGES, RT_BODY | RT_MODEL, serve_generate, "/v1/messages"},
     {"/completions", "POST", DIALECT_COMPLETIONS, RT_BODY | RT_MODEL, serve_generate,
      "/v1/completions"},
+    {"/embeddings", "POST", DIALECT_EMBEDDINGS, RT_BODY | RT_MODEL, serve_generate,
+     "/v1/embeddings"},
     {"/messages/count_tokens", "POST", DIALECT_MESSAGES, RT_BODY | RT_MODEL, serve_prompt,
      "/v1/messages/count_tokens"},
     {"/apply-template", "POST", DIALECT_CHAT, RT_BODY | RT_MODEL, serve_prompt, "/apply-template"},

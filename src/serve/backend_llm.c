@@ -1,5 +1,6 @@
 #include "serve/backend_llm.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,9 +147,42 @@ static int raw_prompt(struct llm *L, struct request *req, struct err *e)
     return 0;
 }
 
+/* Embeddings: every input as ids (text tokenized as /tokenize does), each fitting the context. */
+static int embd_validate(struct llm *L, struct request *req, struct err *e)
+{
+    req->n_tokens = 0;
+    for (int i = 0; i < req->n_inputs; i++) {
+        struct embd_input *in = &req->inputs[i];
+        if (in->text) {
+            size_t cap = 0;
+            free(in->tokens);
+            in->tokens = NULL;
+            in->n_tokens = 0;
+            if (llm_tokenize(&L->base, in->text, strlen(in->text), true, true, &in->tokens,
+                             &in->n_tokens, &cap, e) < 0)
+                return -1;
+        }
+        for (size_t k = 0; k < in->n_tokens; k++)
+            if (in->tokens[k] < 0 || in->tokens[k] >= vocab_size(L->v))
+                return err_set_param(e, ERR_INVALID, "input",
+                                     "input %d: token %d is outside the vocabulary (0..%d)", i,
+                                     (int)in->tokens[k], (int)vocab_size(L->v) - 1);
+        if (in->n_tokens == 0)
+            return err_set_param(e, ERR_INVALID, "input", "input %d has no tokens", i);
+        if (in->n_tokens > (size_t)L->base.n_ctx)
+            return err_set_param(e, ERR_CONTEXT, "input",
+                                 "input %d is %zu tokens, but the context holds %d", i,
+                                 in->n_tokens, L->base.n_ctx);
+        req->n_tokens += in->n_tokens;
+    }
+    req->n_embd = L->cfg->n_embd;
+    return 0;
+}
+
 static int llm_validate(struct backend *b, struct request *req, struct err *e)
 {
     struct llm *L = (struct llm *)b;
+    if (req->n_inputs > 0) return embd_validate(L, req, e);
     struct chat_prompt cp = {0};
     struct chat_prompt_opts co = {.add_generation_prompt = !req->prefill,
                                   .continue_final = req->prefill,
@@ -286,8 +320,68 @@ static int cancelled(struct job *job, struct err *e)
     return err_set(e, ERR_CANCELLED, "the client went away");
 }
 
+/* Embeddings (worker): each input run through the model in prefill-sized chunks on the current
+ * slot's cache (whose cached prefix is then forgotten), the final hidden states mean-pooled and
+ * L2-normalized into req->embd; then sink->done with the prompt-token usage. */
+static int llm_embed(struct llm *L, struct job *job, struct err *e)
+{
+    struct request *req = &job->req;
+    const int E = L->cfg->n_embd;
+    size_t ch = (size_t)L->chunk;
+    float *hid = malloc(ch * (size_t)E * sizeof *hid);
+    double *acc = malloc((size_t)E * sizeof *acc);
+    req->embd = calloc((size_t)req->n_inputs * (size_t)E, sizeof *req->embd);
+    int rc = -1;
+    if (!hid || !acc || !req->embd) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    struct kv_cache *kv = L->cur->kv;
+    L->cur->n_shadow = 0; /* its rows are about to be overwritten */
+    L->cur->head = 0;
+    for (int i = 0; i < req->n_inputs; i++) {
+        const struct embd_input *in = &req->inputs[i];
+        kv_truncate(kv, 0);
+        memset(acc, 0, (size_t)E * sizeof *acc);
+        for (size_t at = 0; at < in->n_tokens; at += ch) {
+            if (pipe_cancelled(job->pipe)) {
+                err_set(e, ERR_CANCELLED, "the client went away");
+                goto out;
+            }
+            size_t k = in->n_tokens - at < ch ? in->n_tokens - at : ch;
+            for (size_t t = 0; t < k; t++) {
+                L->pos[t] = (int32_t)(at + t);
+                L->seq[t] = kv;
+            }
+            struct batch bt = {.token = in->tokens + at, .pos = L->pos, .seq = L->seq,
+                               .n = (int64_t)k, .hidden = hid};
+            if (model_forward(L->m, &bt, NULL, e) < 0) goto out;
+            for (size_t t = 0; t < k; t++)
+                for (int d = 0; d < E; d++) acc[d] += hid[t * (size_t)E + d];
+        }
+        double norm = 0;
+        for (int d = 0; d < E; d++) norm += acc[d] * acc[d]; /* mean then L2 = sum then L2 */
+        norm = norm > 0 ? 1.0 / sqrt(norm) : 0;
+        for (int d = 0; d < E; d++) req->embd[(size_t)i * E + d] = (float)(acc[d] * norm);
+    }
+    kv_truncate(kv, 0);
+    struct usage u = {.prompt_tokens = (int64_t)req->n_tokens};
+    job->usage = u;
+    job->t_end = mono_seconds();
+    if (job->sink.done(job->sink.ctx, &u) < 0) {
+        err_set(e, ERR_CANCELLED, "the client went away");
+        goto out;
+    }
+    rc = 0;
+out:
+    free(hid);
+    free(acc);
+    return rc;
+}
+
 static int llm_generate(struct backend *b, struct job *job, struct err *e)
 {
+    if (job->req.n_inputs > 0) return llm_embed((struct llm *)b, job, e);
     struct llm *L = (struct llm *)b;
     struct request *req = &job->req;
     struct reply_sink *sink = &job->sink;

@@ -43,6 +43,12 @@ void request_free(struct request *r)
         free(r->stop[i]);
     free(r->constraint_src);
     free(r->bias);
+    for (int i = 0; i < r->n_inputs; i++) {
+        free(r->inputs[i].text);
+        free(r->inputs[i].tokens);
+    }
+    free(r->inputs);
+    free(r->embd);
     if (r->grammar) grammar_free(r->grammar);
     free(r->tokens);
     free(r->prompt_text);

@@ -16,7 +16,8 @@
 #include "engine/chat.h"
 #include "engine/sampler.h"
 
-enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COMPLETIONS, DIALECT_COUNT };
+enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COMPLETIONS,
+               DIALECT_EMBEDDINGS, DIALECT_COUNT };
 
 #define REQ_MAX_STOP 4
 #define REQ_MAX_N 8
@@ -70,6 +71,18 @@ struct request {
     bool raw;                /* /v1/completions: no template; prompt_text (tokenized by validate)
                                 or, when prompt_text is NULL, the client's ids in tokens */
     bool echo;               /* completions: the reply starts with the prompt text */
+
+    /* embeddings (DIALECT_EMBEDDINGS): each input as text (tokenized by validate) or ids; the
+     * worker fills embd with n_inputs x n_embd floats (mean-pooled, L2-normalized) */
+    struct embd_input {
+        char *text; /* NULL: ids given */
+        int32_t *tokens;
+        size_t n_tokens;
+    } *inputs;
+    int n_inputs;
+    float *embd;
+    int n_embd;
+    bool embd_base64; /* encoding_format "base64": little-endian float32 bytes */
 
     /* echo-back fields */
     char *model;             /* the server's model id (not the client's) */
