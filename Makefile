@@ -118,6 +118,14 @@ $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS) -lpthread -lm
 
+# grammar compilers (regex, lark, JSON Schema) under budgets; run by tests/suites/52-grammar-fuzz.sh
+FUZZ_GRAMMAR_SRC := tests/fuzz/fuzz_grammar.c $(wildcard src/grammar/*.c) $(wildcard src/base/*.c)
+fuzz: $(BUILD)/fuzz-grammar
+	GRAMMAR_FUZZ_SECONDS=$${GRAMMAR_FUZZ_SECONDS:-600} BUILD=$(BUILD) MAKE="$(MAKE)" bash tests/suites/52-grammar-fuzz.sh
+$(BUILD)/fuzz-grammar: $(FUZZ_GRAMMAR_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS) -lpthread -lm
+
 # ---- NEON kernels, cross-built for arm64 and run under qemu-aarch64 by tests/suites/15-neon.sh
 # (static, so no arm64 libc is needed at run time; only the quant files and the test program)
 NEON_CC    ?= aarch64-linux-gnu-gcc

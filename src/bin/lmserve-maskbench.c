@@ -91,6 +91,9 @@ struct ctx {
     long max_tests;
     /* totals */
     long files, compiled, rejected, valid_tested, invalid_tested, verr, ierr, mismatches;
+    long budget_errors;          /* masks / consumes that exceeded a grammar budget */
+    uint64_t work_max, file_work; /* mask work units (grammar budgets): overall, this file */
+    size_t dfa_max, compile_max;  /* bytes of the largest lexer DFA / compiled grammar */
 };
 
 /* Feeds text; returns 1 accepted to the end (eos allowed), 0 rejected somewhere, -1 error.
@@ -108,6 +111,13 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
         double t0 = now_us();
         matcher_mask(m, c->mask);
         double dt = now_us() - t0;
+        uint64_t w = matcher_last_work(m);
+        if (w > c->file_work) c->file_work = w;
+        if (w > c->work_max) c->work_max = w;
+        if (matcher_status(m, &e)) {
+            c->budget_errors++;
+            fprintf(stderr, "budget: %s\n", e.msg);
+        }
         fv_push(fm, (float)dt);
         fv_push(&c->all_masks, (float)dt);
         int32_t t = i < n ? c->ids[i] : c->eos;
@@ -233,6 +243,8 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
     base = base ? base + 1 : path;
     c->files++;
     struct grammar *g = NULL;
+    struct grammar_stats gs = {0};
+    c->file_work = 0;
     if (!root) {
         snprintf(errmsg, sizeof errmsg, "cannot read: %s", je.text);
         goto out;
@@ -300,6 +312,11 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         }
     }
 out:
+    if (g) {
+        grammar_stats(g, &gs);
+        if (gs.dfa_bytes > c->dfa_max) c->dfa_max = gs.dfa_bytes;
+        if (gs.compile_bytes > c->compile_max) c->compile_max = gs.compile_bytes;
+    }
     c->valid_tested += vt;
     c->invalid_tested += it;
     c->verr += ve;
@@ -317,8 +334,10 @@ out:
         printf("null");
     printf(",\"valid_tested\":%ld,\"invalid_tested\":%ld,\"validation_errors\":%ld,"
            "\"invalidation_errors\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p99\":%.2f,"
-           "\"mask_us_max\":%.2f,\"compile_us\":%.1f,\"mismatches\":%ld}\n",
-           vt, it, ve, ie, fm.n, avg, p99, mx, compile_us, mm);
+           "\"mask_us_max\":%.2f,\"compile_us\":%.1f,\"mismatches\":%ld,\"mask_work_max\":%llu,"
+           "\"dfa_kb\":%zu,\"compiled_kb\":%zu}\n",
+           vt, it, ve, ie, fm.n, avg, p99, mx, compile_us, mm, (unsigned long long)c->file_work,
+           gs.dfa_bytes >> 10, gs.compile_bytes >> 10);
     fflush(stdout);
     free(fm.v);
     grammar_free(g);
@@ -428,9 +447,12 @@ int main(int argc, char **argv)
            "\"invalid_tested\":%ld,\"validation_errors\":%ld,\"invalidation_errors\":%ld,"
            "\"mismatches\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p50\":%.2f,"
            "\"mask_us_p99\":%.2f,\"mask_us_max\":%.2f,\"compile_us_p50\":%.1f,"
-           "\"compile_us_p99\":%.1f,\"vocab\":%d,\"vocab_index_ms\":%.1f}\n",
+           "\"compile_us_p99\":%.1f,\"vocab\":%d,\"vocab_index_ms\":%.1f,"
+           "\"budget_errors\":%ld,\"mask_work_max\":%llu,\"dfa_kb_max\":%zu,"
+           "\"compiled_kb_max\":%zu}\n",
            c.files, c.compiled, c.rejected, c.valid_tested, c.invalid_tested, c.verr, c.ierr,
-           c.mismatches, c.all_masks.n, mavg, m50, m99, mmax, c50, c99, n, index_ms);
+           c.mismatches, c.all_masks.n, mavg, m50, m99, mmax, c50, c99, n, index_ms,
+           c.budget_errors, (unsigned long long)c.work_max, c.dfa_max >> 10, c.compile_max >> 10);
     grammar_vocab_index_free(c.vi);
     vocab_free(c.v);
     if (g_open) gguf_close(&gg);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/buf.h"
 #include "grammar/grammar_int.h"
@@ -485,9 +486,83 @@ static int regex_lark(const char *src, size_t len, struct buf *out)
     return buf_puts(out, "/\n");
 }
 
+/* The defaults, sized from MaskBench (docs/grammar.md "Budgets"; Qwen3 vocabulary): its largest
+ * compiled grammar takes 4.5 MB and its costliest mask 0.6 M steps (13 ms), so those budgets
+ * leave several times that. The lexer DFA grows with the text (a long string under `maxLength`
+ * is one DFA state per count): MaskBench's longest instance (7 KB in a maxLength-5000 string)
+ * takes up to 65 MB. */
+const struct grammar_budget grammar_budget_default = {
+    .max_source = (size_t)8 << 20,
+    .max_nfa_states = 400000,
+    .max_productions = 1000000,
+    .max_compile_bytes = (size_t)32 << 20,
+    .max_dfa_bytes = (size_t)128 << 20,
+    .max_compile_ms = 1000,
+    .max_mask_work = 4000000,
+    .max_items = 2000000,
+};
+
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int grammar_check_time(const struct grammar *g, struct err *e)
+{
+    if (g->budget.max_compile_ms <= 0) return 0;
+    double dt = cpu_ms() - g->t_compile0;
+    if (dt <= g->budget.max_compile_ms) return 0;
+    return err_set(e, ERR_INVALID,
+                   "compiling the grammar took more than %.0f ms of CPU (the compile time "
+                   "budget)",
+                   g->budget.max_compile_ms);
+}
+
+static size_t compile_bytes(const struct grammar *g)
+{
+    size_t b = (size_t)g->nfa.cap * sizeof *g->nfa.s + (size_t)g->nfa.cap_loops * sizeof *g->nfa.loops;
+    b += (size_t)g->cap_terms * sizeof *g->terms + (size_t)g->cap_nts * sizeof *g->nt_names;
+    b += (size_t)g->cap_prods * sizeof *g->prods + (size_t)g->cap_flat * sizeof *g->flat;
+    b += ((size_t)g->n_nts + 1) * (sizeof *g->nt_first + sizeof *g->nullable) +
+         ((size_t)g->n_prods + 1) * sizeof *g->nt_prods;
+    /* per-NFA-state tables of the mask caches (allocated right after) */
+    b += ((size_t)g->nfa.n + 1) * (sizeof *g->nfa_term + 2 * sizeof *g->fh + sizeof *g->fh_queue +
+                                   sizeof *g->fh_local + sizeof *g->fh_stamp);
+    for (int32_t i = 0; i < g->n_terms; i++)
+        b += strlen(g->terms[i].name) + 1;
+    for (int32_t i = 0; i < g->n_nts; i++)
+        b += strlen(g->nt_names[i]) + 1;
+    return b;
+}
+
+void grammar_stats(const struct grammar *g, struct grammar_stats *st)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&g->mu);
+    *st = (struct grammar_stats){.n_terms = g->n_terms,
+                                 .n_productions = g->n_prods,
+                                 .n_nfa_states = g->nfa.n,
+                                 .n_dfa_states = g->dfa.n,
+                                 .compile_bytes = compile_bytes(g),
+                                 .dfa_bytes = g->dfa.bytes};
+    pthread_mutex_unlock((pthread_mutex_t *)&g->mu);
+}
+
+static int probe_first_mask(struct grammar *g, struct err *e);
+
 struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum grammar_kind kind,
                                 const char *src, size_t len, struct err *e)
 {
+    return grammar_compile_budget(vi, kind, src, len, NULL, e);
+}
+
+struct grammar *grammar_compile_budget(const struct grammar_vocab_index *vi, enum grammar_kind kind,
+                                       const char *src, size_t len,
+                                       const struct grammar_budget *budget, struct err *e)
+{
+    if (!budget) budget = &grammar_budget_default;
+    double t0 = cpu_ms();
     struct buf lark = {0};
     const char *text = src;
     size_t tlen = len;
@@ -531,9 +606,18 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
     }
     atomic_init(&g->refs, 1);
     g->vi = vi;
+    g->budget = *budget;
+    g->t_compile0 = t0;
+    g->nfa.max_states = budget->max_nfa_states;
     pthread_mutex_init(&g->mu, NULL);
-    if (lark_build(g, text, tlen, e)) goto fail;
+    if (budget->max_source && tlen > budget->max_source) {
+        err_set(e, ERR_INVALID, "the grammar is %zu bytes of lark%s, over the compile budget of %zu",
+                tlen, kind == GRAMMAR_LARK ? "" : " once converted", budget->max_source);
+        goto fail;
+    }
+    if (grammar_check_time(g, e) || lark_build(g, text, tlen, e)) goto fail;
     if (rx_dfa_init(&g->dfa, &g->nfa, e)) goto fail;
+    g->dfa.max_bytes = budget->max_dfa_bytes;
     g->nfa_term = malloc(((size_t)g->nfa.n + 1) * sizeof *g->nfa_term);
     g->fh = calloc(((size_t)g->nfa.n + 1) * 2, sizeof *g->fh);
     g->fh_queue = malloc(((size_t)g->nfa.n + 1) * sizeof *g->fh_queue);
@@ -553,6 +637,13 @@ struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum gramm
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }
+    size_t cb = compile_bytes(g);
+    if (budget->max_compile_bytes && cb > budget->max_compile_bytes) {
+        err_set(e, ERR_INVALID, "the compiled grammar takes %zu MB, over the compile budget of %zu MB",
+                cb >> 20, budget->max_compile_bytes >> 20);
+        goto fail;
+    }
+    if (grammar_check_time(g, e) || probe_first_mask(g, e)) goto fail;
     buf_free(&lark);
     return g;
 fail:
@@ -590,7 +681,9 @@ struct matcher {
     uint32_t cur; /* DFA state in the current lexeme */
     bool empty;   /* no byte of the current lexeme consumed yet */
     bool ended;   /* eos consumed */
-    bool oom;
+    bool oom;     /* allocation failure, or a budget exceeded (why: over) */
+    enum { OVER_NONE, OVER_WORK, OVER_DFA, OVER_ITEMS } over;
+    uint64_t last_work;
     struct hist *hist;
     uint32_t n_hist, cap_hist;
     /* scratch */
@@ -618,6 +711,11 @@ static void next_gen(struct matcher *m)
 
 static int push_item_raw(struct matcher *m, uint32_t pos, uint32_t origin)
 {
+    if (m->g->budget.max_items && m->n_items >= m->g->budget.max_items) {
+        m->oom = true;
+        m->over = OVER_ITEMS;
+        return -1;
+    }
     if (m->n_items == m->cap_items) {
         uint32_t nc = m->cap_items * 2;
         struct item *n = realloc(m->items, (size_t)nc * sizeof *n);
@@ -725,6 +823,10 @@ static uint32_t lex_start(struct matcher *m, const int32_t *terms, int32_t n)
             starts[ns++] = g->ignore_starts[i];
     uint32_t st = rx_dfa_start(&g->dfa, starts, ns);
     free(starts);
+    if (g->dfa.over_work) { /* abandoned: nothing to cache */
+        free(copy);
+        return RX_DEAD;
+    }
     memcpy(copy, terms, (size_t)n * sizeof *terms);
     if ((g->ls_n + 1) * 2 > g->ls_cap) {
         uint32_t nc = g->ls_cap * 2;
@@ -778,13 +880,19 @@ static int32_t close_row(struct matcher *m, uint32_t start)
         }
     }
     next_gen(m);
+    struct rx_dfa *d = &g->dfa;
     for (uint32_t k = start; k < m->n_items; k++) {
         struct item it = m->items[k];
         int32_t sym = g->flat[it.pos];
+        if (d->work_limit && ++d->work > d->work_limit) {
+            d->over_work = true;
+            return -1;
+        }
         if (sym & SYM_END) {
             int32_t A = g->prods[sym & SYM_IDX].lhs;
             if (it.origin == ri) continue; /* nullable: handled at prediction */
             const struct row *o = &m->rows[it.origin];
+            d->work += o->n;
             int32_t want = SYM_NT | A;
             for (uint32_t x = o->start; x < o->start + o->n; x++) {
                 struct item oi = m->items[x];
@@ -924,6 +1032,14 @@ struct matcher *matcher_new(const struct grammar *gc, struct err *e)
     }
     grammar_ref(g);
     pthread_mutex_lock(&g->mu);
+    if (g->dfa.failed) { /* for good: later masks could miss tokens */
+        pthread_mutex_unlock(&g->mu);
+        m->oom = true;
+        m->over = g->dfa.over_bytes ? OVER_DFA : OVER_NONE;
+        matcher_status(m, e);
+        matcher_free(m);
+        return NULL;
+    }
     m->items[0] = (struct item){(uint32_t)g->prods[g->start_prod].off, 0};
     m->n_items = 1;
     int32_t r = close_row(m, 0);
@@ -997,6 +1113,7 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
     const struct grammar_vocab_index *vi = m->g->vi;
     struct rx_dfa *d = &m->g->dfa;
     uint32_t end = vi->tend[node];
+    if (d->over_work) return;
     for (uint32_t c = node + 1; c < end; c = vi->tend[c]) {
         uint8_t b = vi->tbyte[c];
         uint32_t r2 = r, s2;
@@ -1182,6 +1299,7 @@ static const uint64_t *fh_get(struct grammar *g, int32_t q)
         }
     }
 #undef FHMIX
+    g->dfa.work += (uint64_t)tail; /* mask budget: the walk over the reachable automaton */
     h[0] = a | 1;
     h[1] = b;
     return h;
@@ -1218,6 +1336,11 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
         uint64_t v = g->dfa.st[s].kernel[i];
         int32_t st = rx_thread_state(v);
         const uint64_t *fh = fh_get((struct grammar *)g, st);
+        if (g->dfa.work_limit && g->dfa.work > g->dfa.work_limit) {
+            ((struct grammar *)g)->dfa.over_work = true;
+            free(key);
+            return NULL;
+        }
         uint32_t c1 = rx_thread_c1(v);
         uint32_t cc = c1;
         if (c1) {
@@ -1232,6 +1355,13 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
             }
         }
         k[i] = (struct kent){fh[0], fh[1], 0, cc};
+    }
+    struct rx_dfa *d = (struct rx_dfa *)&g->dfa;
+    d->work += n;
+    if (d->work_limit && d->work > d->work_limit) {
+        d->over_work = true;
+        free(key);
+        return NULL;
     }
     qsort(k, n, sizeof *k, cmp_kent);
     size_t w = 0; /* equal futures: keep one */
@@ -1471,7 +1601,7 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
     size_t n_uniq = 0;
     for (size_t i = 0; i < n_cand; i++)
         if (n_uniq == 0 || cand[n_uniq - 1] != cand[i]) cand[n_uniq++] = cand[i];
-    if (keep_boundaries(vi, d, s, cand, n_uniq, e, x)) goto fail2;
+    if (keep_boundaries(vi, d, s, cand, n_uniq, e, x) || d->over_work) goto fail2;
     free(cand);
     cand = NULL;
     if (payload_finish(vi, x, bits, words, key, klen, h, e)) goto fail2;
@@ -1515,7 +1645,7 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, b
     for (int32_t o = vi->tn[c].tok; o >= 0; o = vi->tok_next[o])
         if (list_push(&ib, o)) goto fail;
     walk_inner_at(m, &ib, c, t);
-    if (ib.oom) goto fail;
+    if (ib.oom || m->g->dfa.over_work) goto fail;
     x->list = ib.list;
     x->n_list = ib.n_list;
     ib.list = NULL;
@@ -1607,7 +1737,7 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         }
         if (priv) payload_free(sub);
     }
-    if (keep_boundaries(vi, d, s, cand, n_cand, e, x)) goto fail;
+    if (keep_boundaries(vi, d, s, cand, n_cand, e, x) || d->over_work) goto fail;
     free(cand);
     cand = NULL;
     if (payload_finish(vi, x, bits, words, key, klen, h, e)) goto fail;
@@ -1679,9 +1809,15 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         key = NULL; /* owned by x */
         goto done;
     }
+    if (!x && g->dfa.over_work) {
+        free(key);
+        free(e);
+        return NULL;
+    }
     if (x) {
         free(key);
-        if (localize(m, x, s, e)) {
+        if (localize(m, x, s, e) || g->dfa.over_work) {
+            free(e->bound);
             free(e);
             return NULL;
         }
@@ -1691,7 +1827,7 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         ib.bits = calloc(words + 1, sizeof *ib.bits);
         if (!x || !ib.bits) goto fail;
         walk_inner(m, &ib, s);
-        if (ib.oom) goto fail;
+        if (ib.oom || g->dfa.over_work) goto fail;
         x->n_nodes = ib.n_bound / 2;
         x->nodes = malloc(((size_t)x->n_nodes + 1) * sizeof *x->nodes);
         if (!x->nodes) goto fail;
@@ -1728,7 +1864,7 @@ static void mask_from(struct matcher *m, uint32_t r, uint32_t s, bool empty)
 {
     struct inner_entry *x = inner_get(m, s);
     if (!x) {
-        walk(m, 0, r, s, empty);
+        walk(m, 0, r, s, empty); /* returns at once when the mask budget is spent */
         return;
     }
     const struct grammar_vocab_index *vi = m->g->vi;
@@ -1770,6 +1906,81 @@ static void truncate_to(struct matcher *m, uint32_t n_rows, uint32_t n_items)
     m->n_items = n_items;
 }
 
+/* The mask budget covers one mask or consume: the DFA's work counter restarts and is capped.
+ * Caller holds g->mu. */
+static void budget_begin(struct matcher *m)
+{
+    struct rx_dfa *d = &m->g->dfa;
+    d->work = 0;
+    d->work_limit = m->g->budget.max_mask_work;
+    d->over_work = false;
+}
+
+/* Records a budget failure in the matcher (it stays failed) and lifts the DFA's work cap, so
+ * other matchers of the grammar are unaffected. */
+static void budget_end(struct matcher *m)
+{
+    struct rx_dfa *d = &m->g->dfa;
+    m->last_work = d->work;
+    if (!m->oom && (d->over_work || d->failed)) { /* failed: a mask may be missing tokens */
+        m->oom = true;
+        m->over = d->over_work ? OVER_WORK : d->over_bytes ? OVER_DFA : OVER_NONE;
+    }
+    d->over_work = false;
+    d->work_limit = 0;
+}
+
+int matcher_status(const struct matcher *m, struct err *e)
+{
+    if (!m->oom) return 0;
+    const struct grammar_budget *b = &m->g->budget;
+    switch (m->over) {
+    case OVER_WORK:
+        return err_set(e, ERR_INVALID,
+                       "the grammar needs more than %llu steps for one token's mask (the "
+                       "per-token mask budget); simplify large alternations or repetitions",
+                       (unsigned long long)b->max_mask_work);
+    case OVER_DFA:
+        return err_set(e, ERR_INVALID,
+                       "the grammar's lexer automaton grew past %zu MB (the grammar memory "
+                       "budget)",
+                       b->max_dfa_bytes >> 20);
+    case OVER_ITEMS:
+        return err_set(e, ERR_INVALID,
+                       "the grammar's parser state grew past %u items (the matcher memory "
+                       "budget; a very ambiguous grammar)",
+                       b->max_items);
+    default:
+        return err_set(e, ERR_NOMEM, "out of memory in the grammar matcher");
+    }
+}
+
+uint64_t matcher_last_work(const struct matcher *m)
+{
+    return m->last_work;
+}
+
+/* Computes the first mask under the budgets, so a grammar whose very first token is over budget
+ * fails to compile (a 400 before any generation) and the first mask of each request is cached. */
+static int probe_first_mask(struct grammar *g, struct err *e)
+{
+    size_t words = ((size_t)g->vi->n_tokens + 31) / 32;
+    uint32_t *mask = malloc(words * sizeof *mask);
+    struct matcher *m = mask ? matcher_new(g, e) : NULL;
+    int rc = 0;
+    if (!mask)
+        rc = err_set(e, ERR_NOMEM, "out of memory");
+    else if (!m)
+        rc = -1;
+    else {
+        matcher_mask(m, mask);
+        rc = matcher_status(m, e);
+    }
+    matcher_free(m);
+    free(mask);
+    return rc;
+}
+
 void matcher_mask(struct matcher *m, uint32_t *bitset_out)
 {
     const struct grammar_vocab_index *vi = m->g->vi;
@@ -1778,6 +1989,7 @@ void matcher_mask(struct matcher *m, uint32_t *bitset_out)
     if (m->ended || m->oom) return;
     struct grammar *g = m->g;
     pthread_mutex_lock(&g->mu);
+    budget_begin(m);
     uint32_t nr = m->n_rows, ni = m->n_items;
     uint32_t top = nr - 1;
     m->mask = bitset_out;
@@ -1792,6 +2004,7 @@ void matcher_mask(struct matcher *m, uint32_t *bitset_out)
     if (vi->n_specials && re >= 0) allow_specials(m, re); /* may allow eos as a terminal */
     bool accept = re >= 0 && m->rows[re].accept;
     truncate_to(m, nr, ni);
+    budget_end(m);
     if (m->oom) memset(bitset_out, 0, words * sizeof *bitset_out);
     pthread_mutex_unlock(&g->mu);
     if (has_eos && accept && !m->oom) set_bit(bitset_out, vi->eos);
@@ -1816,6 +2029,7 @@ int matcher_consume(struct matcher *m, int32_t token)
     if (m->ended || m->oom || token < 0 || token >= vi->n_tokens) return -1;
     struct grammar *g = m->g;
     pthread_mutex_lock(&g->mu);
+    budget_begin(m);
     uint32_t nr = m->n_rows, ni = m->n_items;
     uint32_t r = nr - 1, s = m->cur;
     bool empty = m->empty;
@@ -1858,6 +2072,7 @@ int matcher_consume(struct matcher *m, int32_t token)
             }
         }
     }
+    budget_end(m);
     if (ok && m->oom) ok = false;
     if (!ok) {
         truncate_to(m, nr, ni);
@@ -1948,6 +2163,8 @@ struct cache_entry {
     uint64_t used;
 };
 
+#define GRAMMAR_CACHE_MAX_BYTES ((size_t)1 << 30)
+
 struct grammar_cache {
     pthread_mutex_t mu;
     const struct grammar_vocab_index *vi;
@@ -1983,6 +2200,34 @@ void grammar_cache_free(struct grammar_cache *c)
     free(c);
 }
 
+/* Bytes a grammar holds now (compiled form, lexer DFA, inner-walk cache). */
+static size_t grammar_bytes(struct grammar *g)
+{
+    pthread_mutex_lock(&g->mu);
+    size_t b = compile_bytes(g) + g->dfa.bytes + g->inner_bytes;
+    pthread_mutex_unlock(&g->mu);
+    return b;
+}
+
+/* Drops least recently used entries (other than keep) while the cached grammars hold more
+ * than GRAMMAR_CACHE_MAX_BYTES (they grow after insertion: lazy DFA, caches). A dropped grammar
+ * lives on while matchers hold it. Caller holds c->mu. */
+static void cache_trim(struct grammar_cache *c, size_t keep)
+{
+    for (;;) {
+        size_t total = 0, victim = c->n;
+        for (size_t i = 0; i < c->n; i++) {
+            total += grammar_bytes(c->e[i].g);
+            if (i != keep && (victim == c->n || c->e[i].used < c->e[victim].used)) victim = i;
+        }
+        if (total <= GRAMMAR_CACHE_MAX_BYTES || victim == c->n) return;
+        free(c->e[victim].src);
+        grammar_free(c->e[victim].g);
+        c->e[victim] = c->e[--c->n];
+        if (keep == c->n) keep = victim;
+    }
+}
+
 struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kind, const char *src,
                                   size_t len, struct err *e)
 {
@@ -2015,6 +2260,7 @@ struct grammar *grammar_cache_get(struct grammar_cache *c, enum grammar_kind kin
         c->n++;
     }
     c->e[slot] = (struct cache_entry){kind, copy, len, grammar_ref(g), ++c->tick};
+    cache_trim(c, slot);
     pthread_mutex_unlock(&c->mu);
     return g;
 }

@@ -43,6 +43,33 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi);
 struct grammar;
 struct grammar *grammar_compile(const struct grammar_vocab_index *vi, enum grammar_kind kind,
                                 const char *src, size_t len, struct err *e);
+
+/* Budgets (docs/grammar.md "Budgets"): what one grammar and one matcher may cost. Compile
+ * budgets fail grammar_compile; the mask budget fails a mask or consume (matcher_status), and
+ * the first mask is computed inside grammar_compile, so a grammar whose first mask is over
+ * budget never compiles. Every failure is ERR_INVALID naming the budget. 0 = no limit. */
+struct grammar_budget {
+    size_t max_source;        /* bytes of lark text (after JSON Schema / regex conversion) */
+    int32_t max_nfa_states;   /* lexer NFA states */
+    int32_t max_productions;  /* BNF productions after lowering EBNF */
+    size_t max_compile_bytes; /* terminals, productions and NFA after compiling */
+    size_t max_dfa_bytes;     /* the lazily built lexer DFA (states, kernels, transitions) */
+    double max_compile_ms;    /* thread CPU time of one compile (a backstop: not deterministic) */
+    uint64_t max_mask_work;   /* per mask / consume: lexer-thread steps + Earley items */
+    uint32_t max_items;       /* Earley items one matcher holds */
+};
+extern const struct grammar_budget grammar_budget_default;
+/* grammar_compile with explicit budgets (NULL = grammar_budget_default). */
+struct grammar *grammar_compile_budget(const struct grammar_vocab_index *vi, enum grammar_kind kind,
+                                       const char *src, size_t len,
+                                       const struct grammar_budget *b, struct err *e);
+
+/* What a compiled grammar holds (tests, tools, budgets). */
+struct grammar_stats {
+    int32_t n_terms, n_productions, n_nfa_states, n_dfa_states;
+    size_t compile_bytes, dfa_bytes;
+};
+void grammar_stats(const struct grammar *g, struct grammar_stats *st);
 /* Drops one reference (the grammar is freed with its last reference; matchers hold one). */
 void grammar_free(struct grammar *g);
 struct grammar *grammar_ref(struct grammar *g);
@@ -68,6 +95,11 @@ void matcher_mask(struct matcher *m, uint32_t *bitset_out);
 int matcher_consume(struct matcher *m, int32_t token);
 bool matcher_accepting(const struct matcher *m); /* the grammar accepts here (eos allowed) */
 bool matcher_done(const struct matcher *m);      /* nothing but eos can follow */
+/* 0 while the matcher is usable; -1 with e filled once a budget was exceeded (a mask then
+ * allows nothing and consume fails): ERR_INVALID naming the budget, or ERR_NOMEM. */
+int matcher_status(const struct matcher *m, struct err *e);
+/* Work units the last matcher_mask took (calibration: lmserve-maskbench). */
+uint64_t matcher_last_work(const struct matcher *m);
 /* Undoes the last n consumed tokens (eos included); the state is exactly what it was. 0, or -1
  * if fewer than n tokens were consumed. */
 int matcher_rollback(struct matcher *m, int n_tokens);

@@ -36,6 +36,8 @@ struct gprod {
 
 struct grammar {
     atomic_int refs;
+    struct grammar_budget budget;
+    double t_compile0; /* thread CPU ms when the compile started */
     const struct grammar_vocab_index *vi;
     pthread_mutex_t mu; /* guards the lazy DFA and the caches below */
 
@@ -83,6 +85,8 @@ int32_t grammar_add_nt(struct grammar *g, const char *name, size_t len);
 int32_t grammar_add_term(struct grammar *g, const char *name, size_t len);
 /* Finalizes: per-nt production index, nullable, productivity check. */
 int grammar_finish(struct grammar *g, struct err *e);
+/* Compile time budget: 0, or -1 with e filled when g's compile ran past max_compile_ms. */
+int grammar_check_time(const struct grammar *g, struct err *e);
 
 /* vocab index accessors used by lark.c to resolve special tokens */
 int32_t grammar_vocab_find_special(const struct grammar_vocab_index *vi, const char *s, size_t n);

@@ -267,7 +267,7 @@ static char *mk_rule(struct js *c, const char *body)
         c->hidx[j] = c->n_rules;
         if (buf_printf(&c->out, "%s: %s\n", r->name, body)) c->oom = true;
         if (c->out.len > JS_MAX_OUT) {
-            err_set(c->e, ERR_TOO_LARGE, "schema produces a grammar over %u MB", JS_MAX_OUT >> 20);
+            err_set(c->e, ERR_INVALID, "schema produces a grammar over %u MB", JS_MAX_OUT >> 20);
             c->oom = true;
         }
     }
@@ -970,7 +970,7 @@ static struct sn *lower(struct js *c, json_t *s)
         return NULL;
     }
     if (++c->depth > JS_MAX_DEPTH) {
-        err_set(c->e, ERR_TOO_LARGE, "schema nested deeper than %d", JS_MAX_DEPTH);
+        err_set(c->e, ERR_INVALID, "schema nested deeper than %d", JS_MAX_DEPTH);
         return NULL;
     }
     struct sn *res = NULL;
@@ -1156,7 +1156,7 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
     if (a->n_alts || b->n_alts) {
         int na = a->n_alts ? a->n_alts : 1, nb = b->n_alts ? b->n_alts : 1;
         if ((int64_t)na * nb > JS_MAX_ALTS) {
-            err_set(c->e, ERR_TOO_LARGE,
+            err_set(c->e, ERR_INVALID,
                     "anyOf/oneOf combined with allOf gives over %d alternatives", JS_MAX_ALTS);
             goto done;
         }
@@ -2537,6 +2537,9 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
     json_error_t je;
     json_t *root = json_loadb(schema_json, len,
                               JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!root && json_error_code(&je) == json_error_stack_overflow)
+        return err_set(e, ERR_INVALID, "schema nested deeper than %d (at line %d, column %d)",
+                       JS_MAX_DEPTH, je.line, je.column);
     if (!root)
         return err_set(e, ERR_INVALID, "schema is not valid JSON: %s (line %d, column %d)", je.text,
                        je.line, je.column);

@@ -18,8 +18,9 @@
 /* schema_json: the schema as JSON text. Appends lark text to out (nothing on failure). rule_prefix
  * namespaces the emitted rule names (every rule is `<prefix>r<N>`, so a %json{...} sub-grammar can
  * be embedded in a larger lark grammar); pass "" for a standalone grammar (then the root rule is
- * `start`, else `<prefix>root`). Returns 0, or -1 with e filled (ERR_INVALID: malformed schema or
- * unsatisfiable; ERR_UNSUPPORTED: a keyword/construct we cannot compile exactly; ERR_TOO_LARGE). */
+ * `start`, else `<prefix>root`). Returns 0, or -1 with e filled (ERR_INVALID: malformed schema,
+ * unsatisfiable, or over a size limit (a 400, not a 413: the body may be small); ERR_UNSUPPORTED:
+ * a keyword/construct we cannot compile exactly). */
 int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_prefix,
                        struct buf *out, struct err *e);
 /* Lark for "any JSON object" (response_format json_object). */

@@ -1020,10 +1020,10 @@ static void raw_not_in_rec(struct kname *names, int n, struct buf *out)
 int jsrx_key_not_in(const char *const *names, const size_t *lens, int n, struct buf *out,
                     struct err *e)
 {
-    if (n > 100000) return err_set(e, ERR_TOO_LARGE, "too many property names");
+    if (n > 100000) return err_set(e, ERR_INVALID, "too many property names");
     for (int i = 0; i < n; i++) /* the exclusion regex recurses once per character */
         if (lens[i] > JSRX_MAX_NAME)
-            return err_set(e, ERR_TOO_LARGE, "property name longer than %d bytes", JSRX_MAX_NAME);
+            return err_set(e, ERR_INVALID, "property name longer than %d bytes", JSRX_MAX_NAME);
     struct kname *k = calloc((size_t)n + 1, sizeof *k);
     if (!k) return err_set(e, ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {

@@ -834,6 +834,7 @@ static int32_t new_terminal(struct lark *L, const char *name, size_t nlen, int32
         err_set(L->e, ERR_INVALID, "grammar too large (more than %d terminals)", GRAMMAR_MAX_TERMS);
         return -1;
     }
+    if ((t & 255) == 0 && grammar_check_time(g, L->e)) return -1;
     int32_t lo = g->nfa.n;
     int32_t st = rx_nfa_add(&g->nfa, &L->ast, ast_root, t, L->e);
     if (st < 0) return -1;
@@ -1049,9 +1050,15 @@ static int32_t helper_nt(struct lark *L, const char *ctx)
 
 static int add_prod_chk(struct lark *L, int32_t lhs, const int32_t *rhs, int32_t n)
 {
-    if (grammar_add_prod(L->g, lhs, rhs, n) < 0)
-        return err_set(L->e, ERR_INVALID, "grammar too large (more than %d productions)",
-                       GRAMMAR_MAX_PRODS);
+    const struct grammar *g = L->g;
+    int32_t max = g->budget.max_productions > 0 && g->budget.max_productions < GRAMMAR_MAX_PRODS
+                      ? g->budget.max_productions
+                      : GRAMMAR_MAX_PRODS;
+    if (g->n_prods >= max)
+        return err_set(L->e, ERR_INVALID,
+                       "grammar too large (more than %d productions, the compile budget)", max);
+    if (grammar_add_prod(L->g, lhs, rhs, n) < 0) return err_set(L->e, ERR_NOMEM, "out of memory");
+    if ((g->n_prods & 1023) == 0 && grammar_check_time(g, L->e)) return -1;
     return 0;
 }
 

@@ -688,11 +688,12 @@ static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, in
                       int32_t out2)
 {
     struct rx_nfa *n = B->n;
-    if (n->n >= RX_MAX_NFA_STATES) {
+    int32_t max = n->max_states > 0 ? n->max_states : RX_MAX_NFA_STATES;
+    if (n->n >= max) {
         err_set(B->e, ERR_INVALID,
-                "regex too large (more than %d automaton states; reduce {m,n} "
-                "repetition counts)",
-                RX_MAX_NFA_STATES);
+                "regex too large (more than %d automaton states, the compile budget; reduce "
+                "{m,n} repetition counts or alternatives)",
+                max);
         return -1;
     }
     if (n->n == n->cap) {
@@ -734,7 +735,7 @@ static int32_t emit_cp_range(struct nbuild *B, uint32_t lo, uint32_t hi, int32_t
     for (int k = 0; k < 3; k++) {
         if (lo <= bounds[k] && hi > bounds[k]) {
             acc = emit_cp_range(B, lo, bounds[k], next, acc);
-            if (acc < 0 && B->n->n >= RX_MAX_NFA_STATES) return -1;
+            if (acc < 0 && B->n->n >= (B->n->max_states > 0 ? B->n->max_states : RX_MAX_NFA_STATES)) return -1;
             return emit_cp_range(B, bounds[k] + 1, hi, next, acc);
         }
     }
@@ -1093,7 +1094,17 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
             return d->htab[j] - 1;
         j = (j + 1) & (d->hcap - 1);
     }
-    if (d->n >= RX_MAX_DFA_STATES) goto fail;
+    if (d->n >= RX_MAX_DFA_STATES) {
+        d->over_bytes = true;
+        goto fail;
+    }
+    size_t cost = 256 * sizeof *d->trans + sizeof *d->st + (size_t)(nk + 1) * sizeof(uint64_t) +
+                  (size_t)(na + 1) * sizeof(int32_t);
+    if (d->max_bytes && d->bytes + cost > d->max_bytes) {
+        d->over_bytes = true;
+        goto fail;
+    }
+    d->bytes += cost;
     if (d->n == d->cap) {
         int32_t nc = d->cap * 2;
         struct rx_dstate *ns = realloc(d->st, (size_t)nc * sizeof *ns);
@@ -1174,6 +1185,7 @@ static int vis_grow(struct rx_dfa *d)
 /* Marks thread v visited; returns true if it was new. */
 static bool visit(struct rx_dfa *d, uint64_t v)
 {
+    d->vis_steps++;
     if (TH_C1(v) == 0) {
         uint32_t *m = TH_END(v) ? d->mark_end : d->mark;
         int32_t s = TH_S(v);
@@ -1219,6 +1231,10 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
 {
     const struct rx_nstate *S = d->nfa->s;
     while (sp > 0 && !d->failed) {
+        if (d->work_limit && d->work + d->vis_steps > d->work_limit) {
+            d->over_work = true; /* abandoned: the caller stores nothing */
+            return;
+        }
         uint64_t v = d->stack[--sp];
         int32_t s = TH_S(v);
         int end = TH_END(v);
@@ -1287,6 +1303,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
 static void next_gen(struct rx_dfa *d)
 {
     d->vis_n = 0;
+    d->vis_steps = 0;
     if (++d->gen == 0) {
         memset(d->mark, 0, (size_t)d->nfa->n * sizeof *d->mark);
         memset(d->mark_end, 0, (size_t)d->nfa->n * sizeof *d->mark_end);
@@ -1297,14 +1314,15 @@ static void next_gen(struct rx_dfa *d)
 
 uint32_t rx_dfa_start(struct rx_dfa *d, const int32_t *starts, int32_t n)
 {
-    if (n == 0 || d->failed) return RX_DEAD;
+    if (n == 0 || d->failed || d->over_work) return RX_DEAD;
     next_gen(d);
     int32_t sp = 0;
     for (int32_t i = 0; i < n; i++)
         push(d, &sp, TH(starts[i], 0, 0));
     int32_t nk = 0, na = 0;
     closure(d, sp, true, &nk, &na);
-    if (d->failed) return RX_DEAD;
+    d->work += d->vis_steps;
+    if (d->failed || d->over_work) return RX_DEAD;
     qsort(d->kbuf, (size_t)nk, sizeof *d->kbuf, cmp_u64);
     /* lexemes are non-empty: a start state never accepts */
     return dfa_intern(d, nk, 0);
@@ -1326,7 +1344,7 @@ uint32_t rx_dfa_from_kernel(struct rx_dfa *d, const uint64_t *k, int32_t n)
 
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
 {
-    if (d->failed) return RX_DEAD;
+    if (d->failed || d->over_work) return RX_DEAD;
     next_gen(d);
     const struct rx_dstate *st = &d->st[s];
     const struct rx_nstate *S = d->nfa->s;
@@ -1338,7 +1356,9 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     }
     int32_t nk = 0, na = 0;
     closure(d, sp, false, &nk, &na);
-    if (d->failed) return RX_DEAD;
+    d->work += (uint64_t)st->n_kernel + d->vis_steps;
+    if (d->work_limit && d->work > d->work_limit) d->over_work = true;
+    if (d->failed || d->over_work) return RX_DEAD; /* the transition stays unknown */
     qsort(d->kbuf, (size_t)nk, sizeof *d->kbuf, cmp_u64);
     qsort(d->abuf, (size_t)na, sizeof(int32_t), cmp_i32);
     uint32_t t = dfa_intern(d, nk, na);

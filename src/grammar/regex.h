@@ -76,6 +76,7 @@ struct rx_loop {
 struct rx_nfa {
     struct rx_nstate *s;
     int32_t n, cap;
+    int32_t max_states; /* budget (0: RX_MAX_NFA_STATES) */
     struct rx_loop *loops;
     int32_t n_loops, cap_loops;
 };
@@ -106,10 +107,19 @@ struct rx_dfa {
     uint64_t *vis_key; /* visited (state, counter, end) for counted threads */
     uint32_t *vis_gen;
     uint32_t vis_cap, vis_n;
+    uint64_t vis_steps; /* visits in the current computation (work accounting) */
     uint64_t *stack, *kbuf;
     int32_t *abuf;
     int32_t stack_cap, kbuf_cap;
     bool failed; /* allocation failure or state limit: transitions then return RX_DEAD */
+    /* Budgets (set by the owner; 0 = none). Memory: bytes of states, kernels and transition
+     * tables; past max_bytes the DFA fails for good (over_bytes, failed). Work: thread steps of
+     * transition computations since the owner last reset `work`; past work_limit a computation
+     * returns RX_DEAD without storing the transition (over_work, until the owner clears it), so
+     * the DFA itself stays correct. */
+    size_t bytes, max_bytes;
+    uint64_t work, work_limit;
+    bool over_bytes, over_work;
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
 void rx_dfa_deinit(struct rx_dfa *d);

@@ -402,7 +402,10 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
         sp.seed = req->sp.seed + (uint64_t)c;
         sp.no_logprob = !req->logprobs; /* only the logprobs encoders read them */
         if (!(smp = sampler_new(&sp, L->cfg->n_vocab, e))) goto out;
-        if (req->grammar && !(mt = matcher_new(req->grammar, e))) goto out;
+        if (req->grammar && !(mt = matcher_new(req->grammar, e))) {
+            snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
+            goto out;
+        }
         int64_t cached = 0;
         if (prefill(L, job, &cached, e) < 0) goto out;
         if (c == 0) {
@@ -430,6 +433,10 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
             for (int i = 0; i < req->n_bias; i++) /* OpenAI logit_bias: before sampling */
                 L->logits[req->bias[i].token] += req->bias[i].bias;
             if (mt) matcher_mask(mt, L->mask);
+            if (mt && matcher_status(mt, e)) { /* a grammar budget (docs/grammar.md) */
+                snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
+                goto out;
+            }
             if (sampler_sample(smp, L->logits, mt ? L->mask : NULL, &ch) < 0) {
                 if (mt) { /* the grammar allows nothing here: end the reply where it is */
                     why = FINISH_STOP;
@@ -439,7 +446,11 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                 goto out;
             }
             if (mt && matcher_consume(mt, ch.token) < 0) {
-                err_set(e, ERR_INTERNAL, "the sampled token %d was not allowed by the grammar", ch.token);
+                if (matcher_status(mt, e))
+                    snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
+                else
+                    err_set(e, ERR_INTERNAL, "the sampled token %d was not allowed by the grammar",
+                            ch.token);
                 goto out;
             }
             if (!job->t_first) job->t_first = mono_seconds();

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "grammar/jsonschema.h"
 
 #define FORCED_MAX_TOOLS 512
 
@@ -70,6 +71,20 @@ char *forced_lark(const struct forced_tool *tools, int n, struct err *e)
         /* arguments are always an object: a true (any value) schema means any object */
         char *schema = sc && !json_is_true(sc) ? json_dumps(sc, JSON_COMPACT | JSON_ENCODE_ANY)
                                                : strdup("{\"type\":\"object\"}");
+        /* the schema must compile (limits and keywords: docs/jsonschema.md): checked here, so a
+         * bad one is a 400 at parse time, before the prompt is rendered or the worker is taken */
+        if (schema && sc && !json_is_true(sc)) {
+            struct buf chk = {0};
+            int bad = jsonschema_to_lark(schema, strlen(schema), "chk_", &chk, e);
+            buf_free(&chk);
+            if (bad) {
+                free(schema);
+                free(jname);
+                buf_free(&b);
+                err_wrap(e, "the schema of tool '%s'", name);
+                return NULL;
+            }
+        }
         oom = !schema || buf_printf(&b, "call_%d: <tool_call> \"\\n{\\\"name\\\": ", i) < 0 ||
               lark_lit(&b, jname, strlen(jname)) < 0 ||
               buf_printf(&b, ", \\\"arguments\\\": \" args_%d \"}\\n\" </tool_call>\n", i) < 0 ||
