@@ -6,8 +6,8 @@
  *                                             ({"schema": ..., "tests": [...]})
  *   lmserve-jsonschema --check FILE.json...   MaskBench files: test-only checker. The lark output
  *       is translated to one PCRE2 pattern (each rule a named group called by (?&name)), and each
- *       test instance, serialized compact and 2-space indented, is matched in full. This checks
- *       the LANGUAGE of the emitted grammar (not the lexer/parser of src/grammar); prints one line
+ *       test instance, serialized compact and with ", " / ": " separators, is matched in full.
+ *       This checks the LANGUAGE of the emitted grammar (not the lexer/parser of src/grammar); prints one line
  *       per file with validation errors (valid instance rejected) and invalidation errors
  *       (invalid instance accepted), then a summary. */
 #include <jansson.h>
@@ -83,7 +83,8 @@ static void ser_str(struct buf *b, const char *s, size_t n)
     buf_puts(b, "\"");
 }
 
-/* Python json.dumps style: compact (",", ":") or indent=2 (", " and ": " with newlines) */
+/* Python json.dumps style: indent 0 compact (",", ":"), -1 the default separators (", ", ": "),
+ * > 0 indented (", " and ": " with newlines) */
 static void ser(struct buf *b, json_t *v, int indent, int depth)
 {
     switch (json_typeof(v)) {
@@ -134,11 +135,11 @@ static void ser(struct buf *b, json_t *v, int indent, int depth)
         json_t *x;
         json_array_foreach(v, i, x)
         {
-            if (i) buf_puts(b, ",");
-            if (indent) buf_printf(b, "\n%*s", (depth + 1) * indent, "");
+            if (i) buf_puts(b, indent < 0 ? ", " : ",");
+            if (indent > 0) buf_printf(b, "\n%*s", (depth + 1) * indent, "");
             ser(b, x, indent, depth + 1);
         }
-        if (indent) buf_printf(b, "\n%*s", depth * indent, "");
+        if (indent > 0) buf_printf(b, "\n%*s", depth * indent, "");
         buf_puts(b, "]");
         break;
     }
@@ -151,14 +152,14 @@ static void ser(struct buf *b, json_t *v, int indent, int depth)
         int i = 0;
         void *it = json_object_iter(v);
         while (it) {
-            if (i++) buf_puts(b, ",");
-            if (indent) buf_printf(b, "\n%*s", (depth + 1) * indent, "");
+            if (i++) buf_puts(b, indent < 0 ? ", " : ",");
+            if (indent > 0) buf_printf(b, "\n%*s", (depth + 1) * indent, "");
             ser_str(b, json_object_iter_key(it), json_object_iter_key_len(it));
             buf_puts(b, indent ? ": " : ":");
             ser(b, json_object_iter_value(it), indent, depth + 1);
             it = json_object_iter_next(v, it);
         }
-        if (indent) buf_printf(b, "\n%*s", depth * indent, "");
+        if (indent > 0) buf_printf(b, "\n%*s", depth * indent, "");
         buf_puts(b, "}");
         break;
     }
@@ -207,7 +208,7 @@ static int check_main(int argc, char **argv, int first)
         json_array_foreach(json_object_get(j, "tests"), k, tc)
         {
             bool valid = json_is_true(json_object_get(tc, "valid"));
-            for (int ind = 0; ind <= 2; ind += 2) {
+            for (int ind = 0; ind >= -1; ind--) { /* compact, then ", " / ": " (tidy JSON) */
                 struct buf inst = {0};
                 ser(&inst, json_object_get(tc, "data"), ind, 0);
                 int m = pcre2_match(re, (PCRE2_SPTR)inst.data, inst.len, 0, 0, md, NULL);

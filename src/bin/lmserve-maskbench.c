@@ -1,12 +1,13 @@
 /* lmserve-maskbench — MaskBench conformance runner and mask-time benchmark.
  *
  *   lmserve-maskbench MODEL FILE.json... [--max-tests N] [--lark FILE] [--quiet] [--wall] [--trace]
- * [--print]
+ * [--print] [--pretty]
  *
  * MODEL (a .gguf file, or a directory with tokenizer.json) supplies the vocabulary. Each FILE is
  * a MaskBench case {"schema": ..., "tests": [{"valid": bool, "data": ...}, ...]}: the schema is
- * compiled (GRAMMAR_JSON_SCHEMA); each instance is serialized compact and 2-space indented
- * (key order preserved, shortest round-trip reals: see dump), tokenized with the model's tokenizer
+ * compiled (GRAMMAR_JSON_SCHEMA); each instance is serialized compact and with Python's default
+ * ", " / ": " separators (tidy JSON; --pretty: the schema gets "x-whitespace": "pretty" and the
+ * second form is 2-space indented) (key order preserved, shortest round-trip reals: see dump), tokenized with the model's tokenizer
  * and fed token by token: every token must be in the mask (and consumable), and eos must be allowed
  * at the end. A valid instance rejected anywhere is a validation error; an invalid one accepted to
  * the end is an invalidation error. `--lark FILE` compiles that lark grammar for every file instead
@@ -32,6 +33,9 @@
 static clockid_t g_clock = CLOCK_THREAD_CPUTIME_ID;
 static bool g_trace; /* --trace: where each rejection happened (stderr) */
 static bool g_print; /* --print: each serialized instance (stderr) */
+/* --pretty: schemas get "x-whitespace": "pretty" and instances are tested compact and 2-space
+ * indented; default: compact and with Python's default ", " / ": " separators (tidy JSON) */
+static bool g_pretty;
 
 static double now_us(void)
 {
@@ -148,8 +152,8 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
     return res;
 }
 
-/* JSON text of v like Python's json.dumps (compact: separators "," ":"; indent 2: ", " / ": "
- * with newlines), keys in file order. Reals use the shortest form that reads back to the same
+/* JSON text of v like Python's json.dumps (indent 0: compact, separators "," ":"; -1: the
+ * default ", " / ": "; indent > 0: ", " / ": " with newlines), keys in file order. Reals use the shortest form that reads back to the same
  * double (jansson's %.17g would turn 500.23 into 500.23000000000002, which a schema with
  * multipleOf 0.01 rightly rejects); integral reals keep a ".0". */
 static int dump(struct buf *b, const json_t *v, int indent, int level)
@@ -164,9 +168,9 @@ static int dump(struct buf *b, const json_t *v, int indent, int level)
         bool first = true;
         json_object_foreach((json_t *)v, k, x)
         {
-            if (!first) buf_puts(b, ",");
+            if (!first) buf_puts(b, indent < 0 ? ", " : ",");
             first = false;
-            if (indent) buf_printf(b, "\n%*s", indent * (level + 1), "");
+            if (indent > 0) buf_printf(b, "\n%*s", indent * (level + 1), "");
             json_t *ks = json_string(k);
             char *kd = ks ? json_dumps(ks, JSON_ENCODE_ANY) : NULL;
             buf_puts(b, kd ? kd : "\"\"");
@@ -175,18 +179,18 @@ static int dump(struct buf *b, const json_t *v, int indent, int level)
             buf_puts(b, indent ? ": " : ":");
             if (dump(b, x, indent, level + 1)) return -1;
         }
-        if (indent) buf_printf(b, "\n%*s", indent * level, "");
+        if (indent > 0) buf_printf(b, "\n%*s", indent * level, "");
         return buf_puts(b, "}");
     }
     case JSON_ARRAY: {
         if (json_array_size(v) == 0) return buf_puts(b, "[]");
         buf_puts(b, "[");
         for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) buf_puts(b, ",");
-            if (indent) buf_printf(b, "\n%*s", indent * (level + 1), "");
+            if (i) buf_puts(b, indent < 0 ? ", " : ",");
+            if (indent > 0) buf_printf(b, "\n%*s", indent * (level + 1), "");
             if (dump(b, json_array_get(v, i), indent, level + 1)) return -1;
         }
-        if (indent) buf_printf(b, "\n%*s", indent * level, "");
+        if (indent > 0) buf_printf(b, "\n%*s", indent * level, "");
         return buf_puts(b, "]");
     }
     case JSON_REAL: {
@@ -250,6 +254,8 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         goto out;
     }
     json_t *schema = json_object_get(root, "schema");
+    if (g_pretty && json_is_object(schema) && !json_object_get(schema, "x-whitespace"))
+        json_object_set_new(schema, "x-whitespace", json_string("pretty"));
     char *src =
         schema ? json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : NULL;
     if (!src) {
@@ -282,7 +288,7 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         if (!data) continue;
         for (int style = 0; style < 2; style++) {
             struct buf tb = {0};
-            if (dump(&tb, data, style == 0 ? 0 : 2, 0) || buf_puts(&tb, "")) {
+            if (dump(&tb, data, style == 0 ? 0 : g_pretty ? 2 : -1, 0) || buf_puts(&tb, "")) {
                 buf_free(&tb);
                 continue;
             }
@@ -382,6 +388,8 @@ int main(int argc, char **argv)
             g_trace = true;
         else if (!strcmp(argv[i], "--print"))
             g_print = true;
+        else if (!strcmp(argv[i], "--pretty"))
+            g_pretty = true;
     }
     char *lark = NULL;
     if (lark_path && !(lark = read_file(lark_path))) {
@@ -435,7 +443,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--wall") ||
-            !strcmp(argv[i], "--trace") || !strcmp(argv[i], "--print"))
+            !strcmp(argv[i], "--trace") || !strcmp(argv[i], "--print") || !strcmp(argv[i], "--pretty"))
             continue;
         run_file(&c, argv[i], lark, quiet);
     }

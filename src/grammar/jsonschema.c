@@ -28,10 +28,13 @@
 #define JS_MAX_ENUM_MULTIPLES 2000 /* bounded multipleOf enumerated as alternatives */
 #define JS_MAX_OUT (64u << 20)     /* lark text size */
 
-/* Whitespace allowed between JSON tokens: a run of spaces/tabs, optionally one line break followed
- * by indentation. Bounded (100 columns) so a greedy model cannot emit whitespace forever; covers
- * compact output, ", " / ": " separators and 2-space indentation to depth 50. */
+/* Whitespace between JSON tokens (docs/jsonschema.md "Whitespace"), chosen by the root keyword
+ * `x-whitespace`. tidy (the default, llguidance's bound): none, or one space after `,` and `:`.
+ * compact: none. pretty: between any two tokens a run of spaces/tabs, optionally one line break
+ * followed by indentation, bounded (100 columns) so a greedy model cannot emit whitespace
+ * forever; covers 2-space indentation to depth 50. */
 #define WS_RX "[ \\t]{0,100}\\r?\\n[ \\t]{0,100}|[ \\t]{1,100}"
+enum { WS_TIDY, WS_COMPACT, WS_PRETTY };
 
 enum {
     JT_NULL = 1,
@@ -111,6 +114,8 @@ struct js {
     bool oom;
     /* shared rules */
     char *r_ws, *r_comma, *r_colon, *r_value, *r_str, *r_num, *r_obj, *r_arr;
+    int ws;        /* WS_TIDY / WS_COMPACT / WS_PRETTY */
+    char wso[64];  /* "r_ws?" (pretty) or "": what may follow `{ [` and precede `} ]` */
 };
 
 /* ------------------------------------------------------------------ memory */
@@ -307,23 +312,45 @@ static const char *r_ws(struct js *c)
     if (!c->r_ws) c->r_ws = mk_regex_rule(c, WS_RX);
     return c->r_ws;
 }
+/* The optional gap after `{ [` and before `} ]`: "rN?" in pretty mode, else nothing. */
+static const char *r_wso(struct js *c)
+{
+    if (c->ws != WS_PRETTY) return "";
+    if (!c->wso[0]) {
+        const char *w = r_ws(c);
+        if (w) snprintf(c->wso, sizeof c->wso, "%s?", w);
+    }
+    return c->wso;
+}
 static const char *r_comma(struct js *c)
 {
     if (!c->r_comma) {
-        struct buf b = {0};
-        const char *w = r_ws(c);
-        buf_printf(&b, "%s? \",\" %s?", w, w);
-        c->r_comma = mk_rule_buf(c, &b);
+        if (c->ws == WS_TIDY) {
+            c->r_comma = mk_regex_rule(c, ", ?");
+        } else if (c->ws == WS_COMPACT) {
+            c->r_comma = mk_regex_rule(c, ",");
+        } else {
+            struct buf b = {0};
+            const char *w = r_ws(c);
+            buf_printf(&b, "%s? \",\" %s?", w, w);
+            c->r_comma = mk_rule_buf(c, &b);
+        }
     }
     return c->r_comma;
 }
 static const char *r_colon(struct js *c)
 {
     if (!c->r_colon) {
-        struct buf b = {0};
-        const char *w = r_ws(c);
-        buf_printf(&b, "%s? \":\" %s?", w, w);
-        c->r_colon = mk_rule_buf(c, &b);
+        if (c->ws == WS_TIDY) {
+            c->r_colon = mk_regex_rule(c, ": ?");
+        } else if (c->ws == WS_COMPACT) {
+            c->r_colon = mk_regex_rule(c, ":");
+        } else {
+            struct buf b = {0};
+            const char *w = r_ws(c);
+            buf_printf(&b, "%s? \":\" %s?", w, w);
+            c->r_colon = mk_rule_buf(c, &b);
+        }
     }
     return c->r_colon;
 }
@@ -351,12 +378,12 @@ static const char *r_value(struct js *c)
     c->r_obj = mk_rule(c, NULL);
     c->r_arr = mk_rule(c, NULL);
     if (c->oom) return NULL;
-    const char *w = r_ws(c), *cm = r_comma(c), *cl = r_colon(c), *s = r_str(c), *n = r_num(c);
+    const char *w = r_wso(c), *cm = r_comma(c), *cl = r_colon(c), *s = r_str(c), *n = r_num(c);
     buf_printf(&c->out, "%s: %s | %s | %s | %s | \"true\" | \"false\" | \"null\"\n", c->r_value,
                c->r_obj, c->r_arr, s, n);
-    buf_printf(&c->out, "%s: \"{\" %s? \"}\" | \"{\" %s? %s %s %s (%s %s %s %s)* %s? \"}\"\n",
+    buf_printf(&c->out, "%s: \"{\" %s \"}\" | \"{\" %s %s %s %s (%s %s %s %s)* %s \"}\"\n",
                c->r_obj, w, w, s, cl, c->r_value, cm, s, cl, c->r_value, w);
-    buf_printf(&c->out, "%s: \"[\" %s? \"]\" | \"[\" %s? %s (%s %s)* %s? \"]\"\n", c->r_arr, w, w,
+    buf_printf(&c->out, "%s: \"[\" %s \"]\" | \"[\" %s %s (%s %s)* %s \"]\"\n", c->r_arr, w, w,
                c->r_value, cm, c->r_value, w);
     return c->r_value;
 }
@@ -1585,12 +1612,12 @@ static void value_expr(struct js *c, struct buf *b, json_t *v)
         lark_lit(b, t.data, t.len);
         break;
     case JSON_ARRAY: {
-        const char *w = r_ws(c), *cm = r_comma(c);
+        const char *w = r_wso(c), *cm = r_comma(c);
         if (json_array_size(v) == 0) {
-            buf_printf(b, "\"[\" %s? \"]\"", w);
+            buf_printf(b, "\"[\" %s \"]\"", w);
             break;
         }
-        buf_printf(b, "\"[\" %s? ", w);
+        buf_printf(b, "\"[\" %s ", w);
         size_t i;
         json_t *x;
         json_array_foreach(v, i, x)
@@ -1598,16 +1625,16 @@ static void value_expr(struct js *c, struct buf *b, json_t *v)
             if (i) buf_printf(b, " %s ", cm);
             value_expr(c, b, x);
         }
-        buf_printf(b, " %s? \"]\"", w);
+        buf_printf(b, " %s \"]\"", w);
         break;
     }
     case JSON_OBJECT: {
-        const char *w = r_ws(c), *cm = r_comma(c), *cl = r_colon(c);
+        const char *w = r_wso(c), *cm = r_comma(c), *cl = r_colon(c);
         if (json_object_size(v) == 0) {
-            buf_printf(b, "\"{\" %s? \"}\"", w);
+            buf_printf(b, "\"{\" %s \"}\"", w);
             break;
         }
-        buf_printf(b, "\"{\" %s? ", w);
+        buf_printf(b, "\"{\" %s ", w);
         int i = 0;
         void *it = json_object_iter(v);
         while (it) {
@@ -1619,7 +1646,7 @@ static void value_expr(struct js *c, struct buf *b, json_t *v)
             value_expr(c, b, json_object_iter_value(it));
             it = json_object_iter_next(v, it);
         }
-        buf_printf(b, " %s? \"}\"", w);
+        buf_printf(b, " %s \"}\"", w);
         break;
     }
     }
@@ -2010,12 +2037,12 @@ static char *emit_contains(struct js *c, struct sn *s)
     if (!ye) return NULL; /* nothing can be contained: unsatisfiable (or error set) */
     const char *xe = s->items ? emit(c, s->items) : r_value(c);
     if (!xe && c->e->msg[0]) return NULL;
-    const char *w = r_ws(c), *cm = r_comma(c);
+    const char *w = r_wso(c), *cm = r_comma(c);
     struct buf b = {0};
     if (xe)
-        buf_printf(&b, "\"[\" %s? (%s %s)* %s (%s %s)* %s? \"]\"", w, xe, cm, ye, cm, xe, w);
+        buf_printf(&b, "\"[\" %s (%s %s)* %s (%s %s)* %s \"]\"", w, xe, cm, ye, cm, xe, w);
     else
-        buf_printf(&b, "\"[\" %s? %s %s? \"]\"", w, ye, w);
+        buf_printf(&b, "\"[\" %s %s %s \"]\"", w, ye, w);
     return mk_rule_buf(c, &b);
 }
 
@@ -2044,7 +2071,7 @@ static char *emit_array(struct js *c, struct sn *s)
     }
     if (!ie && (mx < 0 || mx > k)) mx = k;
     if (mx >= 0 && mn > mx) return NULL;
-    const char *w = r_ws(c), *cm = r_comma(c);
+    const char *w = r_wso(c), *cm = r_comma(c);
     struct buf b = {0};
     /* tail from index i (each element preceded by a comma) */
     struct buf tail = {0};
@@ -2094,9 +2121,9 @@ static char *emit_array(struct js *c, struct sn *s)
         buf_free(&first);
         return NULL;
     }
-    if (empty_ok) buf_printf(&b, "\"[\" %s? \"]\"", w);
+    if (empty_ok) buf_printf(&b, "\"[\" %s \"]\"", w);
     if (first.len)
-        buf_printf(&b, "%s\"[\" %s? %s %s? \"]\"", empty_ok ? " | " : "", w, first.data, w);
+        buf_printf(&b, "%s\"[\" %s %s %s \"]\"", empty_ok ? " | " : "", w, first.data, w);
     buf_free(&first);
     return mk_rule_buf(c, &b);
 }
@@ -2308,7 +2335,7 @@ static char *emit_object(struct js *c, struct sn *s)
             return NULL;
         }
     }
-    const char *cm = r_comma(c), *w = r_ws(c);
+    const char *cm = r_comma(c), *w = r_wso(c);
     /* rest_i: members i.. each preceded by a comma; first_i: a non-empty run starting at i */
     char *rest_next = NULL; /* rule name or NULL when empty */
     struct buf xt = {0};
@@ -2354,9 +2381,9 @@ static char *emit_object(struct js *c, struct sn *s)
     }
     struct buf ob = {0};
     bool empty_ok = !any_req_after && !nonempty;
-    if (empty_ok) buf_printf(&ob, "\"{\" %s? \"}\"", w);
+    if (empty_ok) buf_printf(&ob, "\"{\" %s \"}\"", w);
     if (first_next)
-        buf_printf(&ob, "%s\"{\" %s? %s %s? \"}\"", empty_ok ? " | " : "", w, first_next, w);
+        buf_printf(&ob, "%s\"{\" %s %s %s \"}\"", empty_ok ? " | " : "", w, first_next, w);
     if (!ob.len) return NULL;
     return mk_rule_buf(c, &ob);
 }
@@ -2545,6 +2572,20 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
                        je.line, je.column);
     struct js c = {.root = root, .prefix = rule_prefix, .e = e};
     int rc = -1;
+    const json_t *wsk = json_is_object(root) ? json_object_get(root, "x-whitespace") : NULL;
+    if (wsk) {
+        const char *v = json_is_string(wsk) ? json_string_value(wsk) : "";
+        if (!strcmp(v, "tidy"))
+            c.ws = WS_TIDY;
+        else if (!strcmp(v, "compact"))
+            c.ws = WS_COMPACT;
+        else if (!strcmp(v, "pretty"))
+            c.ws = WS_PRETTY;
+        else {
+            err_set(e, ERR_INVALID, "\"x-whitespace\" must be \"tidy\", \"compact\" or \"pretty\"");
+            goto done;
+        }
+    }
     struct sn *s = lower(&c, root);
     if (!s) goto done;
     char *top = emit(&c, s);

@@ -105,9 +105,10 @@ Test(jsonschema, json_object_any)
     pcre2_code *re = compile_rx(rx.data);
     cr_assert(re);
     const char *good[] = {"{}", "{\"a\":1}", "{\"a\": [1, {\"b\": null}], \"c\": \"\\u00e9\\n\"}",
-                          "{\n  \"a\": {\n    \"b\": [\n      true\n    ]\n  }\n}", NULL};
-    const char *bad[] = {" {}",     "{} ", "[]",      "{\"a\":01}",     "{\"a\":1,}",
-                         "{'a':1}", "1",   "{\"a\"}", "{\"a\":\"\t\"}", NULL};
+                          "{\"a\":{\"b\":[true]}}", NULL};
+    const char *bad[] = {" {}",      "{} ", "[]",      "{\"a\":01}",     "{\"a\":1,}",
+                         "{'a':1}",  "1",   "{\"a\"}", "{\"a\":\"\t\"}", "{ \"a\":1}",
+                         "{\n  \"a\": {\n    \"b\": [\n      true\n    ]\n  }\n}", NULL};
     for (int i = 0; good[i]; i++)
         cr_expect(rx_match(re, good[i]), "accept %s", good[i]);
     for (int i = 0; bad[i]; i++)
@@ -225,8 +226,7 @@ Test(jsonschema, objects_order_required_additional)
     const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
                     "\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}";
     check(s,
-          L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"a\": 1, \"b\": \"x\", \"zz\": [1]}",
-            "{\n  \"a\": 1,\n  \"b\": \"x\"\n}"),
+          L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"a\": 1, \"b\": \"x\", \"zz\": [1]}"),
           L("{}", "{\"a\":1}", "{\"b\":\"x\",\"a\":1}", "{\"a\":\"str\",\"b\":\"x\"}",
             "{\"b\":\"x\",\"a\":\"str\"}", "{\"b\":1}", " {\"b\":\"x\"}", "{\"b\":\"x\"} "));
     check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
@@ -255,8 +255,8 @@ Test(jsonschema, objects_order_required_additional)
 Test(jsonschema, arrays)
 {
     check("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}",
-          L("[1]", "[1,2,3]", "[ 1 , 2 ]", "[\n  1,\n  2\n]"),
-          L("[]", "[1,2,3,4]", "[\"a\"]", "[1,]"));
+          L("[1]", "[1,2,3]", "[1, 2]"),
+          L("[]", "[1,2,3,4]", "[\"a\"]", "[1,]", "[ 1 , 2 ]", "[\n  1,\n  2\n]"));
     check("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],"
           "\"items\":false}",
           L("[]", "[\"a\"]", "[\"a\",1]"), L("[1]", "[\"a\",1,2]", "[\"a\",\"b\"]"));
@@ -277,8 +277,8 @@ Test(jsonschema, contains)
 Test(jsonschema, enum_const_any_values)
 {
     check("{\"enum\":[\"a\\\"b\",1,2.5,null,[1,{\"k\":true}],{\"x\":[]}]}",
-          L("\"a\\\"b\"", "1", "2.5", "null", "[1,{\"k\":true}]", "[ 1, { \"k\": true } ]",
-            "{\"x\":[]}", "{\n  \"x\": []\n}"),
+          L("\"a\\\"b\"", "1", "2.5", "null", "[1,{\"k\":true}]", "[1, {\"k\": true}]",
+            "{\"x\":[]}", "{\"x\": []}"),
           L("\"ab\"", "2", "[1]", "{\"x\":[1]}", "true"));
     check("{\"const\":3.0}", L("3", "3.0"), L("3.5", "4"));
     /* enum values filtered by sibling type */
@@ -358,15 +358,42 @@ Test(jsonschema, errors_name_the_problem)
           L("true"), L("1"));
 }
 
-Test(jsonschema, whitespace_is_bounded)
+/* x-whitespace (docs/jsonschema.md "Whitespace"): tidy by default (llguidance's bound: nothing,
+ * or one space after `,` and `:`), compact, or pretty (bounded gaps with one line break). */
+Test(jsonschema, whitespace_modes)
 {
-    pcre2_code *re = schema_re("{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}");
+    const char *obj = "\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                      "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}}";
+    char s[400];
+    snprintf(s, sizeof s, "{%s}", obj);
+    check(s, L("{\"a\":1,\"b\":[1,2]}", "{\"a\": 1, \"b\": [1, 2]}", "{\"a\":1, \"b\":[]}"),
+          L("{ \"a\":1}", "{\"a\":1 }", "{\"a\" :1}", "{\"a\":  1}", "{\"a\":1 ,\"b\":[]}",
+            "{\"a\":1,  \"b\":[]}", "{\"a\":1,\"b\":[ 1]}", "{\"a\":1,\n\"b\":[]}",
+            "{\"a\":\t1}", "{\n  \"a\": 1\n}"));
+    snprintf(s, sizeof s, "{\"x-whitespace\":\"tidy\",%s}", obj);
+    check(s, L("{\"a\": 1, \"b\": [1, 2]}"), L("{ \"a\":1}"));
+    snprintf(s, sizeof s, "{\"x-whitespace\":\"compact\",%s}", obj);
+    check(s, L("{\"a\":1,\"b\":[1,2]}"), L("{\"a\": 1}", "{\"a\":1, \"b\":[]}", "{\"b\":[1, 2]}"));
+    snprintf(s, sizeof s, "{\"x-whitespace\":\"pretty\",%s}", obj);
+    check(s,
+          L("{\"a\":1}", "{ \"a\" : 1 }", "{\n  \"a\": 1,\n  \"b\": [\n    1,\n    2\n  ]\n}",
+            "{\n\t\"a\": 1\n}"),
+          L(" {\"a\":1}", "{\"a\":1} ", "{\n\n\"a\":1}"));
+    pcre2_code *re =
+        schema_re("{\"x-whitespace\":\"pretty\",\"type\":\"array\",\"items\":{\"type\":\"integer\"}}");
     char big[300];
     snprintf(big, sizeof big, "[%*s1]", 150, "");
     cr_expect(!rx_match(re, big), "150 spaces accepted");
     cr_expect(rx_match(re, "[\n    1\n  ]"));
     cr_expect(!rx_match(re, "[\n\n1]"), "two line breaks in one gap accepted");
     pcre2_code_free(re);
+    /* a bad knob is an error naming it */
+    struct buf lark = {0};
+    struct err e = {0};
+    const char *bad = "{\"x-whitespace\":\"loose\"}";
+    cr_assert_eq(jsonschema_to_lark(bad, strlen(bad), "", &lark, &e), -1);
+    cr_assert(strstr(e.msg, "x-whitespace"), "%s", e.msg);
+    buf_free(&lark);
 }
 
 /* ---- differential: number range regexes vs arithmetic */
@@ -564,12 +591,12 @@ Test(jsonschema, through_grammar_engine)
         "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-5,"
         "\"maximum\":120},\"b\":{\"type\":\"string\",\"maxLength\":3}},\"required\":[\"b\"]}",
         L("{\"b\":\"x\"}", "{\"a\":120,\"b\":\"\\\"é\"}",
-          "{\n  \"a\": -5,\n  \"b\": \"\",\n  \"z\": [1, {}]\n}"),
+          "{\"a\": -5, \"b\": \"\", \"z\": [1, {}]}"),
         L("{\"a\":1}", "{\"a\":121,\"b\":\"x\"}", "{\"b\":\"abcd\"}", "{\"b\":\"x\",\"a\":1}",
           "{\"a\":\"s\",\"b\":\"x\"}", " {\"b\":\"x\"}"));
     engine_check(
         v, "{\"type\":\"array\",\"items\":{\"enum\":[1,\"a\",null,{\"k\":[true]}]},\"maxItems\":2}",
-        L("[]", "[1,\"a\"]", "[{\"k\":[true]}]", "[ null , { \"k\" : [ true ] } ]"),
+        L("[]", "[1,\"a\"]", "[{\"k\":[true]}]", "[null, {\"k\": [true]}]"),
         L("[1,1,1]", "[2]", "[{\"k\":[]}]", "[1,]"));
     engine_check(v, "{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d?$\"}", L("\"ab\"", "\"abc1\""),
                  L("\"1\"", "\"ab12\"", "\"a\\\"\""));
