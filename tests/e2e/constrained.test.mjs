@@ -68,7 +68,9 @@ test('a forced <think> head is a thinking block (messages, create and stream)', 
   assert.ok(deltas.includes('signature_delta'), 'thinking block closed by a signature_delta');
 });
 
-const SCHEMA = { type: 'object', properties: { n: { type: 'integer' }, ok: { type: 'boolean' } }, required: ['n', 'ok'], additionalProperties: false };
+// bounded, so even a random model must finish well within max_tokens (an unbounded integer can
+// run on digits forever)
+const SCHEMA = { type: 'object', properties: { n: { type: 'integer', minimum: -1000, maximum: 1000 }, ok: { type: 'boolean' } }, required: ['n', 'ok'], additionalProperties: false };
 function checkSchema(text) {
   const v = JSON.parse(text);
   assert.deepEqual(Object.keys(v).sort(), ['n', 'ok']);

@@ -75,7 +75,8 @@ test('logit_bias: +100 forces a token, -100 bans the greedy one (chat, responses
   }
 });
 
-const SCHEMA = { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string', maxLength: 5 } }, required: ['n', 's'], additionalProperties: false };
+// bounded, so even a random model must finish well within max_tokens
+const SCHEMA = { type: 'object', properties: { n: { type: 'integer', minimum: -1000, maximum: 1000 }, s: { type: 'string', maxLength: 5 } }, required: ['n', 's'], additionalProperties: false };
 function checkSchema(text) {
   const v = JSON.parse(text);
   assert.deepEqual(Object.keys(v).sort(), ['n', 's']);
