@@ -72,6 +72,10 @@ struct guard {
     int n_ref;
     int linger_fd[REFUSE_MAX]; /* handed over by guard_conn_close (under mu) */
     int n_linger;
+    /* log lines are summed per second, so a flood of slow clients cannot flood the log */
+    int n_refused[GUARD_WHY_COUNT];
+    int n_cut_head, n_cut_body;
+    double t_logged;
 };
 
 static double now_s(void)
@@ -254,9 +258,10 @@ static void watch_locked(struct guard *g, double now)
         if (c->cut || c->state == GUARD_BUSY || !c->deadline || now < c->deadline) continue;
         c->cut = true;
         int limit = c->state == GUARD_HEAD ? g->o.header_timeout_s : g->o.body_timeout_s;
-        log_info("cut a connection: request %s not received in time (%s %s)",
-                 c->state == GUARD_HEAD ? "head" : "body", c->method[0] ? c->method : "-",
-                 c->path[0] ? c->path : "-");
+        if (c->state == GUARD_HEAD)
+            g->n_cut_head++;
+        else
+            g->n_cut_body++;
         struct buf b = {0};
         g->reply(g->arg, GUARD_TIMEOUT, limit, c->method, c->path, &b);
         send_all_nb(c->dfd, &b);
@@ -294,10 +299,27 @@ static void refused_answer(struct guard *g, struct refused *r)
     r->deadline = now_s() + REFUSE_LINGER_MS / 1e3;
 }
 
+/* One line per second at most for what the guard did (guard thread). */
+static void log_summary(struct guard *g, double now)
+{
+    if (now - g->t_logged < 1.0) return;
+    int full = g->n_refused[GUARD_FULL], per = g->n_refused[GUARD_PER_CLIENT];
+    if (full || per)
+        log_info("refused %d connections at the limit (--conns %d), %d from one address "
+                 "(--conns-per-client %d)",
+                 full, g->o.conns, per, g->o.conns_per_client);
+    if (g->n_cut_head || g->n_cut_body)
+        log_info("cut %d connections: request head not received in time (--header-timeout "
+                 "%d s), %d: body not received in time",
+                 g->n_cut_head, g->o.header_timeout_s, g->n_cut_body);
+    memset(g->n_refused, 0, sizeof g->n_refused);
+    g->n_cut_head = g->n_cut_body = 0;
+    g->t_logged = now;
+}
+
 static void refuse(struct guard *g, int fd, enum guard_why why, int limit)
 {
-    log_info("refused a connection: %s (limit %d)",
-             why == GUARD_FULL ? "the server is full" : "too many from one address", limit);
+    g->n_refused[why]++;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     struct refused *r = g->n_ref < REFUSE_MAX ? malloc(sizeof *r) : NULL;
     if (!r) { /* too many at once: the generic reply without reading */
@@ -481,6 +503,7 @@ static void *guard_main(void *arg)
         if (rc > 0 && g->listen_fd >= 0 && (pf[1].revents & POLLIN)) accept_ready(g);
         pthread_mutex_lock(&g->mu);
         watch_locked(g, now);
+        log_summary(g, now);
         int lfd[REFUSE_MAX], n_l = g->n_linger;
         memcpy(lfd, g->linger_fd, (size_t)n_l * sizeof lfd[0]);
         g->n_linger = 0;

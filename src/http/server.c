@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -809,6 +810,17 @@ static void guard_reply(void *arg, enum guard_why why, int limit, const char *me
     buf_free(&eb);
 }
 
+/* MHD's own messages (a client that closed mid-request, …) are routine here: debug level. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[256];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == '\n')
+        line[--n] = 0;
+    log_debug("mhd: %s", line);
+}
+
 static int listen_on(const char *host, int port, bool *v6, int *bound_port, struct err *e)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -874,7 +886,8 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
                             (unsigned)(s->o.conns + MHD_LIMIT_SLACK), MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)s->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)(256 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                            MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
     if (!s->d) {
         close(lfd);
         err_set(e, ERR_INTERNAL, "cannot start the HTTP daemon");

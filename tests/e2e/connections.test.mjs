@@ -62,7 +62,7 @@ test('a head trickled a byte at a time is cut at the absolute --header-timeout (
   const idle = conn(s.port);
   await idle.done;
   assert.equal(statusOf(idle.data), 408);
-  assert.match(s.log(), /cut a connection: request head not received in time/);
+  assert.match(s.log(), /cut \d+ connections: request head not received in time/);
 });
 
 test('a body trickled slower than --body-min-rate is cut at its deadline (408 in the dialect)', { timeout: 60000 }, async () => {

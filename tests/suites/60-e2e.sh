@@ -10,4 +10,4 @@ node --test --test-concurrency=1 tests/e2e/
 # exit or UB fails the exit-code checks of the tests).
 $MAKE --no-print-directory BUILD="$ASAN_BUILD" OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" "$ASAN_BUILD/lmserve" >/dev/null
 LMSERVE_BIN="$ASAN_BUILD/lmserve" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  node --test --test-concurrency=1 tests/e2e/errors.test.mjs tests/e2e/empty-reply.test.mjs
+  node --test --test-concurrency=1 tests/e2e/errors.test.mjs tests/e2e/connections.test.mjs tests/e2e/shutdown.test.mjs tests/e2e/empty-reply.test.mjs
