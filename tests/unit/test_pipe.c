@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -143,4 +144,26 @@ Test(pipe, concurrent_reader_and_cancel_wakes)
     const char *ct;
     cr_assert_eq(pipe_wait_head(q, 5000, &st, &ct), 0, "cancel wakes the head wait");
     pipe_unref(q);
+}
+
+/* Interrupt (server shutdown) vs cancel (client gone): both stop the producer; only cancel means
+ * nobody reads, so only then are the encoders' writes refused (pipe_abandoned). */
+Test(pipe, interrupt_stops_producer_but_keeps_reader)
+{
+    struct pipe *p = pipe_new();
+    cr_assert(!pipe_cancelled(p) && !pipe_abandoned(p) && !pipe_interrupted(p));
+    pipe_interrupt(p);
+    cr_assert(pipe_cancelled(p), "the producer stops at its next token");
+    cr_assert(!pipe_abandoned(p), "the reader is still there");
+    cr_assert_eq(pipe_write(p, "x", 1), 0, "the error ending can still be written");
+    pipe_cancel(p);
+    cr_assert(pipe_abandoned(p));
+    pipe_unref(p);
+}
+
+/* The invariants pipe.h states are checked: a head without a content type is our bug. */
+Test(pipe, invariant_head_needs_content_type, .signal = SIGABRT)
+{
+    struct pipe *p = pipe_new();
+    pipe_begin(p, 200, NULL);
 }

@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -178,4 +179,82 @@ Test(queue, remove_races_shutdown)
         queue_free(q);
         job_unref(a);
     }
+}
+
+/* A sink error hook that records what the worker / the drain told the job. */
+static int n_errors;
+static enum err_code last_error;
+static void note_error(void *ctx, const struct err *e)
+{
+    struct job *j = ctx;
+    n_errors++;
+    last_error = e->code;
+    pipe_fail(j->pipe, 503, "{\"error\":\"shutting down\"}");
+}
+
+/* Shutdown with a grace period (R-CONC-5): a queued job gets its 503 body through its sink and
+ * its pipe is NOT cancelled (the reader must still send that body: cancelling it lost ~22 % of
+ * the queued replies); the running job is interrupted once the grace is over, and the worker
+ * gives it its error ending through the sink (the reader is still there: not abandoned). */
+Test(queue, drain_interrupts_running_after_grace_and_keeps_queued_readers)
+{
+    struct runner r;
+    init_runner(&r);
+    r.stop_on_cancel = true;
+    struct err e;
+    struct queue *q = queue_new(4, run, &r, &e);
+    struct job *a = mk('a'), *b = mk('b');
+    a->sink.ctx = a;
+    a->sink.error = note_error;
+    b->sink.ctx = b;
+    b->sink.error = note_error;
+    n_errors = 0;
+    queue_push(q, a, &e);
+    wait_started(&r, 1);
+    queue_push(q, b, &e);
+    queue_drain(q, 50);
+    cr_assert_eq(n_errors, 2);
+    cr_assert_eq(last_error, ERR_CANCELLED);
+    cr_assert(pipe_interrupted(a->pipe) && !pipe_abandoned(a->pipe));
+    cr_assert(!pipe_cancelled(b->pipe), "a queued job's reader still has a reply to send");
+    cr_assert_eq(pipe_state(a->pipe), PIPE_FAILED);
+    cr_assert_eq(pipe_state(b->pipe), PIPE_FAILED);
+    char out[64];
+    long n = pipe_read(b->pipe, out, sizeof out - 1, 10);
+    cr_assert_gt(n, 0);
+    out[n] = 0;
+    cr_assert_str_eq(out, "{\"error\":\"shutting down\"}");
+    cr_assert_eq(r.started, 1, "b never ran");
+    queue_free(q);
+    job_unref(a);
+    job_unref(b);
+}
+
+/* A running job that finishes within the grace period is not interrupted: its reply is whole. */
+Test(queue, drain_lets_running_finish_within_grace)
+{
+    struct runner r;
+    init_runner(&r);
+    struct err e;
+    struct queue *q = queue_new(4, run, &r, &e);
+    struct job *a = mk('a');
+    queue_push(q, a, &e);
+    wait_started(&r, 1);
+    pthread_mutex_lock(&r.mu);
+    r.release = 1; /* finishes while the drain waits */
+    pthread_mutex_unlock(&r.mu);
+    queue_drain(q, 10000);
+    cr_assert(!pipe_interrupted(a->pipe));
+    cr_assert_eq(pipe_state(a->pipe), PIPE_DONE);
+    queue_free(q);
+    job_unref(a);
+}
+
+/* The ownership invariant is checked: dropping the last reference of a job the queue still
+ * links is our bug, and aborts rather than leaving a dangling list entry. */
+Test(queue, invariant_freeing_a_linked_job_aborts, .signal = SIGABRT)
+{
+    struct job *j = mk('j');
+    j->queued = true;
+    job_unref(j);
 }
