@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/buf.h"
+#include "grammar/gbnf.h"
 #include "grammar/grammar_int.h"
 #include "grammar/jsonschema.h"
 
@@ -579,6 +580,14 @@ struct grammar *grammar_compile_budget(const struct grammar_vocab_index *vi, enu
         break;
     case GRAMMAR_JSON_OBJECT:
         if (jsonschema_object_lark("", &lark, e)) {
+            buf_free(&lark);
+            return NULL;
+        }
+        text = lark.data ? lark.data : "";
+        tlen = lark.len;
+        break;
+    case GRAMMAR_GBNF:
+        if (gbnf_to_lark(src, len, &lark, e)) {
             buf_free(&lark);
             return NULL;
         }

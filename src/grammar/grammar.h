@@ -17,6 +17,7 @@ enum grammar_kind {
     GRAMMAR_JSON_SCHEMA,
     GRAMMAR_JSON_OBJECT,
     GRAMMAR_REGEX,
+    GRAMMAR_GBNF, /* llama.cpp's GBNF (the `grammar` request parameter): gbnf.h */
     GRAMMAR_KIND_COUNT
 };
 
@@ -35,7 +36,7 @@ struct grammar_vocab_index; /* token trie etc., built once per vocabulary */
 struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *v, struct err *e);
 void grammar_vocab_index_free(struct grammar_vocab_index *vi);
 
-/* Compiles src (lark text, a JSON Schema, ignored for JSON_OBJECT, or a regex) against vi (which
+/* Compiles src (lark text, a JSON Schema, ignored for JSON_OBJECT, a regex, or GBNF) against vi (which
  * must outlive the grammar). Returns a grammar holding one reference, or NULL with e naming the
  * problem (ERR_INVALID for a bad grammar / schema / regex, ERR_UNSUPPORTED, ERR_NOMEM).
  * A compiled grammar is immutable to its users; its lazily built lexer DFA and caches are guarded
