@@ -98,6 +98,8 @@ int api_read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request
             return err_set_param(e, ERR_UNSUPPORTED, "grammar",
                                  "'grammar' (GBNF) is not supported by this build yet; use 'lark', "
                                  "'regex' or 'json_schema'");
+        if (set_constraint(ctx, req, CONSTRAINT_GBNF, strdup(json_string_value(g)), "grammar", e) < 0)
+            return -1;
     }
     static const struct {
         const char *key;

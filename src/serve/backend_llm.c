@@ -235,7 +235,8 @@ check:
     if (req->constraint != CONSTRAINT_NONE && !req->grammar) {
         static const enum grammar_kind kinds[CONSTRAINT_KIND_COUNT] = {
             [CONSTRAINT_JSON_OBJECT] = GRAMMAR_JSON_OBJECT, [CONSTRAINT_JSON_SCHEMA] = GRAMMAR_JSON_SCHEMA,
-            [CONSTRAINT_REGEX] = GRAMMAR_REGEX, [CONSTRAINT_LARK] = GRAMMAR_LARK};
+            [CONSTRAINT_REGEX] = GRAMMAR_REGEX, [CONSTRAINT_LARK] = GRAMMAR_LARK,
+            [CONSTRAINT_GBNF] = GRAMMAR_GBNF};
         const char *src = req->constraint_src ? req->constraint_src : "";
         req->grammar = grammar_cache_get(L->gcache, kinds[req->constraint], src, strlen(src), e);
         if (!req->grammar) {
@@ -729,6 +730,7 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
         goto fail;
     }
     b->caps.grammar = true;
+    b->caps.gbnf = true; /* GRAMMAR_GBNF */
     log_info("grammar vocabulary index: %d tokens in %.0f ms", nv, (mono_seconds() - t0) * 1e3);
     log_info("model %s: arch %s, %d layers, vocab %d, context %d (KV %.1f MiB)", b->model_id,
              L->cfg->arch, L->cfg->n_layer, L->cfg->n_vocab, n_ctx,

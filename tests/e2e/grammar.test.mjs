@@ -106,3 +106,21 @@ test('a constrained reply is tidy JSON by default; pretty is bounded', { timeout
   }
   console.log(`tidy: ${seen} whitespace runs, all single spaces after , or :; pretty: longest run ${longest}`);
 });
+
+// GBNF (llama.cpp's `grammar` parameter, issue 19 item 5): constrains the reply; a bad grammar
+// is a 400 naming `grammar` and the rule.
+test('grammar (GBNF) constrains the reply; an undefined rule is a 400 naming it', async () => {
+  const oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const grammar = 'root ::= item{2,3}\nitem ::= "- " [a-z]{1,8} "\\n"\n';
+  for (const stream of [false, true]) {
+    let text = '';
+    if (stream) {
+      for await (const c of await oai.chat.completions.create({ model: 'm', messages: USER, max_tokens: 60, grammar, stream })) text += c.choices[0]?.delta?.content ?? '';
+    } else {
+      text = (await oai.chat.completions.create({ model: 'm', messages: USER, max_tokens: 60, grammar })).choices[0].message.content;
+    }
+    assert.match(text, /^(- [a-z]{1,8}\n){2,3}$/, text);
+  }
+  await assert.rejects(oai.chat.completions.create({ model: 'm', messages: USER, max_tokens: 8, grammar: 'root ::= item+\n' }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'grammar' && /undefined rule item/.test(e.message));
+});

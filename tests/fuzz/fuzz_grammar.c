@@ -1,9 +1,9 @@
-/* libFuzzer target for the grammar compilers (regex, lark, JSON Schema) under small budgets:
- * any source must compile or fail with a message naming the problem — never crash, leak, hang or
- * blow the memory — and a compiled grammar must run: masks, consumes (the first allowed token,
+/* libFuzzer target for the grammar compilers (regex, lark, JSON Schema, GBNF) under small
+ * budgets: any source must compile or fail with a message naming the problem — never crash,
+ * leak, hang or blow the memory — and a compiled grammar must run: masks, consumes (the first allowed token,
  * or one picked by the input), rollback, accepting/done, with mask and consume agreeing.
  * Built by `make fuzz` (clang -fsanitize=fuzzer,address,undefined); run by
- * tests/suites/52-grammar-fuzz.sh. Input: first byte = kind (mod 3) and token-choice seed, the
+ * tests/suites/52-grammar-fuzz.sh. Input: first byte = kind (mod 4) and token-choice seed, the
  * rest = source. */
 #include <stdint.h>
 #include <stdio.h>
@@ -52,9 +52,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     if (!vi) init();
-    static const enum grammar_kind kinds[3] = {GRAMMAR_REGEX, GRAMMAR_LARK, GRAMMAR_JSON_SCHEMA};
-    enum grammar_kind k = kinds[data[0] % 3];
-    uint32_t seed = data[0] / 3u;
+    static const enum grammar_kind kinds[4] = {GRAMMAR_REGEX, GRAMMAR_LARK, GRAMMAR_JSON_SCHEMA,
+                                               GRAMMAR_GBNF};
+    enum grammar_kind k = kinds[data[0] % 4];
+    uint32_t seed = data[0] / 4u;
     /* small budgets keep each run fast and prove the budgets hold on arbitrary input */
     struct grammar_budget b = grammar_budget_default;
     b.max_nfa_states = 20000;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seeds for fuzz-grammar (tests/fuzz/fuzz_grammar.c): first byte = kind (0 regex, 1 lark,
-2 JSON Schema; +3k varies the token choices), rest = source. Written from the repo's own test
+2 JSON Schema, 3 GBNF; +4k varies the token choices), rest = source. Written from the repo's own test
 grammars plus a few hand-made ones covering each compiler's constructs."""
 import glob, json, os, sys
 
@@ -37,5 +37,7 @@ schemas = [{"type": "object", "properties": {"name": {"type": "string", "maxLeng
            {"not": {"enum": ["a", "b"]}, "type": "string"}, True, False, {}]
 for s in schemas:
     seeds.append(b"\x02" + json.dumps(s).encode())
+for path in sorted(glob.glob("tests/grammar/gbnf/*.gbnf")):
+    seeds.append(b"\x03" + open(path, "rb").read())
 for i, s in enumerate(seeds):
     open(os.path.join(out, "seed-%03d" % i), "wb").write(s)
