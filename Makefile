@@ -126,6 +126,15 @@ $(BUILD)/fuzz-grammar: $(FUZZ_GRAMMAR_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS) -lpthread -lm
 
+# worker reply path (emitter, think routing, stop strings, tool-call scanner); run by
+# tests/suites/63-worker-fuzz.sh
+FUZZ_WORKER_SRC := tests/fuzz/fuzz_worker.c src/serve/emitter.c src/serve/toolcall.c src/base/buf.c
+fuzz: $(BUILD)/fuzz-worker
+	WORKER_FUZZ_SECONDS=$${WORKER_FUZZ_SECONDS:-600} BUILD=$(BUILD) MAKE="$(MAKE)" bash tests/suites/63-worker-fuzz.sh
+$(BUILD)/fuzz-worker: $(FUZZ_WORKER_SRC) src/serve/emitter.h src/serve/toolcall.h src/serve/request.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS)
+
 # ---- NEON kernels, cross-built for arm64 and run under qemu-aarch64 by tests/suites/15-neon.sh
 # (static, so no arm64 libc is needed at run time; only the quant files and the test program)
 NEON_CC    ?= aarch64-linux-gnu-gcc

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "serve/emitter.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,14 +181,20 @@ static int step_text(struct emitter *em)
     }
     const char *s = pend_bytes(em);
     size_t n = em->pend.len;
-    size_t best_pos = n;
+    /* The stop string that completes first wins (the earliest end; on a tie the earliest start):
+     * that is the one a token-by-token reader meets first, so the reply does not depend on how
+     * its bytes were cut into tokens (stops "abc" and "b": "ab"+"c" and "abc" both stop at "b"). */
+    size_t best_pos = n, best_end = SIZE_MAX;
     int best = -1;
     for (int k = 0; k < em->n_stop; k++) {
         size_t sl = strlen(em->stop[k]);
         if (sl == 0) continue;
         char *hit = memmem(s, n, em->stop[k], sl);
-        if (hit && (size_t)(hit - s) < best_pos) {
-            best_pos = (size_t)(hit - s);
+        if (!hit) continue;
+        size_t pos = (size_t)(hit - s);
+        if (pos + sl < best_end || (pos + sl == best_end && pos < best_pos)) {
+            best_pos = pos;
+            best_end = pos + sl;
             best = k;
         }
     }
@@ -251,6 +258,13 @@ int emitter_feed(struct emitter *em, const char *s, size_t n, const struct token
 int emitter_finish(struct emitter *em, enum finish_reason why)
 {
     if (em->mode == EM_STOPPED) return 0;
+    /* An undecided head (whitespace, a prefix of a marker) is text, and text is checked for stop
+     * strings before it is flushed: a stop string inside it still fires. */
+    if (em->mode == EM_HEAD) em->mode = EM_TEXT;
+    if (em->mode == EM_TEXT) {
+        int st = step_text(em);
+        if (st != 0) return st < 0 ? -1 : 0; /* 1: a stop string fired and finished the choice */
+    }
     int rc = 0;
     if (em->mode == EM_REASONING) {
         rc = emit_reasoning(em, em->pend.len);

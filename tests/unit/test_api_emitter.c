@@ -203,3 +203,37 @@ Test(emitter, empty_after_bytes_that_are_not_content)
     struct rec r5 = {0};
     cr_assert_str_eq(run(false, NULL, 0, ws, FINISH_STOP, &r5), "T[\n]T[ ]F1:");
 }
+
+/* Found by build/fuzz-worker (tests/fuzz/worker-seeds/head-undecided-stop, stop-whitespace): a
+ * reply that ended while the think head was still undecided was flushed without the stop-string
+ * check, so a stop string inside it reached the client. */
+Test(emitter, stop_string_in_an_undecided_head_fires)
+{
+    static const char *const stop[] = {"<t"};
+    const char *toks[] = {"<th", NULL};
+    struct rec r = {0};
+    cr_assert_str_eq(run(true, stop, 1, toks, FINISH_LENGTH, &r), "F1:<t");
+    static const char *const nl[] = {"\n\n"};
+    const char *ws[] = {"\n", "\n", NULL};
+    struct rec r2 = {0};
+    cr_assert_str_eq(run(true, nl, 1, ws, FINISH_STOP, &r2), "F1:\n\n");
+}
+
+/* Found by build/fuzz-worker (tests/fuzz/worker-seeds/stop-overlap): with stops "abc" and "b",
+ * "ab"+"c" stopped at "b" but one token "abc" at "abc" — the reply depended on the token split.
+ * The stop string that completes first wins, however the bytes arrive. */
+Test(emitter, first_completed_stop_wins_whatever_the_split)
+{
+    static const char *const stop[] = {"abc", "b"};
+    const char *split[] = {"ab", "c", NULL};
+    const char *whole[] = {"abc", NULL};
+    const char *bytes[] = {"a", "b", "c", NULL};
+    struct rec r = {0}, r2 = {0}, r3 = {0};
+    cr_assert_str_eq(run(false, stop, 2, split, FINISH_STOP, &r), "T[a]F1:b");
+    cr_assert_str_eq(run(false, stop, 2, whole, FINISH_STOP, &r2), "T[a]F1:b");
+    cr_assert_str_eq(run(false, stop, 2, bytes, FINISH_STOP, &r3), "T[a]F1:b");
+    /* equal ends: the longer (earlier-starting) one */
+    static const char *const tie[] = {"c", "bc"};
+    struct rec r4 = {0};
+    cr_assert_str_eq(run(false, tie, 2, whole, FINISH_STOP, &r4), "T[a]F1:bc");
+}
