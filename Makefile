@@ -129,7 +129,9 @@ $(BUILD)/fuzz-grammar: $(FUZZ_GRAMMAR_SRC)
 # worker reply path (emitter, think routing, stop strings, tool-call scanner); run by
 # tests/suites/63-worker-fuzz.sh
 FUZZ_WORKER_SRC := tests/fuzz/fuzz_worker.c src/serve/emitter.c src/serve/toolcall.c src/base/buf.c
-fuzz: $(BUILD)/fuzz-worker
+.PHONY: fuzz-worker-long
+fuzz: fuzz-worker-long
+fuzz-worker-long: $(BUILD)/fuzz-worker
 	WORKER_FUZZ_SECONDS=$${WORKER_FUZZ_SECONDS:-600} BUILD=$(BUILD) MAKE="$(MAKE)" bash tests/suites/63-worker-fuzz.sh
 $(BUILD)/fuzz-worker: $(FUZZ_WORKER_SRC) src/serve/emitter.h src/serve/toolcall.h src/serve/request.h
 	@mkdir -p $(dir $@)

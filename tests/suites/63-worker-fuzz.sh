@@ -2,8 +2,8 @@
 # Worker reply path fuzzing (libFuzzer + ASan + UBSan): the emitter, think routing, stop strings
 # and the tool-call scanner over arbitrary token-byte sequences, with split invariance checked
 # (tests/fuzz/fuzz_worker.c). Seeds: the committed tests/fuzz/worker-seeds (every past finding is
-# one of them, and a unit test). Short here; longer: WORKER_FUZZ_SECONDS=600 (or `make fuzz`, then
-# run build/fuzz-worker by hand). A failure leaves its input in $BUILD/fuzz/ and fails the suite.
+# one of them, and a unit test). Short here; `make fuzz` runs it for WORKER_FUZZ_SECONDS (600).
+# A failure leaves its input in $BUILD/fuzz/ and fails the suite.
 set -eu
 secs=${WORKER_FUZZ_SECONDS:-15}
 $MAKE --no-print-directory BUILD="$BUILD" "$BUILD/fuzz-worker" >/dev/null
