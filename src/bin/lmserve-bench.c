@@ -1,10 +1,16 @@
 /* lmserve-bench — prefill and decode throughput, printed like llama.cpp's llama-bench.
  *
- *   lmserve-bench MODEL [-t THREADS] [-p 512] [-n 128] [-r 5]
- * ppN: one forward of N tokens into an empty cache (logits of the last one) -> N / seconds.
- * tgN: N single-token forwards from an empty cache, each with logits -> N / seconds.
+ *   lmserve-bench MODEL [-t THREADS] [-p 512] [-n 128] [-r 5] [-d DEPTH] [-m M1,M2,...]
+ * ppN: one forward of N tokens into the cache (logits of the last one) -> N / seconds.
+ * tgN: N single-token forwards, each with logits -> N / seconds.
+ * -d DEPTH: both tests start with DEPTH tokens already in the cache (filled once, untimed; each
+ *   run rewinds to DEPTH), as llama-bench's -d; the test is named "ppN @ dDEPTH".
+ * -m LIST: small-m passes: for each m, forwards of m tokens of one sequence (all m logits, as a
+ *   speculative verify or a lockstep batch would ask), N / m of them -> ms per step and the cost
+ *   of a step relative to m = 1.
  * Each test runs once to warm up, then r times; the median and the standard deviation are shown. */
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,23 +47,23 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* Runs one test; returns seconds or a negative value on error. */
-static double run_pp(struct model *m, int n, int32_t *tok, int32_t *pos, struct kv_cache **seq,
-                     float *logits, struct err *e)
+/* Runs one test from a cache holding `depth` rows; returns seconds or a negative value on error. */
+static double run_pp(struct model *m, int n, int depth, int32_t *tok, int32_t *pos,
+                     struct kv_cache **seq, float *logits, struct err *e)
 {
-    kv_truncate(seq[0], 0);
-    struct batch b = {.token = tok, .pos = pos, .seq = seq, .n = n};
+    kv_truncate(seq[0], depth);
+    struct batch b = {.token = tok + depth, .pos = pos + depth, .seq = seq, .n = n};
     double t0 = now();
     if (model_forward(m, &b, logits, e)) return -1;
     return now() - t0;
 }
 
-static double run_tg(struct model *m, int n, int32_t *tok, struct kv_cache *kv, float *logits,
-                     struct err *e)
+static double run_tg(struct model *m, int n, int depth, int32_t *tok, struct kv_cache *kv,
+                     float *logits, struct err *e)
 {
-    kv_truncate(kv, 0);
+    kv_truncate(kv, depth);
     double t0 = now();
-    for (int i = 0; i < n; i++) {
+    for (int i = depth; i < depth + n; i++) {
         int32_t p = i;
         struct batch b = {.token = tok + i, .pos = &p, .seq = &kv, .n = 1};
         if (model_forward(m, &b, logits, e)) return -1;
@@ -65,21 +71,65 @@ static double run_tg(struct model *m, int n, int32_t *tok, struct kv_cache *kv, 
     return now() - t0;
 }
 
+/* n / mstep forwards of mstep tokens each (all logits wanted); returns seconds. */
+static double run_m(struct model *m, int n, int mstep, int depth, int32_t *tok, int32_t *pos,
+                    struct kv_cache **seq, float *logits, struct err *e)
+{
+    kv_truncate(seq[0], depth);
+    bool want[512];
+    for (int i = 0; i < mstep; i++) want[i] = true;
+    double t0 = now();
+    for (int i = depth; i + mstep <= depth + n; i += mstep) {
+        struct batch b = {.token = tok + i, .pos = pos + i, .seq = seq + i, .want_logits = want, .n = mstep};
+        if (model_forward(m, &b, logits, e)) return -1;
+    }
+    return now() - t0;
+}
+
+static void stats(double *t, long reps, double *med, double *sd)
+{
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    double mean = 0, v = 0;
+    for (long r = 0; r < reps; r++) mean += t[r] / (double)reps;
+    for (long r = 0; r < reps; r++) v += (t[r] - mean) * (t[r] - mean);
+    *sd = reps > 1 ? sqrt(v / (double)(reps - 1)) : 0;
+    *med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    long threads = 0, np = 512, ng = 128, reps = 5;
+    long threads = 0, np = 512, ng = 128, reps = 5, depth = 0;
+    int mlist[32], n_m = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long *dst = NULL, lo = 0, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5]\n");
+            printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5] "
+                   "[-d DEPTH=0] [-m M1,M2,... (1..512)]\n");
             return 0;
+        }
+        if (!strcmp(a, "-m")) {
+            char *list = i + 1 < argc ? argv[++i] : NULL, *save = NULL;
+            for (char *tk = list ? strtok_r(list, ",", &save) : NULL; tk; tk = strtok_r(NULL, ",", &save)) {
+                long v;
+                if (n_m == 32 || parse_int(tk, 1, 512, &v)) {
+                    fprintf(stderr, "lmserve-bench: bad -m list (at most 32 values in 1..512)\n");
+                    return 2;
+                }
+                mlist[n_m++] = (int)v;
+            }
+            if (!n_m) {
+                fprintf(stderr, "lmserve-bench: -m needs a list such as 1,2,4,8\n");
+                return 2;
+            }
+            continue;
         }
         if (!strcmp(a, "-t") || !strcmp(a, "--threads")) dst = &threads, lo = 1, hi = 1024;
         else if (!strcmp(a, "-p")) dst = &np;
         else if (!strcmp(a, "-n")) dst = &ng;
         else if (!strcmp(a, "-r")) dst = &reps, lo = 1, hi = 1000;
+        else if (!strcmp(a, "-d")) dst = &depth;
         if (dst) {
             if (i + 1 >= argc || parse_int(argv[++i], lo, hi, dst)) {
                 fprintf(stderr, "lmserve-bench: bad value for %s\n", a);
@@ -114,6 +164,14 @@ int main(int argc, char **argv)
     const struct gguf_tensor *wq = gguf_find_tensor(g, "blk.0.attn_q.weight");
     const char *tname = wq ? quant_traits((enum ggml_type)wq->type)->name : "?";
     long nmax = np > ng ? np : ng;
+    for (int i = 0; i < n_m; i++) { /* the -m runs: max(ng / m, 4) steps of m tokens */
+        long need = (ng / mlist[i] > 4 ? ng / mlist[i] : 4) * mlist[i];
+        nmax = need > nmax ? need : nmax;
+    }
+    nmax += depth;
+    if (nmax > c->n_ctx_train && c->n_ctx_train > 0)
+        fprintf(stderr, "lmserve-bench: note: depth + test length %ld exceeds the model's training context %d\n", nmax,
+                c->n_ctx_train);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)nmax), *pos = malloc(sizeof(int32_t) * (size_t)nmax);
     struct kv_cache **seq = malloc(sizeof *seq * (size_t)nmax);
     float *logits = malloc(sizeof(float) * (size_t)c->n_vocab);
@@ -130,33 +188,70 @@ int main(int argc, char **argv)
         pos[i] = (int32_t)i;
         seq[i] = kv;
     }
+    if (depth > 0) { /* fill the cache to DEPTH once; every run rewinds to it */
+        for (long i0 = 0; i0 < depth; i0 += 512) {
+            long n = depth - i0 < 512 ? depth - i0 : 512;
+            struct batch b = {.token = tok + i0, .pos = pos + i0, .seq = seq + i0, .n = n};
+            if (model_forward(m, &b, logits, &e)) {
+                fprintf(stderr, "lmserve-bench: %s\n", e.msg);
+                goto out;
+            }
+        }
+    }
     printf("| model | size | params | backend | threads | test | t/s |\n");
     printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ------------: | -------------------: |\n");
     for (int test = 0; test < 2; test++) {
         long n = test == 0 ? np : ng;
         if (n <= 0) continue;
         for (long r = -1; r < reps; r++) {
-            double s = test == 0 ? run_pp(m, (int)n, tok, pos, seq, logits, &e)
-                                 : run_tg(m, (int)n, tok, kv, logits, &e);
+            double s = test == 0 ? run_pp(m, (int)n, (int)depth, tok, pos, seq, logits, &e)
+                                 : run_tg(m, (int)n, (int)depth, tok, kv, logits, &e);
             if (s < 0) {
                 fprintf(stderr, "lmserve-bench: %s\n", e.msg);
                 goto out;
             }
             if (r >= 0) t[r] = (double)n / s;
         }
-        qsort(t, (size_t)reps, sizeof *t, cmp_d);
-        double mean = 0, sd = 0;
-        for (long r = 0; r < reps; r++) mean += t[r] / (double)reps;
-        for (long r = 0; r < reps; r++) sd += (t[r] - mean) * (t[r] - mean);
-        sd = reps > 1 ? sqrt(sd / (double)(reps - 1)) : 0;
-        double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        double med, sd;
+        stats(t, reps, &med, &sd);
         char name[64], test_s[32], backend[32];
         snprintf(name, sizeof name, "%s %.1fM %s", c->arch, params / 1e6, tname);
-        snprintf(test_s, sizeof test_s, "%s%ld", test == 0 ? "pp" : "tg", n);
+        if (depth)
+            snprintf(test_s, sizeof test_s, "%s%ld @ d%ld", test == 0 ? "pp" : "tg", n, depth);
+        else
+            snprintf(test_s, sizeof test_s, "%s%ld", test == 0 ? "pp" : "tg", n);
         snprintf(backend, sizeof backend, "CPU %s", quant_isa());
         printf("| %-30s | %6.2f MiB | %8.2f M | %-10s | %7d | %13s | %12.2f ± %5.2f |\n", name,
                bytes / (1024.0 * 1024.0), params / 1e6, backend, tp_size(model_pool(m)), test_s, med, sd);
         fflush(stdout);
+    }
+    if (n_m) {
+        /* steps of m tokens: each m runs ~ng tokens (at least 4 steps) */
+        printf("\n| m | steps | ms per step | x m=1 step | tokens/s |\n| --: | --: | --: | --: | --: |\n");
+        double base = 0;
+        for (int k = 0; k < n_m; k++) {
+            int mm = mlist[k], steps = ng / mm > 4 ? (int)(ng / mm) : 4;
+            float *lm = malloc(sizeof(float) * (size_t)c->n_vocab * (size_t)mm);
+            if (!lm) goto out;
+            for (long r = -1; r < reps; r++) {
+                double sec = run_m(m, steps * mm, mm, (int)depth, tok, pos, seq, lm, &e);
+                if (sec < 0) {
+                    fprintf(stderr, "lmserve-bench: %s\n", e.msg);
+                    free(lm);
+                    goto out;
+                }
+                if (r >= 0) t[r] = sec / steps * 1e3;
+            }
+            free(lm);
+            double med, sd;
+            stats(t, reps, &med, &sd);
+            if (mm == 1) base = med;
+            if (base > 0)
+                printf("| %d | %d | %.2f ± %.2f | %.2f | %.1f |\n", mm, steps, med, sd, med / base, mm * 1e3 / med);
+            else
+                printf("| %d | %d | %.2f ± %.2f | (no m = 1 yet) | %.1f |\n", mm, steps, med, sd, mm * 1e3 / med);
+            fflush(stdout);
+        }
     }
     rc = 0;
 out:

@@ -1,7 +1,7 @@
 /* lmserve-kbench — kernel microbenchmark: the matmuls of a Qwen3 forward pass, without the rest.
  *
  *   lmserve-kbench [-t THREADS] [--type q8_0|q4_k|q6_k|f16|...] [--layers N] [--pp N] [--reps N]
- *                  [--kernels] [--bandwidth]
+ *                  [--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth]
  *
  * Builds random weights with the Qwen3-0.6B geometry (per layer: q 2048x1024, k/v 1024x1024,
  * o 1024x2048, gate/up 3072x1024, down 1024x3072; output 151936x1024) and times
@@ -193,6 +193,10 @@ int main(int argc, char **argv)
             reps = atoi(v), i++;
         else if (!strcmp(a, "--no-amx"))
             mm_set_amx(0);
+        else if (!strcmp(a, "--no-tiles"))
+            mm_set_tiles(0);
+        else if (!strcmp(a, "--gemv"))
+            mm_set_gemm_min_tokens(4); /* the old decode GEMV (AVX-512; not batch-invariant) */
         else if (!strcmp(a, "--kernels"))
             kernels = 1;
         else if (!strcmp(a, "--bandwidth"))
@@ -211,7 +215,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] "
-                    "[--no-amx] [--kernels] [--bandwidth]\n",
+                    "[--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth]\n",
                     argv[0]);
             return 2;
         }

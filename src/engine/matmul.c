@@ -50,6 +50,8 @@ void mm_set_gemm_min_tokens(int64_t n)
 }
 
 static const struct mm_gemm_impl *g_impl;
+static const struct mm_tile_impl *g_tile; /* AVX2 tiles, only where there is no g_impl */
+static int g_tile_enabled = 1;
 static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
 
 static void probe(void)
@@ -60,7 +62,15 @@ static void probe(void)
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
         g_impl = mm_gemm_avx512();
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c"))
+        g_tile = mm_tile_avx2();
 #endif
+}
+
+void mm_set_tiles(int on)
+{
+    g_tile_enabled = on;
 }
 
 static const struct mm_gemm_impl *gemm_impl(void)
@@ -75,7 +85,7 @@ int mm_gemm_supported(enum ggml_type wtype)
     return g && (g->supported(wtype) || (g->gemm_f_supported && g->gemm_f_supported(wtype)));
 }
 
-enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F, PATH_GEMM_AMX };
+enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F, PATH_GEMM_AMX, PATH_TILE };
 
 static int g_amx_enabled = 1;
 void mm_set_amx(int on)
@@ -86,7 +96,10 @@ void mm_set_amx(int on)
 static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok,
                                 int64_t cols)
 {
-    if (!g) return PATH_DOT;
+    if (!g) {
+        pthread_once(&g_impl_once, probe);
+        return g_tile && g_tile_enabled && g_tile->supported(wtype) ? PATH_TILE : PATH_DOT;
+    }
     if (n_tok >= g_gemm_min_tok && g->gemm_f_supported && g->gemm_f_supported(wtype))
         return PATH_GEMM_F;
     if (cols % 32) return PATH_DOT;
@@ -106,6 +119,8 @@ const char *mm_gemm_name(enum ggml_type wtype)
         return "vnni";
     case PATH_GEMM_F:
         return "avx512-fma";
+    case PATH_TILE:
+        return "avx2-tile";
     default:
         return "vec_dot";
     }
@@ -300,6 +315,11 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
             j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16,
                          sub16, op->n_tok, op->Y, ys, op->y_idx, s0, (int)(s1 - s0));
         }
+        return;
+    }
+    if (p->path == PATH_TILE) {
+        g_tile->run(op->wtype, W, p->w_stride, r1 - r0, op->cols, A->q, A->row_bytes, op->n_tok,
+                    op->Y, ys, op->y_idx, r0);
         return;
     }
     for (int64_t r = r0; r < r1; r++, W += p->w_stride) {

@@ -62,8 +62,11 @@ int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t r
 void mm_set_gemm_min_tokens(int64_t n);
 /* Enables (default) or disables the AMX int8 GEMM where the CPU has it (tests, benchmarks). */
 void mm_set_amx(int on);
+/* Enables (default) or disables the AVX2 register-tile kernels on CPUs without AVX-512 (off: one
+ * vec_dot per row and token, for tests and benchmarks). */
+void mm_set_tiles(int on);
 /* Name of the kernel many-token products of this type run on ("amx", "vnni", "avx512-fma",
- * "vec_dot"), for reports. */
+ * "avx2-tile", "vec_dot"), for reports. */
 const char *mm_gemm_name(enum ggml_type wtype);
 /* Whether the packed GEMM path exists for this weight type on this CPU. */
 int mm_gemm_supported(enum ggml_type wtype);

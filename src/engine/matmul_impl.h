@@ -65,8 +65,21 @@ struct mm_gemm_impl {
                    int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
 };
 
+/* AVX2 back-end (CPUs without AVX-512): register tiles of rows x tokens on activations quantized
+ * to the weight type's vec_dot_type (rows of x_row_bytes, token t at X + t * x_row_bytes), for any
+ * token count; per (row, token) the arithmetic is one fixed sequence (matmul_avx2.c). Rows
+ * [0, nrows) of W; outputs as gemv above. */
+struct mm_tile_impl {
+    const char *name;
+    int (*supported)(enum ggml_type wtype);
+    void (*run)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
+                const uint8_t *X, size_t x_row_bytes, int64_t n_tok, float *Y, int64_t y_stride,
+                const int32_t *y_idx, int64_t r0);
+};
+
 #if defined(__x86_64__)
 const struct mm_gemm_impl *mm_gemm_avx512(void);
+const struct mm_tile_impl *mm_tile_avx2(void);
 #endif
 
 #endif

@@ -1,5 +1,5 @@
-/* The GEMV/GEMM driver against naive loops, for every weight type, both paths (GEMV with the
- * traits' vec_dot; packed GEMM where the CPU has it), odd row counts, n_tok 1..17, several
+/* The GEMV/GEMM driver against naive loops, for every weight type, every path (GEMV, AVX2 tiles,
+ * the traits' vec_dot; packed GEMM where the CPU has it), odd row counts, n_tok 1..17, several
  * threads, strided/indexed X and Y, several ops per call sharing X. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -105,11 +105,13 @@ static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch 
     const struct quant_traits *tr = quant_traits(t);
     int64_t cols = tr->blck_size >= 256 ? 768 : 224;
     static const int64_t rows_list[] = {1, 17, 37};
-    /* path 0: GEMV/vec_dot everywhere; 1: GEMM (AMX where the CPU has it); 2: GEMM without AMX */
-    for (int path = 0; path < 3; path++) {
-        if (path >= 1 && !mm_gemm_supported(t)) continue;
-        mm_set_gemm_min_tokens(path >= 1 ? 1 : INT64_MAX);
+    /* path 0: GEMV (AVX-512) / AVX2 tiles / vec_dot; 1: GEMM (AMX where the CPU has it); 2: GEMM
+     * without AMX; 3: vec_dot per row and token (AVX2 tiles off) */
+    for (int path = 0; path < 4; path++) {
+        if ((path == 1 || path == 2) && !mm_gemm_supported(t)) continue;
+        mm_set_gemm_min_tokens(path == 1 || path == 2 ? 1 : INT64_MAX);
         mm_set_amx(path != 2);
+        mm_set_tiles(path != 3);
         for (int ri = 0; ri < 3; ri++) {
             struct wmat m;
             wmat_make(&m, t, rows_list[ri], cols, ri == 2 ? 6 : 0);
@@ -131,6 +133,7 @@ static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch 
     }
     mm_set_gemm_min_tokens(0);
     mm_set_amx(1);
+    mm_set_tiles(1);
 }
 
 Test(matmul, all_types_both_paths_1_thread)
