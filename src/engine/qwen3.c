@@ -470,7 +470,10 @@ struct rows_job {
     struct kv_cache *const *seq;
     int64_t n;         /* rows */
     int64_t width;     /* ST_SWIGLU row width */
+    atomic_long next;  /* next chunk of rows (tp_run_dynamic) */
 };
+
+#define ROWS_CHUNK 8
 
 static void rows_worker(void *ctx, int ith, int nth)
 {
@@ -479,28 +482,33 @@ static void rows_worker(void *ctx, int ith, int nth)
     const struct model_config *c = &m->base.cfg;
     struct q3_scratch *s = &m->s;
     const int E = c->n_embd, HD = c->head_dim, QD = c->n_head * HD, KVD = c->n_head_kv * HD;
-    int64_t t0 = j->n * ith / nth, t1 = j->n * (ith + 1) / nth;
-    for (int64_t t = t0; t < t1; t++) {
-        switch (j->st) {
-        case ST_RESID_NORM:
-            if (j->add)
-                for (int d = 0; d < E; d++) s->x[t * E + d] += s->tmp[t * E + d];
-            if (j->norm) ops_rmsnorm(s->xn + t * E, s->x + t * E, j->norm, E, c->norm_eps);
-            break;
-        case ST_QK: {
-            float *q = s->q + t * QD, *k = s->k + t * KVD;
-            for (int h = 0; h < c->n_head; h++) ops_rmsnorm(q + h * HD, q + h * HD, j->q_norm, HD, c->norm_eps);
-            for (int h = 0; h < c->n_head_kv; h++) ops_rmsnorm(k + h * HD, k + h * HD, j->k_norm, HD, c->norm_eps);
-            float cs[OPS_ATTN_MAX_HEAD_DIM / 2], sn[OPS_ATTN_MAX_HEAD_DIM / 2];
-            ops_rope_cache(cs, sn, HD, j->pos[t], m->inv_freq);
-            ops_rope_apply(q, c->n_head, HD, cs, sn);
-            ops_rope_apply(k, c->n_head_kv, HD, cs, sn);
-            kv_store(j->seq[t], j->layer, j->pos[t], k, s->v + t * KVD);
-            break;
-        }
-        case ST_SWIGLU:
-            ops_swiglu(s->gate + t * j->width, s->gate + t * j->width, s->up + t * j->width, j->width);
-            break;
+    (void)ith, (void)nth;
+    for (;;) {
+        int64_t t0 = atomic_fetch_add_explicit(&j->next, ROWS_CHUNK, memory_order_relaxed);
+        if (t0 >= j->n) break;
+        int64_t t1 = t0 + ROWS_CHUNK < j->n ? t0 + ROWS_CHUNK : j->n;
+        for (int64_t t = t0; t < t1; t++) {
+            switch (j->st) {
+            case ST_RESID_NORM:
+                if (j->add)
+                    for (int d = 0; d < E; d++) s->x[t * E + d] += s->tmp[t * E + d];
+                if (j->norm) ops_rmsnorm(s->xn + t * E, s->x + t * E, j->norm, E, c->norm_eps);
+                break;
+            case ST_QK: {
+                float *q = s->q + t * QD, *k = s->k + t * KVD;
+                for (int h = 0; h < c->n_head; h++) ops_rmsnorm(q + h * HD, q + h * HD, j->q_norm, HD, c->norm_eps);
+                for (int h = 0; h < c->n_head_kv; h++) ops_rmsnorm(k + h * HD, k + h * HD, j->k_norm, HD, c->norm_eps);
+                float cs[OPS_ATTN_MAX_HEAD_DIM / 2], sn[OPS_ATTN_MAX_HEAD_DIM / 2];
+                ops_rope_cache(cs, sn, HD, j->pos[t], m->inv_freq);
+                ops_rope_apply(q, c->n_head, HD, cs, sn);
+                ops_rope_apply(k, c->n_head_kv, HD, cs, sn);
+                kv_store(j->seq[t], j->layer, j->pos[t], k, s->v + t * KVD);
+                break;
+            }
+            case ST_SWIGLU:
+                ops_swiglu(s->gate + t * j->width, s->gate + t * j->width, s->up + t * j->width, j->width);
+                break;
+            }
         }
     }
 }
@@ -508,10 +516,13 @@ static void rows_worker(void *ctx, int ith, int nth)
 static void run_rows(struct q3 *m, struct rows_job *j)
 {
     j->m = m;
-    if (j->n < 4)
+    atomic_init(&j->next, 0);
+    /* rows come from a counter in chunks (any thread can do any row; a row's arithmetic does not
+     * depend on which): a descheduled worker holds nobody up */
+    if (j->n <= ROWS_CHUNK)
         rows_worker(j, 0, 1);
     else
-        tp_run(m->base.pool, rows_worker, j);
+        tp_run_dynamic(m->base.pool, rows_worker, j);
 }
 
 static void embed(struct q3 *m, int32_t tok, float *out)
@@ -610,7 +621,8 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
         run_rows(m, &qk);
         struct attn_job aj = {.m = m, .layer = l, .n_units = n_units, .pos = pos};
         atomic_init(&aj.next, 0);
-        tp_run(m->base.pool, attn_worker, &aj);
+        /* units come from a counter: a descheduled worker holds nobody up */
+        tp_run_dynamic(m->base.pool, attn_worker, &aj);
         struct mm_op o = op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
         if (run(m, &o, 1, e)) return -1;
         rn = (struct rows_job){.st = ST_RESID_NORM, .norm = L->ffn_norm, .add = true, .n = T};
