@@ -6,6 +6,7 @@
  * anyOf / oneOf with the sibling keywords in the order they appear; `emit` writes lark rules for an
  * IR node and returns the expression naming it. $ref targets become named rules emitted from a
  * worklist, so recursive schemas give recursive rules. Identical rule bodies are emitted once. */
+#include "base/log.h"
 #include "grammar/jsonschema.h"
 
 #include <jansson.h>
@@ -27,6 +28,7 @@
 #define JS_MAX_ALTS 1000           /* alternatives after distributing anyOf over allOf */
 #define JS_MAX_ENUM_MULTIPLES 2000 /* bounded multipleOf enumerated as alternatives */
 #define JS_MAX_OUT (64u << 20)     /* lark text size */
+#define JS_ANYORDER_MAX 8          /* objects of up to 8 declared members: any order (2^8 sets) */
 
 /* Whitespace between JSON tokens (docs/jsonschema.md "Whitespace"), chosen by the root keyword
  * `x-whitespace`. tidy (the default, llguidance's bound): none, or one space after `,` and `:`.
@@ -2135,6 +2137,73 @@ static bool universal_pattern(const char *p)
     return in_list(u, p);
 }
 
+/* Declared members in any order, each at most once, the required ones enforced, extras (x, keys
+ * other than the declared ones) anywhere between them. One rule per set S of members still
+ * available (so at most 2^JS_ANYORDER_MAX sets):
+ *     R(S) = (, x)* T(S)        the rest of the object, each member after a comma
+ *     T(S) = , v_i R(S - i) | … (i in S)  | ε when S holds no required member
+ *     F    = v_i R(all - i) | … | x R(all)  a non-empty member list
+ * Keys are distinct literals, so the parse stays deterministic in S: one Earley item per set. */
+static const char *any_order_rest(struct js *c, int n, const char *const *vals, const bool *reqd,
+                                  const char *x, uint32_t S, char **memo)
+{
+    if (memo[S]) return memo[S];
+    const char *cm = r_comma(c);
+    struct buf b = {0};
+    bool need = false;
+    int alts = 0;
+    struct buf t = {0};
+    for (int i = 0; i < n; i++) {
+        if (!(S >> i & 1)) continue;
+        if (reqd[i]) need = true;
+        const char *rest = any_order_rest(c, n, vals, reqd, x, S & ~(1u << i), memo);
+        if (c->oom) {
+            buf_free(&t);
+            return NULL;
+        }
+        buf_printf(&t, "%s%s %s%s%s", alts++ ? " | " : "", cm, vals[i], rest[0] ? " " : "", rest);
+    }
+    if (x) buf_printf(&b, "(%s %s)* ", cm, x);
+    if (alts) buf_printf(&b, need ? "(%s)" : "(%s)?", t.data);
+    buf_free(&t);
+    /* an empty body (no set left, no extras) is the empty string: callers skip it */
+    if (!b.len) {
+        memo[S] = "";
+        return memo[S];
+    }
+    memo[S] = mk_rule_buf(c, &b);
+    return memo[S] ? memo[S] : "";
+}
+
+static char *emit_object_any_order(struct js *c, int n, const char *const *vals, const bool *reqd,
+                                   const char *x, bool nonempty)
+{
+    char **memo = js_alloc(c, ((size_t)1 << n) * sizeof *memo);
+    if (!memo) return NULL;
+    memset(memo, 0, ((size_t)1 << n) * sizeof *memo);
+    uint32_t all = (1u << n) - 1;
+    struct buf f = {0};
+    bool any_req = false;
+    for (int i = 0; i < n; i++) {
+        if (reqd[i]) any_req = true;
+        const char *rest = any_order_rest(c, n, vals, reqd, x, all & ~(1u << i), memo);
+        if (c->oom) return NULL;
+        buf_printf(&f, "%s%s%s%s", i ? " | " : "", vals[i], rest[0] ? " " : "", rest);
+    }
+    if (x) {
+        const char *rest = any_order_rest(c, n, vals, reqd, x, all, memo);
+        if (c->oom) return NULL;
+        buf_printf(&f, " | %s%s%s", x, rest[0] ? " " : "", rest);
+    }
+    const char *first = mk_rule_buf(c, &f);
+    if (!first) return NULL;
+    const char *w = r_wso(c);
+    struct buf ob = {0};
+    if (!any_req && !nonempty) buf_printf(&ob, "\"{\" %s \"}\" | ", w);
+    buf_printf(&ob, "\"{\" %s %s %s \"}\"", w, first, w);
+    return mk_rule_buf(c, &ob);
+}
+
 static char *emit_object(struct js *c, struct sn *s)
 {
     int nd = s->n_props;
@@ -2336,6 +2405,13 @@ static char *emit_object(struct js *c, struct sn *s)
         }
     }
     const char *cm = r_comma(c), *w = r_wso(c);
+    if (n >= 2 && xlo == 0 && xhi <= 0) { /* extras unbounded or none (else declared order) */
+        if (n <= JS_ANYORDER_MAX)
+            return emit_object_any_order(c, n, vals, reqd, xhi == 0 ? NULL : x, nonempty);
+        log_warn("jsonschema: an object with %d properties (more than %d) keeps their declared "
+                 "order (docs/jsonschema.md \"Property order\")",
+                 n, JS_ANYORDER_MAX);
+    }
     /* rest_i: members i.. each preceded by a comma; first_i: a non-empty run starting at i */
     char *rest_next = NULL; /* rule name or NULL when empty */
     struct buf xt = {0};

@@ -226,8 +226,9 @@ Test(jsonschema, objects_order_required_additional)
     const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
                     "\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}";
     check(s,
-          L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"a\": 1, \"b\": \"x\", \"zz\": [1]}"),
-          L("{}", "{\"a\":1}", "{\"b\":\"x\",\"a\":1}", "{\"a\":\"str\",\"b\":\"x\"}",
+          L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"a\": 1, \"b\": \"x\", \"zz\": [1]}",
+            "{\"b\":\"x\",\"a\":1}", "{\"zz\":1,\"b\":\"x\",\"y\":2,\"a\":1}"),
+          L("{}", "{\"a\":1}", "{\"b\":\"x\",\"b\":\"y\"}", "{\"a\":\"str\",\"b\":\"x\"}",
             "{\"b\":\"x\",\"a\":\"str\"}", "{\"b\":1}", " {\"b\":\"x\"}", "{\"b\":\"x\"} "));
     check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
           "\"additionalProperties\":false}",
@@ -295,7 +296,7 @@ Test(jsonschema, types_union_anyof_allof)
     check(
         "{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
         "{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}],\"type\":\"object\"}",
-        L("{\"a\":1,\"b\":\"x\"}"), L("{\"a\":1}", "{\"b\":\"x\",\"a\":1}"));
+        L("{\"a\":1,\"b\":\"x\"}", "{\"b\":\"x\",\"a\":1}"), L("{\"a\":1}", "{\"a\":1,\"a\":1}"));
     check("{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", L("\"s\"", "3"), L("null"));
     check("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":\"a\"}},\"required\":["
           "\"k\"]},"
@@ -591,8 +592,8 @@ Test(jsonschema, through_grammar_engine)
         "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-5,"
         "\"maximum\":120},\"b\":{\"type\":\"string\",\"maxLength\":3}},\"required\":[\"b\"]}",
         L("{\"b\":\"x\"}", "{\"a\":120,\"b\":\"\\\"é\"}",
-          "{\"a\": -5, \"b\": \"\", \"z\": [1, {}]}"),
-        L("{\"a\":1}", "{\"a\":121,\"b\":\"x\"}", "{\"b\":\"abcd\"}", "{\"b\":\"x\",\"a\":1}",
+          "{\"a\": -5, \"b\": \"\", \"z\": [1, {}]}", "{\"b\":\"x\",\"a\":1}"),
+        L("{\"a\":1}", "{\"a\":121,\"b\":\"x\"}", "{\"b\":\"abcd\"}", "{\"b\":\"x\",\"b\":\"x\"}",
           "{\"a\":\"s\",\"b\":\"x\"}", " {\"b\":\"x\"}"));
     engine_check(
         v, "{\"type\":\"array\",\"items\":{\"enum\":[1,\"a\",null,{\"k\":[true]}]},\"maxItems\":2}",
@@ -612,6 +613,79 @@ Test(jsonschema, through_grammar_engine)
         L("{\"v\":1,\"c\":[{\"v\":2,\"c\":[]}]}"), L("{\"v\":1,\"c\":[{}]}", "{\"v\":1,\"x\":2}"));
     engine_check(v, "{\"type\":\"string\",\"format\":\"date-time\"}", L("\"2024-02-29T10:00:00Z\""),
                  L("\"2023-02-29T10:00:00Z\""));
+    grammar_vocab_index_free(v->vi);
+    free(v);
+}
+
+/* Any property order (issue 19 item 1): all 120 orders of a 5-property object are accepted, the
+ * required ones enforced, a repeated key rejected (PCRE2 language check and the engine itself);
+ * past JS_ANYORDER_MAX members the declared order is kept. */
+static void perm_next(int *p, int n, int k, char (*out)[200], int *n_out, const char *const *kv)
+{
+    if (k == n) {
+        char *o = out[(*n_out)++];
+        strcpy(o, "{");
+        for (int i = 0; i < n; i++) {
+            if (i) strcat(o, ",");
+            strcat(o, kv[p[i]]);
+        }
+        strcat(o, "}");
+        return;
+    }
+    for (int i = k; i < n; i++) {
+        int t = p[k];
+        p[k] = p[i];
+        p[i] = t;
+        perm_next(p, n, k + 1, out, n_out, kv);
+        p[i] = p[k];
+        p[k] = t;
+    }
+}
+
+Test(jsonschema, any_property_order)
+{
+    const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                    "\"b\":{\"type\":\"string\"},\"c\":{\"type\":\"boolean\"},\"d\":{\"type\":\"null\"},"
+                    "\"e\":{\"enum\":[1,2]}},\"required\":[\"a\",\"c\",\"e\"],"
+                    "\"additionalProperties\":false}";
+    static const char *kv[] = {"\"a\":1", "\"b\":\"x\"", "\"c\":true", "\"d\":null", "\"e\":2"};
+    static char all[120][200];
+    int p[5] = {0, 1, 2, 3, 4}, n = 0;
+    perm_next(p, 5, 0, all, &n, kv);
+    cr_assert_eq(n, 120);
+    pcre2_code *re = schema_re(s);
+    struct bytevocab *v = calloc(1, sizeof *v);
+    bv_init(v);
+    struct err e = {0};
+    struct grammar *g = grammar_compile(v->vi, GRAMMAR_JSON_SCHEMA, s, strlen(s), &e);
+    cr_assert(g, "%s", e.msg);
+    for (int i = 0; i < n; i++) {
+        cr_expect(rx_match(re, all[i]), "order %s rejected (language)", all[i]);
+        cr_expect(engine_accepts(g, all[i]), "order %s rejected (engine)", all[i]);
+    }
+    const char *bad[] = {"{\"a\":1,\"c\":true,\"e\":2,\"a\":1}",     /* a repeated key */
+                         "{\"c\":true,\"c\":true,\"a\":1,\"e\":1}",
+                         "{\"a\":1,\"c\":true}",                      /* e required */
+                         "{\"e\":1,\"b\":\"x\",\"a\":1}",               /* c required */
+                         "{\"a\":1,\"c\":true,\"e\":2,\"f\":0}",        /* no extras */
+                         "{\"b\":1,\"a\":1,\"c\":true,\"e\":2}", NULL};  /* b's type */
+    for (int i = 0; bad[i]; i++) {
+        cr_expect(!rx_match(re, bad[i]), "%s accepted (language)", bad[i]);
+        cr_expect(!engine_accepts(g, bad[i]), "%s accepted (engine)", bad[i]);
+    }
+    cr_expect(engine_accepts(g, "{\"e\": 1, \"c\": false, \"a\": 7}"));
+    grammar_free(g);
+    pcre2_code_free(re);
+    /* extras anywhere, declared keys still at most once */
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{}},"
+          "\"required\":[\"b\"]}",
+          L("{\"x\":1,\"b\":2,\"y\":3,\"a\":4,\"z\":5}", "{\"b\":null}", "{\"q\":1,\"b\":1}"),
+          L("{\"x\":1}", "{\"b\":1,\"x\":2,\"b\":3}", "{\"a\":1,\"b\":1,\"a\":2}"));
+    /* more than JS_ANYORDER_MAX (8) members: declared order (logged) */
+    const char *nine = "{\"type\":\"object\",\"properties\":{\"p1\":{},\"p2\":{},\"p3\":{},"
+                       "\"p4\":{},\"p5\":{},\"p6\":{},\"p7\":{},\"p8\":{},\"p9\":{}},"
+                       "\"additionalProperties\":false}";
+    check(nine, L("{\"p1\":1,\"p9\":2}"), L("{\"p9\":2,\"p1\":1}"));
     grammar_vocab_index_free(v->vi);
     free(v);
 }
