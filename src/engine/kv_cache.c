@@ -46,7 +46,7 @@ struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
         return NULL;
     }
     kv->v = kv->k + halfs;
-    log_info("kv cache: %d positions x %d layers x %d kv heads x %d dims x 2 (K,V) x 2 bytes (f16) "
+    log_msg(LOG_DEBUG, "kv cache: %d positions x %d layers x %d kv heads x %d dims x 2 (K,V) x 2 bytes (f16) "
              "= %zu bytes (%.1f MiB, %zu bytes/position)",
              kv->cap, c->n_layer, c->n_head_kv, c->head_dim, kv->bytes,
              (double)kv->bytes / (1024.0 * 1024.0), kv_bytes_per_row(m));

@@ -4,6 +4,8 @@
  * files and of an unwritable directory) and base/hash's streaming property. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,4 +415,37 @@ Test(kvdisk, unwritable_directory_is_an_error_not_a_crash)
     /* a directory path under a regular file */
     d = kvdisk_open("/dev/null/kv", 8, &ID, &e);
     cr_expect(d == NULL && strstr(e.msg, "/dev/null/kv"), "%s", e.msg);
+}
+
+/* A full disk: writes fail past a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored, as a full
+ * filesystem fails them with ENOSPC). The spill fails cleanly: no temp file, no entry; a smaller
+ * one still succeeds. */
+Test(kvdisk, a_failed_write_leaves_nothing_behind)
+{
+    fill();
+    const char *dir = mkdir_tmp();
+    struct err e = {0};
+    struct kvdisk *d = kvdisk_open(dir, 8, &ID, &e);
+    cr_assert(d, "%s", e.msg);
+    struct kv_cache *a = fake_kv(2, 2, 32, 2000);
+    fill_rows(a, 1500, 5);
+    int32_t *big = malloc(1500 * sizeof *big);
+    for (int i = 0; i < 1500; i++) big[i] = 5000 + i;
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {.rlim_cur = 200000, .rlim_max = RLIM_INFINITY};
+    cr_assert(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    cr_expect(kv_rows_nbytes(a, 1500) > 200000, "the big slot does not fit the limit");
+    cr_expect(kvdisk_spill(d, a, big, 1500, 1000) != 0, "a failed write is an error");
+    const struct kvcand *c;
+    cr_expect(kvdisk_cands(d, &c) == 0);
+    cr_expect(count_files(dir, ".lmkv") == 0 && count_files(dir, ".tmp.0") == 0 && count_files(dir, ".tmp.1") == 0,
+              "no partial file is left");
+    cr_expect(kvdisk_spill(d, a, A, 60, 50) == 0, "a slot that fits is still written");
+    cr_expect(kvdisk_cands(d, &c) == 1);
+    rl.rlim_cur = RLIM_INFINITY;
+    setrlimit(RLIMIT_FSIZE, &rl);
+    kvdisk_free(d);
+    kv_free(a);
+    free(big);
+    rm_tree(dir);
 }
