@@ -35,6 +35,10 @@ static const struct mkmodel_shape shapes[] = {
      * (ffn_down) blocks in a small model. */
     {.name = "tiny", .n_layer = 2, .n_embd = 64, .n_ff = 256, .n_head = 8, .n_head_kv = 2, .head_dim = 32,
      .n_vocab = 151936, .n_ctx = 40960, .tied = false, .rope_base = 1e6f, .norm_eps = 1e-6f},
+    /* small: wide enough (K = 256, 512 in the products) that a product's reduction order shows
+     * in the logits' last bits; the KV-reuse byte-identity tests run on it */
+    {.name = "small", .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_vocab = 151936, .n_ctx = 40960, .tied = true, .rope_base = 1e6f, .norm_eps = 1e-6f},
     /* the real Qwen3-0.6B geometry */
     {.name = "qwen3-0.6b", .n_layer = 28, .n_embd = 1024, .n_ff = 3072, .n_head = 16, .n_head_kv = 8,
      .head_dim = 128, .n_vocab = 151936, .n_ctx = 40960, .tied = true, .rope_base = 1e6f, .norm_eps = 1e-6f},
@@ -51,7 +55,7 @@ const struct mkmodel_shape *mkmodel_shape_find(const char *name)
     return NULL;
 }
 
-const char *mkmodel_shape_names(void) { return "tiny, qwen3-0.6b, moe-tiny"; }
+const char *mkmodel_shape_names(void) { return "tiny, small, qwen3-0.6b, moe-tiny"; }
 
 static const char *const type_names[MKMODEL_TYPE_COUNT] = {"f32", "f16", "q8_0", "q4_k_m"};
 

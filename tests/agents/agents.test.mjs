@@ -108,6 +108,49 @@ test('Claude Code: a tool round trip (tool_use -> Read runs -> tool_result -> an
   assertNoHttpErrors();
 });
 
+// R-KV-6: Claude Code's first system block `x-anthropic-billing-header: ...cch=...;` changes with
+// every request and comes before everything else, so it would defeat any prefix cache; the server
+// drops it before templating (api/parse_messages.c). Two print-mode turns of one session: the
+// second reuses the first one's rows (the request log line's cached= count). Against a custom
+// base URL this Claude Code version sends the block without the cch= nonce, so the proxy in
+// between appends a fresh `cch=<random>;` to it in every request, as the client does against
+// Anthropic's API.
+test('Claude Code: two turns of one session reuse the prompt (billing-header nonce removed)', async (t) => {
+  const home = fs.mkdtempSync(path.join(tmp, 'cc-home-'));
+  const work = fs.mkdtempSync(path.join(tmp, 'cc-work-'));
+  const sent = [];
+  const px = await grammarProxy(srv.url, (b) => {
+    if (!Array.isArray(b.system)) return {};
+    const system = b.system.map((x) => (x.text?.startsWith('x-anthropic-billing-header')
+      ? { ...x, text: `${x.text} cch=${Math.random().toString(16).slice(2, 7)};` } : x));
+    sent.push(system[0].text);
+    return { system };
+  });
+  try {
+    const env = { ...claudeEnv(home, { regex: 'Hello from lmserve\\.' }), ANTHROPIC_BASE_URL: px.url };
+    const before = srv.log().length;
+    const r1 = await run(CLAUDE, ['-p', 'Say hello', '--output-format', 'json'], { cwd: work, env });
+    assert.equal(r1.code, 0, r1.out + r1.err);
+    const n1 = px.seen.length;
+    const r2 = await run(CLAUDE, ['-p', 'Say hello again', '--continue', '--output-format', 'json'], { cwd: work, env });
+    assert.equal(r2.code, 0, r2.out + r2.err);
+    assert.equal(JSON.parse(r2.out).result, 'Hello from lmserve.');
+    const turns = [px.seen.slice(0, n1), px.seen.slice(n1)].map((s) => s.filter((b) => b.tools?.length).at(-1));
+    const nonce = (b) => (Array.isArray(b.system) ? b.system : []).find((x) => x.text?.startsWith('x-anthropic-billing-header'))?.text;
+    assert.ok(nonce(turns[0]) && nonce(turns[1]), 'Claude Code sends the billing header block');
+    t.diagnostic(`Claude Code sent: ${nonce(turns[1])}; the server got: ${sent.at(-1)}`);
+    assert.notEqual(sent.at(-1), sent.at(-2), 'the block reaching the server differs per request');
+    // the last request of the session is turn 2's: it reuses turn 1's prompt rows
+    const lines = [...srv.log().slice(before).matchAll(/ POST \/v1\/messages 200 prompt=(\d+) completion=\d+ cached=(\d+)/g)];
+    const [, prompt, cached] = lines.at(-1).map(Number);
+    assert.ok(prompt > 5000, `a Claude Code sized prompt (${prompt})`);
+    assert.ok(cached >= 0.9 * prompt, `turn 2 reuses turn 1: cached ${cached} of ${prompt}`);
+  } finally {
+    px.server.close();
+  }
+  assertNoHttpErrors();
+});
+
 test('Codex CLI: exec completes a turn over /v1/responses (custom provider, streamed)', async () => {
   const home = fs.mkdtempSync(path.join(tmp, 'cx-home-'));
   fs.writeFileSync(path.join(home, 'config.toml'), [
