@@ -5,9 +5,10 @@
 import { execFileSync } from 'node:child_process';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { BIN, MODEL } from './harness.mjs';
+import { MODEL } from './harness.mjs';
 
-const TOKENIZE = BIN.replace(/lmserve$/, 'lmserve-tokenize');
+import path from 'node:path';
+const TOKENIZE = path.join(path.dirname(MODEL), '..', 'lmserve-tokenize'); // the build that made MODEL
 export const GREEDY = { temperature: 0 };
 export const DIALECTS = ['chat', 'responses', 'messages'];
 

