@@ -1,6 +1,7 @@
 /* kv_cache — F16 K/V storage per sequence (layout in kv_cache.h). */
 #include "engine/kv_cache.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +70,19 @@ void kv_truncate(struct kv_cache *kv, int n_rows)
     if (n_rows < kv->n_rows) kv->n_rows = n_rows;
 }
 
-void kv_set_rows(struct kv_cache *kv, int n_rows) { kv->n_rows = n_rows; }
+/* The invariant of kv_cache.h: 0 <= n_rows <= n_ctx <= cap (asserted in every build: the
+ * Makefile never defines NDEBUG; a row past the capacity would be written out of bounds). */
+static void kv_check(const struct kv_cache *kv)
+{
+    assert(kv->n_rows >= 0 && kv->n_rows <= kv->n_ctx && kv->n_ctx <= kv->cap);
+    (void)kv;
+}
+
+void kv_set_rows(struct kv_cache *kv, int n_rows)
+{
+    kv->n_rows = n_rows;
+    kv_check(kv);
+}
 
 int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
 {
@@ -91,11 +104,13 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
             memcpy(dst->v + d0, src->v + so, (size_t)n_rows * (size_t)hd * sizeof(uint16_t));
         }
     dst->n_rows = n_rows;
+    kv_check(dst);
     return 0;
 }
 
 void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *v)
 {
+    assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx); /* a row inside the capacity */
     int hd = kv->head_dim;
     int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
     for (int h = 0; h < kv->n_head_kv; h++) {
@@ -110,6 +125,7 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)
 {
+    assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
     int hd = kv->head_dim;
     int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
     for (int h = 0; h < kv->n_head_kv; h++) {
@@ -177,5 +193,6 @@ int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
                 return -1;
         }
     kv->n_rows = n_rows;
+    kv_check(kv);
     return 0;
 }

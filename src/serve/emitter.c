@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "serve/emitter.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,29 @@ size_t utf8_incomplete_tail(const char *s, size_t n)
     size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
     if (lead < 0x80 || lead >= 0xF8) need = 1;
     return k + 1 < need ? k + 1 : 0;
+}
+
+/* The buffer invariants of emitter.h, asserted after every step (every build: the Makefile never
+ * defines NDEBUG), except after a refusal (the choice is abandoned). pend is empty and unallocated before the first feed, NUL-terminated after;
+ * the logprob list fits its allocation; a STOPPED emitter holds nothing; in TEXT, what is held
+ * back is at most a proper prefix of a stop string plus an incomplete UTF-8 tail. */
+static void check(const struct emitter *em)
+{
+    assert(em->mode >= EM_HEAD && em->mode < EM_MODE_COUNT);
+    assert(em->pend.data ? em->pend.len < em->pend.cap && em->pend.data[em->pend.len] == 0
+                         : em->pend.len == 0 && em->pend.cap == 0);
+    assert(em->n_lp >= 0 && em->n_lp <= em->cap_lp && (em->lp || em->cap_lp == 0));
+    assert(em->fired >= -1 && em->fired < em->n_stop && (em->fired < 0 || em->mode == EM_STOPPED));
+    assert(em->mode != EM_STOPPED || em->pend.len == 0);
+#ifndef NDEBUG
+    if (em->mode == EM_TEXT && !em->strip_ws) {
+        size_t longest = 0;
+        for (int k = 0; k < em->n_stop; k++)
+            if (strlen(em->stop[k]) > longest) longest = strlen(em->stop[k]);
+        assert(em->pend.len <= (longest ? longest - 1 : 0) + 3);
+    }
+#endif
+    (void)em;
 }
 
 static bool is_ws(char c)
@@ -250,8 +274,14 @@ int emitter_feed(struct emitter *em, const char *s, size_t n, const struct token
         default:
             return -1;
         }
-        if (rc != 0) return rc;
-        if (!progress) return 0;
+        if (rc != 0) {
+            if (rc > 0) check(em); /* after a refusal (-1) the emitter is abandoned mid-step */
+            return rc;
+        }
+        if (!progress) {
+            check(em);
+            return 0;
+        }
     }
 }
 
@@ -279,5 +309,6 @@ int emitter_finish(struct emitter *em, enum finish_reason why)
     }
     em->mode = EM_STOPPED;
     if (rc < 0) return -1;
+    check(em);
     return em->sink->finish(em->sink->ctx, em->choice, why, NULL) < 0 ? -1 : 0;
 }

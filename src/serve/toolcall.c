@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "serve/toolcall.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,35 @@ out:
 }
 
 /* ---- the scanner ---- */
+
+/* The invariants of toolcall.h, asserted after every delta (every build; not after a refusal):
+ * buffers NUL-terminated once allocated, the logprob list inside its allocation, `lead` only
+ * whitespace, and in TEXT at most a proper prefix of the open marker is held after non-blank
+ * text (whitespace before it is held too, so only that tail is bounded). */
+static void tc_check(const struct toolcall_scanner *sc)
+{
+    assert(sc->mode >= TC_TEXT && sc->mode < TC_MODE_COUNT);
+    assert(!sc->pend.data || (sc->pend.len < sc->pend.cap && sc->pend.data[sc->pend.len] == 0));
+    assert(!sc->pend.data ? sc->pend.len == 0 : true);
+    assert(sc->n_lp >= 0 && sc->n_lp <= sc->cap_lp && sc->n_calls >= 0);
+#ifndef NDEBUG
+    for (size_t i = 0; i < sc->lead.len; i++)
+        assert(is_ws(sc->lead.data[i]));
+    if (sc->mode == TC_TEXT) {
+        size_t n = sc->pend.len, i = 0;
+        while (i < n && is_ws(sc->pend.data[i]))
+            i++;
+        /* non-blank held text: at most the marker prefix (< OPEN_LEN) after its whitespace */
+        if (i < n) {
+            size_t j = n;
+            while (j > 0 && !is_ws(sc->pend.data[j - 1]))
+                j--;
+            assert(n - j < OPEN_LEN);
+        }
+    }
+#endif
+    (void)sc;
+}
 
 static int s_text(void *ctx, int choice, const char *s, size_t n, const struct token_logprob *lp,
                   int n_lp);
@@ -310,6 +340,7 @@ static int s_text(void *ctx, int choice, const char *s, size_t n, const struct t
         if (rc < 0) return -1;
         if (!progress) break;
     }
+    tc_check(sc);
     /* logprob records of tokens that produced no content yet wait for the next text */
     if (n == 0 && sc->n_lp > 0 && sc->mode == TC_TEXT && sc->pend.len == 0)
         return out_text(sc, choice, "", 0);

@@ -1,5 +1,6 @@
 /* emitter: think head routing, stop-string holdback, UTF-8 safe deltas. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <string.h>
 
 #include "base/buf.h"
@@ -236,4 +237,17 @@ Test(emitter, first_completed_stop_wins_whatever_the_split)
     static const char *const tie[] = {"c", "bc"};
     struct rec r4 = {0};
     cr_assert_str_eq(run(false, tie, 2, whole, FINISH_STOP, &r4), "T[a]F1:bc");
+}
+
+/* The buffer invariants are checked assertions (the Makefile never defines NDEBUG): a corrupted
+ * emitter aborts instead of writing out of bounds. */
+Test(emitter, invariant_violation_aborts, .signal = SIGABRT)
+{
+    struct rec r = {0};
+    struct reply_sink s = sink_of(&r);
+    struct emitter em;
+    emitter_init(&em, &s, 0, false, NULL, 0);
+    cr_assert_eq(emitter_feed(&em, "ab", 2, NULL), 0);
+    em.fired = 2; /* a stop string index past the list, in a live emitter */
+    emitter_feed(&em, "c", 1, NULL);
 }

@@ -4,6 +4,7 @@
  * prefix copy, thread-count independence, and clean errors for bad files and bad batches. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,4 +518,20 @@ Test(model, bad_files_are_errors)
     cr_expect(!m && strstr(e.msg, "llama"), "unknown architecture: %s", e.msg);
     m = model_load("/nonexistent/model.gguf", NULL, &e);
     cr_expect(!m && e.code != ERR_OK);
+}
+
+/* KV rows <= capacity is a checked assertion (kv_cache.c; the Makefile never defines NDEBUG):
+ * marking more rows valid than the cache holds, or storing past it, aborts. */
+Test(model, kv_rows_past_capacity_abort, .signal = SIGABRT)
+{
+    struct kv_cache kv = {.n_layer = 1, .n_head_kv = 1, .head_dim = 4, .n_ctx = 8, .cap = 16};
+    kv_set_rows(&kv, 8); /* full: fine */
+    kv_set_rows(&kv, 9);
+}
+
+Test(model, kv_store_past_capacity_aborts, .signal = SIGABRT)
+{
+    struct kv_cache kv = {.n_layer = 1, .n_head_kv = 1, .head_dim = 4, .n_ctx = 8, .cap = 16};
+    float x[4] = {0};
+    kv_store(&kv, 0, 8, x, x); /* the assertion fires before any write (k, v are NULL) */
 }
