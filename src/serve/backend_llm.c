@@ -300,8 +300,8 @@ static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *
     dst->used = ++L->clock;
     L->cur = dst;
     *cached = (int64_t)lcp;
-    if (L->n_slots > 1 || L->disk || p.kind != KVPLAN_ADOPT)
-        log_info("kv: %s -> slot %d%s, cached %zu of %zu (head %zu)", KVPLAN_NAMES[p.kind], p.dst,
+    /* debug: the request's own log line already carries cached= (one info line per request) */
+    log_debug("kv: %s -> slot %d%s, cached %zu of %zu (head %zu)", KVPLAN_NAMES[p.kind], p.dst,
                  p.kind == KVPLAN_COPY && p.src != p.dst ? " (copied)" : "", lcp, n, req->n_head);
     /* In chunks of at most L->chunk: bounded scratch in the forward pass, and a cancel
      * point between chunks. The chunks are of equal size (513 tokens: 257 + 256, not 512 + 1),

@@ -17,7 +17,8 @@ import { systemPrompt } from './kv.mjs';
 // The "small" shape (K = 256 and 512 in the products): the tiny model's 64-wide products are too
 // short for a reduction order to show; LMSERVE_MODEL_SMALL from tests/suites/60-e2e.sh.
 const SMALL = process.env.LMSERVE_MODEL_SMALL ?? MODEL.replace(/tiny-q8_0\.gguf$/, 'small-q8_0.gguf');
-const startServer = (args) => start(args, { model: SMALL });
+// --log-level debug: the per-request kv plan line (which path ran)
+const startServer = (args) => start([...args, '--log-level', 'debug'], { model: SMALL });
 const SYS = systemPrompt('delta', 90);
 const LP = { logprobs: true, top_logprobs: 3 };
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lmserve-kvid-'));

@@ -42,7 +42,7 @@ for (const stream of [false, true]) {
 }
 
 test('two conversations sharing a long system prompt: the second copies the prefix, the first stays warm (--kv-slots 2)', async () => {
-  const srv = await startServer(['--kv-slots', '2']);
+  const srv = await startServer(['--kv-slots', '2', '--log-level', 'debug']); // debug: the kv plan line
   try {
     const a1t = [{ role: 'user', content: 'Conversation A asks about the weather' }];
     const a1 = await turn(srv, 'chat', body('chat', SYS, a1t, 6));
