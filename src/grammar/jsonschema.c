@@ -81,6 +81,10 @@ struct sn {
     struct sn **ppsch;
     int n_ppat;
     int64_t min_props, max_props;
+    /* dependentRequired / draft-7 dependencies (array form): if dep_if[i] is present, so is
+     * dep_then[i] */
+    const char **dep_if, **dep_then;
+    int n_deps;
 };
 
 struct rule {
@@ -194,7 +198,7 @@ static bool sn_is_any(const struct sn *s)
            !s->hi && !s->mult && s->min_len == 0 && s->max_len < 0 && !s->pattern && !s->format &&
            !s->n_prefix && !s->items && !s->contains && s->min_items == 0 && s->max_items < 0 &&
            !s->n_props && !s->n_req && !s->addl && !s->n_ppat && s->min_props == 0 &&
-           s->max_props < 0;
+           s->max_props < 0 && !s->n_deps;
 }
 
 static bool sn_unsat(const struct sn *s)
@@ -421,6 +425,8 @@ static const char *const KW_IMPL[] = {"anyOf",
                                       "multipleOf",
                                       "uniqueItems",
                                       "contains",
+                                      "dependentRequired",
+                                      "dependencies",
                                       NULL};
 /* Annotation keywords ($defs, title, description, default, examples, ...) and keywords JSON
  * Schema does not define are ignored (docs/jsonschema.md lists them). */
@@ -428,8 +434,6 @@ static const char *const KW_IMPL[] = {"anyOf",
 static const char *const KW_UNSUPPORTED[] = {"if",
                                              "then",
                                              "else",
-                                             "dependencies",
-                                             "dependentRequired",
                                              "dependentSchemas",
                                              "minContains",
                                              "maxContains",
@@ -896,6 +900,50 @@ static struct sn *lower_own(struct js *c, json_t *s)
     if ((v = json_object_get(s, "maxProperties")) &&
         get_count(c, v, "maxProperties", &n->max_props))
         return NULL;
+    for (int kw = 0; kw < 2; kw++) {
+        const char *name = kw ? "dependencies" : "dependentRequired";
+        if (!(v = json_object_get(s, name))) continue;
+        if (!json_is_object(v)) {
+            err_set(c->e, ERR_INVALID, "%s must be an object", name);
+            return NULL;
+        }
+        const char *key;
+        json_t *list;
+        json_object_foreach(v, key, list)
+        {
+            if (json_is_object(list) || json_is_boolean(list)) {
+                err_set(c->e, ERR_UNSUPPORTED,
+                        "%s \"%.80s\": a schema dependency (dependentSchemas) is not supported",
+                        name, key);
+                return NULL;
+            }
+            if (!json_is_array(list)) {
+                err_set(c->e, ERR_INVALID, "%s \"%.80s\" must be an array of names", name, key);
+                return NULL;
+            }
+            size_t add = json_array_size(list);
+            const char **ni = js_alloc(c, ((size_t)n->n_deps + add + 1) * sizeof *ni);
+            const char **nt = js_alloc(c, ((size_t)n->n_deps + add + 1) * sizeof *nt);
+            if (!ni || !nt) return NULL;
+            if (n->n_deps) {
+                memcpy(ni, n->dep_if, (size_t)n->n_deps * sizeof *ni);
+                memcpy(nt, n->dep_then, (size_t)n->n_deps * sizeof *nt);
+            }
+            n->dep_if = ni;
+            n->dep_then = nt;
+            size_t i;
+            json_t *x;
+            json_array_foreach(list, i, x)
+            {
+                if (!json_is_string(x)) {
+                    err_set(c->e, ERR_INVALID, "%s \"%.80s\": entries must be strings", name, key);
+                    return NULL;
+                }
+                n->dep_if[n->n_deps] = key;
+                n->dep_then[n->n_deps++] = json_string_value(x);
+            }
+        }
+    }
     return n;
 }
 
@@ -1331,6 +1379,17 @@ static struct sn *intersect(struct js *c, struct sn *a, struct sn *b)
             if (!dup) r->req[r->n_req++] = q;
         }
     }
+    if (a->n_deps + b->n_deps) {
+        int nd = a->n_deps + b->n_deps;
+        r->dep_if = js_alloc(c, (size_t)nd * sizeof *r->dep_if);
+        r->dep_then = js_alloc(c, (size_t)nd * sizeof *r->dep_then);
+        if (!r->dep_if || !r->dep_then) goto fail;
+        for (int i = 0; i < nd; i++) {
+            r->dep_if[i] = i < a->n_deps ? a->dep_if[i] : b->dep_if[i - a->n_deps];
+            r->dep_then[i] = i < a->n_deps ? a->dep_then[i] : b->dep_then[i - a->n_deps];
+        }
+        r->n_deps = nd;
+    }
     if ((a->n_ppat && (b->addl || b->n_ppat)) || (b->n_ppat && a->addl)) {
         err_set(c->e, ERR_UNSUPPORTED,
                 "allOf: patternProperties combined with additionalProperties/patternProperties of "
@@ -1508,6 +1567,9 @@ static bool value_ok(struct js *c, struct sn *s, json_t *v, int depth)
         if (!(s->types & JT_OBJ)) return false;
         for (int i = 0; i < s->n_req; i++)
             if (!json_object_get(v, s->req[i])) return false;
+        for (int i = 0; i < s->n_deps; i++)
+            if (json_object_get(v, s->dep_if[i]) && !json_object_get(v, s->dep_then[i]))
+                return false;
         const char *k;
         json_t *x;
         json_object_foreach(v, k, x)
@@ -2144,8 +2206,14 @@ static bool universal_pattern(const char *p)
  *     T(S) = , v_i R(S - i) | … (i in S)  | ε when S holds no required member
  *     F    = v_i R(all - i) | … | x R(all)  a non-empty member list
  * Keys are distinct literals, so the parse stays deterministic in S: one Earley item per set. */
+/* Dependencies between members (dependentRequired): member dep[2k] present => dep[2k+1]. */
+struct deps {
+    const int *pair;
+    int n;
+};
+
 static const char *any_order_rest(struct js *c, int n, const char *const *vals, const bool *reqd,
-                                  const char *x, uint32_t S, char **memo)
+                                  const char *x, uint32_t S, char **memo, const struct deps *dp)
 {
     if (memo[S]) return memo[S];
     const char *cm = r_comma(c);
@@ -2156,13 +2224,16 @@ static const char *any_order_rest(struct js *c, int n, const char *const *vals, 
     for (int i = 0; i < n; i++) {
         if (!(S >> i & 1)) continue;
         if (reqd[i]) need = true;
-        const char *rest = any_order_rest(c, n, vals, reqd, x, S & ~(1u << i), memo);
+        const char *rest = any_order_rest(c, n, vals, reqd, x, S & ~(1u << i), memo, dp);
         if (c->oom) {
             buf_free(&t);
             return NULL;
         }
         buf_printf(&t, "%s%s %s%s%s", alts++ ? " | " : "", cm, vals[i], rest[0] ? " " : "", rest);
     }
+    /* the object may end here only if every present member's dependents are present too */
+    for (int k = 0; k < dp->n; k++)
+        if (!(S >> dp->pair[2 * k] & 1) && (S >> dp->pair[2 * k + 1] & 1)) need = true;
     if (x) buf_printf(&b, "(%s %s)* ", cm, x);
     if (alts) buf_printf(&b, need ? "(%s)" : "(%s)?", t.data);
     buf_free(&t);
@@ -2176,7 +2247,7 @@ static const char *any_order_rest(struct js *c, int n, const char *const *vals, 
 }
 
 static char *emit_object_any_order(struct js *c, int n, const char *const *vals, const bool *reqd,
-                                   const char *x, bool nonempty)
+                                   const char *x, bool nonempty, const struct deps *dp)
 {
     char **memo = js_alloc(c, ((size_t)1 << n) * sizeof *memo);
     if (!memo) return NULL;
@@ -2186,12 +2257,12 @@ static char *emit_object_any_order(struct js *c, int n, const char *const *vals,
     bool any_req = false;
     for (int i = 0; i < n; i++) {
         if (reqd[i]) any_req = true;
-        const char *rest = any_order_rest(c, n, vals, reqd, x, all & ~(1u << i), memo);
+        const char *rest = any_order_rest(c, n, vals, reqd, x, all & ~(1u << i), memo, dp);
         if (c->oom) return NULL;
         buf_printf(&f, "%s%s%s%s", i ? " | " : "", vals[i], rest[0] ? " " : "", rest);
     }
     if (x) {
-        const char *rest = any_order_rest(c, n, vals, reqd, x, all, memo);
+        const char *rest = any_order_rest(c, n, vals, reqd, x, all, memo, dp);
         if (c->oom) return NULL;
         buf_printf(&f, " | %s%s%s", x, rest[0] ? " " : "", rest);
     }
@@ -2405,9 +2476,32 @@ static char *emit_object(struct js *c, struct sn *s)
         }
     }
     const char *cm = r_comma(c), *w = r_wso(c);
-    if (n >= 2 && xlo == 0 && xhi <= 0) { /* extras unbounded or none (else declared order) */
+    /* dependentRequired: both names must be members (an extra key cannot be demanded) */
+    int *pair = s->n_deps ? js_alloc(c, (size_t)s->n_deps * 2 * sizeof *pair) : NULL;
+    struct deps dp = {pair, 0};
+    for (int k = 0; k < s->n_deps; k++) {
+        int ia = -1, ib = -1;
+        for (int i = 0; i < n; i++) {
+            if (lens[i] == strlen(s->dep_if[k]) && !memcmp(names[i], s->dep_if[k], lens[i])) ia = i;
+            if (lens[i] == strlen(s->dep_then[k]) && !memcmp(names[i], s->dep_then[k], lens[i]))
+                ib = i;
+        }
+        if (ia >= 0 && ia == ib) continue;
+        if (ia < 0 || ib < 0 || n > JS_ANYORDER_MAX || xlo != 0 || xhi > 0) {
+            err_set(c->e, ERR_UNSUPPORTED,
+                    "dependentRequired/dependencies \"%.60s\" -> \"%.60s\": supported when both are "
+                    "declared properties of an object with at most %d of them and no "
+                    "minProperties/maxProperties on extra members",
+                    s->dep_if[k], s->dep_then[k], JS_ANYORDER_MAX);
+            return NULL;
+        }
+        pair[2 * dp.n] = ia;
+        pair[2 * dp.n + 1] = ib;
+        dp.n++;
+    }
+    if ((n >= 2 || dp.n) && xlo == 0 && xhi <= 0) { /* extras unbounded or none */
         if (n <= JS_ANYORDER_MAX)
-            return emit_object_any_order(c, n, vals, reqd, xhi == 0 ? NULL : x, nonempty);
+            return emit_object_any_order(c, n, vals, reqd, xhi == 0 ? NULL : x, nonempty, &dp);
         log_warn("jsonschema: an object with %d properties (more than %d) keeps their declared "
                  "order (docs/jsonschema.md \"Property order\")",
                  n, JS_ANYORDER_MAX);

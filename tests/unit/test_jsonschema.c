@@ -689,3 +689,32 @@ Test(jsonschema, any_property_order)
     grammar_vocab_index_free(v->vi);
     free(v);
 }
+
+/* dependentRequired and draft-7 dependencies (array form): exact through the any-order rules;
+ * the schema form (dependentSchemas) is an error naming it. */
+Test(jsonschema, dependent_required)
+{
+    const char *s = "{\"type\":\"object\",\"properties\":{\"card\":{\"type\":\"string\"},"
+                    "\"addr\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"}},"
+                    "\"dependentRequired\":{\"card\":[\"addr\"]},\"additionalProperties\":false}";
+    check(s,
+          L("{}", "{\"name\":\"n\"}", "{\"addr\":\"a\"}", "{\"card\":\"c\",\"addr\":\"a\"}",
+            "{\"addr\":\"a\",\"name\":\"n\",\"card\":\"c\"}"),
+          L("{\"card\":\"c\"}", "{\"card\":\"c\",\"name\":\"n\"}", "{\"name\":\"n\",\"card\":\"c\"}"));
+    check("{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"dependencies\":{\"a\":[\"b\",\"c\"]}}",
+          L("{\"a\":1,\"b\":2,\"c\":3}", "{\"c\":3,\"a\":1,\"b\":2}", "{\"b\":1}", "{\"x\":1}",
+            "5"),
+          L("{\"a\":1}", "{\"a\":1,\"b\":2}", "{\"c\":1,\"a\":1}"));
+    /* allOf merges them */
+    check("{\"allOf\":[{\"properties\":{\"a\":{},\"b\":{}}},{\"dependentRequired\":{\"b\":[\"a\"]}}]}",
+          L("{\"a\":1,\"b\":2}", "{\"a\":1}"), L("{\"b\":2}"));
+    struct buf lark = {0};
+    struct err e = {0};
+    const char *bad = "{\"properties\":{\"a\":{}},\"dependencies\":{\"a\":{\"required\":[\"b\"]}}}";
+    cr_assert_eq(jsonschema_to_lark(bad, strlen(bad), "", &lark, &e), -1);
+    cr_assert(strstr(e.msg, "dependencies") && strstr(e.msg, "dependentSchemas"), "%s", e.msg);
+    bad = "{\"properties\":{\"a\":{}},\"dependentRequired\":{\"a\":[\"zz\"]}}";
+    cr_assert_eq(jsonschema_to_lark(bad, strlen(bad), "", &lark, &e), -1);
+    cr_assert(strstr(e.msg, "dependentRequired"), "%s", e.msg);
+    buf_free(&lark);
+}
