@@ -41,6 +41,12 @@ static int s_done(void *ctx, const struct usage *u)
     struct api_enc *en = ctx;
     struct request *r = &en->job->req;
     en->started = true;
+    if (!r->embd) { /* done without vectors: a backend bug, never an empty success */
+        struct err e;
+        err_set(&e, ERR_INTERNAL, "the embeddings were not computed");
+        api_enc_fail_plain(en, &e);
+        return -1;
+    }
     json_t *data = json_array();
     for (int i = 0; data && i < r->n_inputs; i++) {
         const float *v = r->embd + (size_t)i * r->n_embd;
@@ -70,8 +76,23 @@ static void s_error(void *ctx, const struct err *e)
     api_enc_fail_plain(ctx, e);
 }
 
-/* The embeddings encoder: one ops table; only done and error ever fire. */
+/* No text events exist for an embeddings job; accepted and dropped so the sink contract (every
+ * hook set) holds. */
+static int s_none(void *ctx) { return 0; }
+static int s_text(void *ctx, int c, const char *s, size_t n, const struct token_logprob *lp, int nl)
+{
+    return 0;
+}
+static int s_reasoning(void *ctx, int c, const char *s, size_t n) { return 0; }
+static int s_finish(void *ctx, int c, enum finish_reason why, const char *stop) { return 0; }
+
+/* The embeddings encoder: one ops table; only done and error carry anything. */
 const struct api_encoder api_enc_embeddings = {
-    .hooks = {.done = s_done, .error = s_error},
+    .hooks = {.start = s_none,
+              .reasoning = s_reasoning,
+              .text = s_text,
+              .finish = s_finish,
+              .done = s_done,
+              .error = s_error},
     .one_choice = true,
 };

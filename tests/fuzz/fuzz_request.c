@@ -1,8 +1,9 @@
-/* libFuzzer target for the request decoders: any byte string, read as a body of any of the three
+/* libFuzzer target for the request decoders: any byte string, read as a body of any of the
  * dialects, must either decode into a request or fail with a message and a param-or-not error —
  * never crash, leak or hang. On success the encoders also run over a short synthetic reply.
  * Built by `make fuzz-request` (clang -fsanitize=fuzzer,address,undefined); run by
- * tests/suites/61-api-fuzz.sh. Input: first byte = dialect (mod 3) and flags, rest = body. */
+ * tests/suites/61-api-fuzz.sh. Input: first byte = dialect (mod DIALECT_COUNT: chat, responses,
+ * messages, completions, embeddings) and flags, rest = body. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     be.caps = (struct backend_caps){.think = data[0] & 4, .tools = data[0] & 8, .grammar = data[0] & 16,
                                     .stop = !(data[0] & 32), .system_role = !(data[0] & 64)};
     struct api_ctx ctx = {.backend = &be, .count_only = data[0] & 128};
-    enum dialect d = (enum dialect)(data[0] % 3);
+    enum dialect d = (enum dialect)(data[0] % DIALECT_COUNT);
     struct job *j = job_new();
     if (!j) return 0;
     struct err e;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seed inputs for fuzz-request: one rich body per dialect under a few capability flag bytes.
-Byte 0 = dialect (value mod 3) + capability bits (see tests/fuzz/fuzz_request.c); rest = JSON."""
+Byte 0 = dialect (value mod 5: chat, responses, messages, completions, embeddings) + capability bits (see tests/fuzz/fuzz_request.c); rest = JSON."""
 import json
 import os
 import sys
@@ -34,14 +34,19 @@ SEEDS = [
             {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "ok"}]}]}],
         "stop_sequences": ["x"], "thinking": {"type": "enabled", "budget_tokens": 10},
         "tools": [{"name": "f", "input_schema": {"type": "object"}}], "stream": True}),
+    (3, {"prompt": "Once", "max_tokens": 3, "n": 2, "logprobs": 2, "echo": False, "stop": ["x"],
+         "stream": True, "stream_options": {"include_usage": True}, "seed": 3, "logit_bias": {"5": -100},
+         "json_schema": {"type": "object"}}),
+    (3, {"prompt": [[1, 2, 3]], "echo": True, "temperature": 0.5}),
+    (4, {"input": ["a", [1, 2], "b"], "encoding_format": "base64"}),
 ]
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 for i, (d, body) in enumerate(SEEDS):
     for flags in (0, 4 | 8 | 16, 128 | 4):
-        b = flags - flags % 3 + d
+        b = flags - flags % 5 + d
         if b > 255:
-            b -= 3
+            b -= 5
         with open(os.path.join(out, f"seed{i}_{flags}"), "wb") as f:
             f.write(bytes([b]) + json.dumps(body).encode())
