@@ -121,6 +121,7 @@ struct js {
     /* shared rules */
     char *r_ws, *r_comma, *r_colon, *r_value, *r_str, *r_num, *r_obj, *r_arr;
     int ws;        /* WS_TIDY / WS_COMPACT / WS_PRETTY */
+    bool ref_only; /* root $schema is draft 3..7: $ref siblings are ignored */
     char wso[64];  /* "r_ws?" (pretty) or "": what may follow `{ [` and precede `} ]` */
 };
 
@@ -1053,8 +1054,11 @@ static struct sn *lower(struct js *c, json_t *s)
     struct sn *res = NULL;
     const char *k;
     json_t *v;
+    /* drafts 3..7: "all other properties in a $ref object MUST be ignored" */
+    bool ref_only = c->ref_only && json_is_string(json_object_get(s, "$ref"));
     json_object_foreach(s, k, v)
     {
+        if (ref_only && strcmp(k, "$ref")) continue;
         if (in_list(KW_UNSUPPORTED, k)) {
             err_set(c->e, ERR_UNSUPPORTED, "unsupported keyword \"%s\"", k);
             goto out;
@@ -1066,6 +1070,7 @@ static struct sn *lower(struct js *c, json_t *s)
     json_object_foreach(s, k, v)
     {
         struct sn *part = NULL;
+        if (ref_only && strcmp(k, "$ref")) continue;
         if (!strcmp(k, "$ref")) {
             if (!json_is_string(v)) {
                 err_set(c->e, ERR_INVALID, "$ref must be a string");
@@ -2742,6 +2747,12 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
                        je.line, je.column);
     struct js c = {.root = root, .prefix = rule_prefix, .e = e};
     int rc = -1;
+    const json_t *dr = json_is_object(root) ? json_object_get(root, "$schema") : NULL;
+    if (json_is_string(dr)) {
+        const char *u = json_string_value(dr);
+        c.ref_only = strstr(u, "draft-03") || strstr(u, "draft-04") || strstr(u, "draft-06") ||
+                     strstr(u, "draft-07");
+    }
     const json_t *wsk = json_is_object(root) ? json_object_get(root, "x-whitespace") : NULL;
     if (wsk) {
         const char *v = json_is_string(wsk) ? json_string_value(wsk) : "";

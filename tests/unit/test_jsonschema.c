@@ -718,3 +718,15 @@ Test(jsonschema, dependent_required)
     cr_assert(strstr(e.msg, "dependentRequired"), "%s", e.msg);
     buf_free(&lark);
 }
+
+/* Drafts 3..7 ignore every sibling of $ref; 2019-09+ (and no $schema) intersect them. */
+Test(jsonschema, ref_siblings_by_draft)
+{
+    check("{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"definitions\":{\"o\":{\"type\":"
+          "\"object\"}},\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"$ref\":"
+          "\"#/definitions/o\"}}}",
+          L("{\"a\":{}}", "{\"a\":{\"k\":1}}"), L("{\"a\":\"s\"}"));
+    check("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$defs\":{\"n\":{\"type\":"
+          "\"integer\"}},\"$ref\":\"#/$defs/n\",\"minimum\":5}",
+          L("5", "7"), L("4", "\"x\""));
+}
