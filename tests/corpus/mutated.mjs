@@ -1,6 +1,7 @@
-// The mutated-corpus proof (issue 10): a few thousand mutated request bodies for the three
-// endpoints, sent to a running server three times over; every response must be < 500, the server
-// must stay up, and its RSS after pass 3 must be within 10 % of its RSS after pass 1.
+// The mutated-corpus proof (issue 10): a few thousand mutated request bodies for the three chat
+// endpoints (and /v1/completions, /v1/embeddings), sent to a running server three times over;
+// every response must be < 500, the server must stay up, and its RSS after pass 3 must be within
+// 10 % of its RSS after pass 1.
 // Bodies: the request fuzzer's seeds (tests/fuzz/request_seeds.py output, first byte = dialect)
 // and its working corpus if present, plus deterministic JSON-aware and byte-level mutations of
 // them (seeded PRNG, so a failure reproduces). Usage:
@@ -12,7 +13,8 @@ import path from 'node:path';
 const [port, pid, seedDir, corpusDir, countArg] = process.argv.slice(2);
 const COUNT = Number(countArg ?? 3000);
 const url = `http://127.0.0.1:${port}`;
-const PATHS = ['/v1/chat/completions', '/v1/responses', '/v1/messages'];
+// byte 0 of a seed = dialect mod 5, as tests/fuzz/request_seeds.py writes it
+const PATHS = ['/v1/chat/completions', '/v1/responses', '/v1/messages', '/v1/completions', '/v1/embeddings'];
 
 let state = 0x9e3779b9;
 const rnd = () => { state ^= state << 13; state >>>= 0; state ^= state >>> 17; state ^= state << 5; state >>>= 0; return state / 4294967296; };
@@ -22,7 +24,7 @@ const int = (n) => Math.floor(rnd() * n);
 function load(dir, limit) {
   if (!dir || !fs.existsSync(dir)) return [];
   return fs.readdirSync(dir).sort().slice(0, limit).map((f) => fs.readFileSync(path.join(dir, f)))
-    .filter((b) => b.length > 1).map((b) => ({ d: b[0] % 3, body: b.subarray(1) }));
+    .filter((b) => b.length > 1).map((b) => ({ d: b[0] % PATHS.length, body: b.subarray(1) }));
 }
 
 const seeds = load(seedDir, 1000);
@@ -89,7 +91,7 @@ while (corpus.length < COUNT) {
   const s = pick(seeds.concat(fuzzed));
   const j = rnd() < 0.75 ? mutateJSON(s.body) : null;
   const body = j ?? mutateBytes(s.body);
-  corpus.push({ d: rnd() < 0.9 ? s.d : int(3), body });
+  corpus.push({ d: rnd() < 0.9 ? s.d : int(PATHS.length), body });
 }
 
 function rss() {
