@@ -44,6 +44,9 @@ async function ask(messages) {
 }
 
 const sys = systemPrompt(target);
+// warm-up: an unrelated short request first, so the cold figure is a prefill, not the first
+// page-in of the weights (the same for every server)
+await ask([{ role: 'user', content: 'warm-up' }]);
 const A1 = [{ role: 'system', content: sys }, { role: 'user', content: 'Which module should I check for file 12?' }];
 const cold = await ask(A1);
 const A2 = [...A1, { role: 'assistant', content: cold.text || 'Module 84.' }, { role: 'user', content: 'And which test covers it?' }];
