@@ -9,7 +9,9 @@ ARCH     := $(shell uname -m)
 OPT      ?= -O2
 SAN      ?=
 PKGS     := libmicrohttpd jansson libpcre2-8 libutf8proc
-DEPS_OK  := $(shell scripts/deps.sh c >&2 && echo yes)
+# `make run` alone needs only the C build dependencies; every other goal the test tools too
+DEPS_WHAT := $(if $(and $(MAKECMDGOALS),$(filter run,$(MAKECMDGOALS)),$(if $(filter-out run,$(MAKECMDGOALS)),,1)),build,c)
+DEPS_OK  := $(shell scripts/deps.sh $(DEPS_WHAT) >&2 && echo yes)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -41,7 +43,7 @@ BINS     := $(BIN_SRC:src/bin/%.c=$(BUILD)/%)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test bench run clean deps-npm deps-agents models test-unit fuzz format neon-test
+.PHONY: all test bench run clean deps-npm deps-agents demo-model models test-unit fuzz format neon-test
 # keep the per-binary objects (they are intermediates of the $(BUILD)/% rule)
 .SECONDARY:
 all: $(BINS) $(BUILD)/unit-tests
@@ -153,11 +155,21 @@ $(BUILD)/neon/test-neon-dots: $(NEON_TEST_SRC) src/engine/quant.h src/engine/qua
 bench: all deps-npm
 	@set -e; for s in bench/*.sh; do echo "=== $$s"; BUILD=$(BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; done
 
-MODEL ?= $(MODELDIR)/tiny-q8_0.gguf
+# `make run [MODEL=FILE.gguf] [PORT=N]`: builds the server only (no npm package) and serves the
+# committed demo model by default (docs/demo-model.md; a real model: README "Serving a real model").
+DEMO_NAME  := lmserve-demo-qwen3-3m
+DEMO_MODEL := models/$(DEMO_NAME)-q8_0.gguf
+MODEL ?= $(DEMO_MODEL)
 PORT  ?= 8080
-run: all deps-npm
-	@if [ "$(MODEL)" = "$(MODELDIR)/tiny-q8_0.gguf" ]; then $(MAKE) --no-print-directory $(MODEL); fi
+run: $(BUILD)/lmserve
 	$(BUILD)/lmserve $(MODEL) --host 127.0.0.1 --port $(PORT)
+
+# Retrains the demo model from scratch (Debian packages only; about an hour on 2 shared cores) and
+# rewrites $(DEMO_MODEL), its reference logits and docs/demo-model/. Never part of `make test`.
+demo-model: $(BUILD)/lmserve $(BUILD)/lmserve-mkmodel $(BUILD)/lmserve-tokenize $(BUILD)/lmserve-logits \
+            $(BUILD)/lmserve-render $(BUILD)/lmserve-generate deps-npm
+	scripts/deps.sh train
+	scripts/demo/build.sh $(BUILD) $(DEMO_NAME)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
