@@ -16,7 +16,7 @@ DREPS=${DREPS:-2}
 TYPES=${BENCH_TYPES:-q8_0}
 DEPTHS=${DEPTHS-4096 8192}
 # "pp512" / "tg64 @ d4096" -> median t/s from a llama-bench style markdown table on stdin
-rate() { awk -F'|' -v t="$1" '{ x = $(NF-2); gsub(/^ +| +$/, "", x) } x == t { split($(NF-1), a, " "); print a[1] }' | tail -1; }
+rate() { awk -F'|' -v t="$1" 'NF >= 4 { x = $(NF-2); gsub(/^ +| +$/, "", x); if (x == t) { split($(NF-1), a, " "); print a[1] } }' | tail -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
 bandwidth() { "$BUILD/lmserve-kbench" --bandwidth -t "$THREADS" | awk '/plain loads/ { print $(NF-4) }'; }
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cpus, threads $THREADS, load average $(cut -d' ' -f1-3 /proc/loadavg)"
