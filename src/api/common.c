@@ -286,8 +286,11 @@ int api_read_effort(const struct api_ctx *ctx, const char *effort, const char *p
 
 char *api_content_text(json_t *content, const char *param, const char *const *ok_types, struct err *e)
 {
-    if (!content || json_is_null(content)) return strdup("");
-    if (json_is_string(content)) return strdup(json_string_value(content));
+    if (!content || json_is_null(content) || json_is_string(content)) {
+        char *r = strdup(json_is_string(content) ? json_string_value(content) : "");
+        if (!r) err_set(e, ERR_NOMEM, "out of memory");
+        return r;
+    }
     if (!json_is_array(content)) {
         err_set_param(e, ERR_INVALID, param, "'%s' must be a string or an array of content parts",
                       param);
@@ -341,7 +344,10 @@ int api_tools_add(struct request *req, json_t *tool)
 {
     if (!req->tools) {
         req->tools = json_array();
-        if (!req->tools) return -1;
+        if (!req->tools) {
+            json_decref(tool); /* owned, like json_array_append_new's */
+            return -1;
+        }
     }
     return json_array_append_new(req->tools, tool);
 }

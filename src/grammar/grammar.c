@@ -446,7 +446,7 @@ static void grammar_destroy(struct grammar *g)
     free(g->fh_queue);
     free(g->fh_local);
     free(g->fh_stamp);
-    for (uint32_t i = 0; i < g->ls_cap; i++)
+    for (uint32_t i = 0; g->ls_tab && i < g->ls_cap; i++) /* NULL: its calloc failed */
         free(g->ls_tab[i].terms);
     free(g->ls_tab);
     pthread_mutex_destroy(&g->mu);

@@ -2263,12 +2263,18 @@ static char *emit_object_any_order(struct js *c, int n, const char *const *vals,
     for (int i = 0; i < n; i++) {
         if (reqd[i]) any_req = true;
         const char *rest = any_order_rest(c, n, vals, reqd, x, all & ~(1u << i), memo, dp);
-        if (c->oom) return NULL;
+        if (c->oom) {
+            buf_free(&f);
+            return NULL;
+        }
         buf_printf(&f, "%s%s%s%s", i ? " | " : "", vals[i], rest[0] ? " " : "", rest);
     }
     if (x) {
         const char *rest = any_order_rest(c, n, vals, reqd, x, all, memo, dp);
-        if (c->oom) return NULL;
+        if (c->oom) {
+            buf_free(&f);
+            return NULL;
+        }
         buf_printf(&f, " | %s%s%s", x, rest[0] ? " " : "", rest);
     }
     const char *first = mk_rule_buf(c, &f);

@@ -661,11 +661,16 @@ static int32_t parse_alt(struct rparse *P)
 
 int32_t rx_parse(struct rx_ast *a, const char *pattern, size_t len, struct err *e)
 {
-    struct rparse P = {.a = a, .p = pattern, .len = len, .e = e};
+    /* a local err: the node / range allocators fail with -1 and no message, so a failure that
+     * left it unset was an allocation failure (found by the faultsim walk, docs/faultsim.md) */
+    struct err le = {0};
+    struct rparse P = {.a = a, .p = pattern, .len = len, .e = &le};
     int32_t r = parse_alt(&P);
-    if (r < 0) return -1;
-    if (P.i < len) return perr(&P, "unmatched )");
-    return r;
+    if (r >= 0 && P.i < len) r = perr(&P, "unmatched )");
+    if (r >= 0) return r;
+    if (le.code == ERR_OK) err_set(&le, ERR_NOMEM, "out of memory parsing regex");
+    if (e) *e = le;
+    return -1;
 }
 
 /* ------------------------------------------------------------------------------------------ */
