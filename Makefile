@@ -116,8 +116,10 @@ $(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/gguf.c src/base/err.c src/
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(filter %.c,$^) -o $@
 
 # request decoders + encoders (server); run by tests/suites/61-api-fuzz.sh
+# the fuzz targets compile base/ directly: faultsim.c's wrappers need the unit tests' --wrap link
+FUZZ_BASE_SRC := $(filter-out src/base/faultsim.c,$(wildcard src/base/*.c))
 FUZZ_REQ_SRC := tests/fuzz/fuzz_request.c $(wildcard src/api/*.c) src/serve/request.c src/serve/queue.c \
-                src/serve/pipe.c src/serve/forced.c $(wildcard src/base/*.c) src/engine/chat.c src/engine/chat_qwen3.c \
+                src/serve/pipe.c src/serve/forced.c $(FUZZ_BASE_SRC) src/engine/chat.c src/engine/chat_qwen3.c \
                 $(wildcard src/grammar/*.c)
 fuzz: $(BUILD)/fuzz-request
 $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
@@ -125,7 +127,7 @@ $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS) -lpthread -lm
 
 # grammar compilers (regex, lark, JSON Schema) under budgets; run by tests/suites/52-grammar-fuzz.sh
-FUZZ_GRAMMAR_SRC := tests/fuzz/fuzz_grammar.c $(wildcard src/grammar/*.c) $(wildcard src/base/*.c)
+FUZZ_GRAMMAR_SRC := tests/fuzz/fuzz_grammar.c $(wildcard src/grammar/*.c) $(FUZZ_BASE_SRC)
 fuzz: $(BUILD)/fuzz-grammar
 	GRAMMAR_FUZZ_SECONDS=$${GRAMMAR_FUZZ_SECONDS:-600} BUILD=$(BUILD) MAKE="$(MAKE)" bash tests/suites/52-grammar-fuzz.sh
 $(BUILD)/fuzz-grammar: $(FUZZ_GRAMMAR_SRC)
