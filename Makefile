@@ -25,7 +25,7 @@ AVX2_FLAGS   := -mavx2 -mfma -mf16c -mbmi2
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 
 LAYERS   := base engine grammar serve api http
-LIB_SRC  := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c))
+LIB_SRC  := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.c src/$(d)/*/*.c))
 ifneq ($(ARCH),x86_64)
 LIB_SRC  := $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC))
 endif
@@ -52,7 +52,7 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
 # the AVX2 tiles must emit the same float operations in every tile shape (batch invariance)
-$(BUILD)/obj/src/engine/matmul_avx2.o: CFLAGS += -ffp-contract=off
+$(BUILD)/obj/src/engine/kernels/matmul_avx2.o: CFLAGS += -ffp-contract=off
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
@@ -111,7 +111,7 @@ test: all deps-npm deps-agents
 FUZZ_CC    ?= clang
 FUZZ_FLAGS := -g -O1 -std=gnu11 -Isrc -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
 fuzz: $(BUILD)/fuzz-gguf
-$(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/gguf.c src/base/err.c src/base/log.c src/engine/gguf.h
+$(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/format/gguf.c src/base/err.c src/base/log.c src/engine/format/gguf.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(filter %.c,$^) -o $@
 
@@ -119,7 +119,7 @@ $(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/gguf.c src/base/err.c src/
 # the fuzz targets compile base/ directly: faultsim.c's wrappers need the unit tests' --wrap link
 FUZZ_BASE_SRC := $(filter-out src/base/faultsim.c,$(wildcard src/base/*.c))
 FUZZ_REQ_SRC := tests/fuzz/fuzz_request.c $(wildcard src/api/*.c) src/serve/request.c src/serve/queue.c \
-                src/serve/pipe.c src/serve/forced.c $(FUZZ_BASE_SRC) src/engine/chat.c src/engine/chat_qwen3.c \
+                src/serve/pipe.c src/serve/forced.c $(FUZZ_BASE_SRC) src/engine/text/chat.c src/engine/text/chat_qwen3.c \
                 $(wildcard src/grammar/*.c)
 fuzz: $(BUILD)/fuzz-request
 $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
@@ -150,9 +150,9 @@ $(BUILD)/fuzz-worker: $(FUZZ_WORKER_SRC) src/serve/emitter.h src/serve/toolcall.
 NEON_CC    ?= aarch64-linux-gnu-gcc
 NEON_FLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing -pthread \
               -Isrc -static
-NEON_TEST_SRC := tests/neon/test_neon_dots.c src/engine/quant.c src/engine/quant_neon.c
+NEON_TEST_SRC := tests/neon/test_neon_dots.c src/engine/kernels/quant.c src/engine/kernels/quant_neon.c
 neon-test: $(BUILD)/neon/test-neon-dots
-$(BUILD)/neon/test-neon-dots: $(NEON_TEST_SRC) src/engine/quant.h src/engine/quant_blocks.h src/engine/fp16.h
+$(BUILD)/neon/test-neon-dots: $(NEON_TEST_SRC) src/engine/kernels/quant.h src/engine/kernels/quant_blocks.h src/engine/kernels/fp16.h
 	@mkdir -p $(dir $@)
 	$(NEON_CC) $(NEON_FLAGS) $(filter %.c,$^) -o $@ -lm
 

@@ -7,6 +7,7 @@
 // The prompts are built to a token count measured with the server's tokenizer command (stdin ->
 // ids), so both servers get the same text.
 import { execSync } from 'node:child_process';
+import http from 'node:http';
 
 const args = process.argv.slice(2);
 const url = args[0];
@@ -31,12 +32,23 @@ function systemPrompt(n) {
 
 async function ask(messages) {
   const t0 = performance.now();
-  const r = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'm', messages, max_tokens: 1, temperature: 0, cache_prompt: true,
-      chat_template_kwargs: { enable_thinking: false } }),
+  // node:http, not fetch: fetch's undici agent gives up after 300 s without response headers,
+  // and a cold ~27k-token prefill on 2 threads can take longer than that
+  const u = new URL(`${url}/v1/chat/completions`);
+  const body = JSON.stringify({ model: 'm', messages, max_tokens: 1, temperature: 0, cache_prompt: true,
+    chat_template_kwargs: { enable_thinking: false } });
+  const r = await new Promise((resolve, reject) => {
+    const req = http.request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let data = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { data += c; });
+      res.on('end', () => resolve({ status: res.statusCode, text: data }));
+    });
+    req.on('error', reject);
+    req.end(body);
   });
-  const j = await r.json();
+  const j = JSON.parse(r.text);
   const ms = performance.now() - t0;
   if (r.status !== 200) throw new Error(`${r.status} ${JSON.stringify(j)}`);
   return { ms: Math.round(ms), prompt: j.usage?.prompt_tokens, cached: j.usage?.prompt_tokens_details?.cached_tokens ?? null,

@@ -20,9 +20,9 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/model.h"
-#include "engine/ops.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/threadpool.h"
 
 static double now(void)
 {

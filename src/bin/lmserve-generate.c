@@ -22,11 +22,11 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "engine/chat.h"
-#include "engine/gguf.h"
+#include "engine/text/chat.h"
+#include "engine/format/gguf.h"
 #include "engine/model.h"
-#include "engine/sampler.h"
-#include "engine/vocab.h"
+#include "engine/sample/sampler.h"
+#include "engine/text/vocab.h"
 
 static void usage(FILE *f)
 {

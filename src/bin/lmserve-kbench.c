@@ -16,10 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/fp16.h"
-#include "engine/matmul.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/threadpool.h"
 
 static double now(void)
 {

@@ -16,9 +16,9 @@
 
 #include "base/err.h"
 #include "base/log.h"
-#include "engine/matmul.h"
+#include "engine/kernels/matmul.h"
 #include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/kernels/quant.h"
 
 static void usage(FILE *f)
 {

@@ -23,9 +23,9 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "engine/gguf.h"
-#include "engine/hf_tokenizer.h"
-#include "engine/vocab.h"
+#include "engine/format/gguf.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/text/vocab.h"
 #include "grammar/grammar.h"
 
 /* Mask and compile times are this thread's CPU time by default (the figure that matters for one

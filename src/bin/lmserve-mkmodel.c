@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "base/err.h"
-#include "engine/hf_tokenizer.h"
-#include "engine/mkmodel_gen.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/format/mkmodel_gen.h"
 
 static void usage(FILE *f)
 {

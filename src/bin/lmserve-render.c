@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "engine/chat.h"
+#include "engine/text/chat.h"
 
 static int usage(void)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sampler.h"
+#include "engine/sample/sampler.h"
 
 static double now(void)
 {

@@ -18,9 +18,9 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "engine/gguf.h"
-#include "engine/hf_tokenizer.h"
-#include "engine/vocab.h"
+#include "engine/format/gguf.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/text/vocab.h"
 
 static void usage(FILE *f)
 {

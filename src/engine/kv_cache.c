@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "engine/fp16.h"
-#include "engine/ops.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/ops.h"
 
 size_t kv_bytes_per_row(const struct model *m)
 {

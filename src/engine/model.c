@@ -7,9 +7,9 @@
 
 #include "base/log.h"
 #include "engine/kv_cache.h"
-#include "engine/ops.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/threadpool.h"
 
 const struct gguf_tensor *model_tensor(const struct gguf *g, const char *name, int n_dims,
                                        const int64_t *ne, struct err *e)

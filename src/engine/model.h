@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "engine/gguf.h"
+#include "engine/format/gguf.h"
 
 struct threadpool;
 struct kv_cache;

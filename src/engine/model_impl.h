@@ -6,7 +6,7 @@
 #ifndef LMS_ENGINE_MODEL_IMPL_H
 #define LMS_ENGINE_MODEL_IMPL_H
 
-#include "engine/gguf.h"
+#include "engine/format/gguf.h"
 #include "engine/model.h"
 
 struct model {

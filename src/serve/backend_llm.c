@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "engine/chat.h"
-#include "engine/mkmodel_gen.h" /* MKMODEL_KEY_RANDOM */
+#include "engine/text/chat.h"
+#include "engine/format/mkmodel_gen.h" /* MKMODEL_KEY_RANDOM */
 #include "engine/model.h"
-#include "engine/sampler.h"
-#include "engine/vocab.h"
+#include "engine/sample/sampler.h"
+#include "engine/text/vocab.h"
 #include "grammar/grammar.h"
 #include "serve/emitter.h"
 #include "serve/kvdisk.h"

@@ -14,7 +14,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "engine/model.h"
-#include "engine/vocab.h"
+#include "engine/text/vocab.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kvdisk writes shadows and f16 rows in host order: little-endian hosts only"

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "engine/chat.h"
-#include "engine/sampler.h"
+#include "engine/text/chat.h"
+#include "engine/sample/sampler.h"
 
 enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COMPLETIONS,
                DIALECT_EMBEDDINGS, DIALECT_COUNT };

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
+#include "engine/format/gguf.h"
 
 static volatile unsigned sink;
 

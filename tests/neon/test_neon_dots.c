@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/fp16.h"
-#include "engine/quant.h"
-#include "engine/quant_blocks.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/quant_blocks.h"
 
 /* Types the NEON back-end must replace (a kernel dropped from quant_register_neon fails here). */
 static const enum ggml_type k_expected[] = {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NEON vec_dot kernels (src/engine/quant_neon.c) on this x86-64 machine: cross-built for arm64
+# NEON vec_dot kernels (src/engine/kernels/quant_neon.c) on this x86-64 machine: cross-built for arm64
 # (gcc-aarch64-linux-gnu, static) and run under qemu-aarch64 (qemu-user). The program compares
 # every NEON dot with the scalar reference and a double-precision dot (tests/neon/test_neon_dots.c).
 # Only these kernels run on arm64 here, not the whole engine.

@@ -5,9 +5,9 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "engine/chat.h"
-#include "engine/hf_tokenizer.h"
-#include "engine/vocab.h"
+#include "engine/text/chat.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/text/vocab.h"
 
 static char *dumps(const char *json)
 {

@@ -11,8 +11,8 @@
 #include "api/api.h"
 #include "api/api_internal.h"
 #include "base/faultsim.h"
-#include "engine/chat.h"
-#include "engine/mkmodel_gen.h"
+#include "engine/text/chat.h"
+#include "engine/format/mkmodel_gen.h"
 #include "engine/model.h"
 #include "grammar/grammar.h"
 

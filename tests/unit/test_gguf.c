@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "base/buf.h"
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/format/gguf.h"
+#include "engine/kernels/quant.h"
 
 static char *tmp_path(const char *tag)
 {

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "engine/hf_tokenizer.h"
-#include "engine/vocab.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/text/vocab.h"
 #include "grammar/grammar.h"
 #include "serve/forced.h"
 

@@ -16,14 +16,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/fp16.h"
+#include "engine/kernels/fp16.h"
 #include "engine/kv_cache.h"
-#include "engine/matmul.h"
-#include "engine/mkmodel_gen.h"
+#include "engine/kernels/matmul.h"
+#include "engine/format/mkmodel_gen.h"
 #include "engine/model.h"
-#include "engine/ops.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/threadpool.h"
 
 static uint64_t rs = 99;
 static float frand(void)

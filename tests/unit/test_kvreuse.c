@@ -14,7 +14,7 @@
 
 #include "base/hash.h"
 #include "engine/kv_cache.h"
-#include "engine/ops.h"
+#include "engine/kernels/ops.h"
 #include "serve/kvdisk.h"
 #include "serve/kvpool.h"
 

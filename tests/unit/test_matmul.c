@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/matmul.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/threadpool.h"
 
 static uint64_t rs;
 static float frand(void)

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
-#include "engine/hf_tokenizer.h"
-#include "engine/mkmodel_gen.h"
-#include "engine/quant.h"
+#include "engine/format/gguf.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/format/mkmodel_gen.h"
+#include "engine/kernels/quant.h"
 
 static const struct mkmodel_shape dense = {
     .name = "test-dense", .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .head_dim = 48,

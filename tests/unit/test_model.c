@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/fp16.h"
-#include "engine/gguf.h"
+#include "engine/kernels/fp16.h"
+#include "engine/format/gguf.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
-#include "engine/ops.h"
-#include "engine/quant.h"
+#include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static float frand(void) /* uniform in [-1, 1) */

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/fp16.h"
-#include "engine/quant.h"
-#include "engine/quant_blocks.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/quant_blocks.h"
 
 #include "../common/rnd.h"
 

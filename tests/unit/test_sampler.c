@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "engine/sample/sampler.h"
 
 #define QWEN_VOCAB 151936
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/threadpool.h"
+#include "engine/kernels/threadpool.h"
 
 static void cover_noop(void *ctx, int ith, int nth)
 {

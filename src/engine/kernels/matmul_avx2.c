@@ -1,0 +1,473 @@
+/* matmul_avx2 — register-tile kernels for CPUs with AVX2/FMA but no AVX-512 (e.g. AMD Zen 2/3):
+ * R weight rows x T tokens per call, activations in the weight type's vec_dot_type (the same rows
+ * the generic vec_dot path uses), for decode (T = 1) and prefill alike.
+ *
+ * Batch invariance (docs/kernels.md): every (row, token) pair has its own accumulator and the
+ * same instruction sequence in every instantiation — per block an exact integer dot (int8
+ * products, int32 lanes), then one float FMA of the 8 lanes with the product of the two block
+ * scales, in block order, then one fixed horizontal sum — so a result does not depend on R, T,
+ * on the other rows and tokens of the tile, on m or on the thread count. This file is compiled
+ * with -ffp-contract=off (Makefile) so the compiler cannot fuse a mul and an add in one
+ * instantiation and not in another.
+ *
+ * Why tiles: the vec_dot path re-reads a weight row for every token and re-derives its scales,
+ * nibbles and |w| each time; here a row block is decoded once per T tokens and each activation
+ * block once per R rows. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/matmul_impl.h"
+#include "engine/kernels/quant_blocks.h"
+
+#define AI __attribute__((always_inline)) static inline
+
+AI float hsum8(__m256 v)
+{
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* Software prefetch distance for the weight stream (bytes ahead of the block being read, into
+ * L1), 0 = rely on the hardware prefetcher alone. Decode reads one sequential stream per thread;
+ * 4 KB ahead measured +20-45 % decode weight throughput per CPU second over 0 for q8_0, q4_K and
+ * f16 on the AMD EPYC VM of this session (bench/README.md). */
+#ifndef MM2_PF
+#define MM2_PF 4096
+#endif
+
+/* ------------------------------------------------------------ q8_0 x q8_0 */
+
+AI void q8_0_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nb,
+                  const uint8_t *X, size_t xs, float *const *yt, int64_t r)
+{
+    __m256 acc[4][4];
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[i][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i w[4], aw[4];
+        float dw[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const struct block_q8_0 *x = (const struct block_q8_0 *)(W + (size_t)i * ws) + b;
+            if (MM2_PF) _mm_prefetch((const char *)x + MM2_PF, _MM_HINT_T0);
+            w[i] = _mm256_loadu_si256((const __m256i *)x->qs);
+            aw[i] = _mm256_sign_epi8(w[i], w[i]);
+            dw[i] = fp16_to_f32(x->d);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const struct block_q8_0 *y = (const struct block_q8_0 *)(X + (size_t)t * xs) + b;
+            __m256i a = _mm256_loadu_si256((const __m256i *)y->qs);
+            __m256 da = _mm256_set1_ps(fp16_to_f32(y->d));
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(a, w[i])),
+                                              ones);
+                __m256 s = _mm256_mul_ps(_mm256_broadcast_ss(&dw[i]), da);
+                acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[i][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            yt[t][r + i] = hsum8(acc[i][t]);
+}
+
+/* ------------------------------------------------------------ q4_K x q8_K */
+
+/* Q4_K packed 6-bit scales and mins -> 8 int16 each (lane j = sub-block j). */
+AI void k4_scales(const uint8_t *s, __m128i *sc, __m128i *mn)
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    *sc = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc_hi, (int)sc_lo));
+    *mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+}
+
+/* int16 lane j of sc (8 lanes, broadcast to both halves) to all 16 lanes */
+AI __m256i bcast16(__m256i sc2, int j)
+{
+    return _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))));
+}
+
+/* bsums (16 int16) -> the 8 sums of sub-block pairs, as int16 (|sum| <= 64 * 127) */
+AI __m128i pair_sums(const int16_t *bsums)
+{
+    __m256i pairs =
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), _mm256_set1_epi16(1));
+    return _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+}
+
+AI int hsum4i(__m128i r)
+{
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+    return _mm_cvtsi128_si32(r);
+}
+
+/* Per pair and 256-block: sumi = sum_j sc_j * dot(q4 of sub-block j, y), mins = sum_j mn_j *
+ * bsum_j (both exact); acc += cvt(sumi) * (d * dy); macc = fma(dmin * dy, mins, macc); result
+ * hsum8(acc) - macc. */
+AI void q4_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
+                  const uint8_t *X, size_t xs, float *const *yt, int64_t r)
+{
+    __m256 acc[4][4];
+    float macc[4][4];
+    const __m256i m4 = _mm256_set1_epi8(15);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[i][t] = _mm256_setzero_ps(), macc[i][t] = 0.0f;
+    for (int64_t s = 0; s < nsb; s++) {
+        const struct block_q4_K *x[4];
+        const struct block_q8_K *y[4];
+        __m256i sc2[4], sumi[4][4];
+        __m128i mn[4];
+        float d[4], dmin[4], dy[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            x[i] = (const struct block_q4_K *)(W + (size_t)i * ws) + s;
+            if (MM2_PF) {
+                _mm_prefetch((const char *)x[i] + MM2_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + MM2_PF + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + MM2_PF + 128, _MM_HINT_T0);
+            }
+            __m128i sc;
+            k4_scales(x[i]->scales, &sc, &mn[i]);
+            sc2[i] = _mm256_broadcastsi128_si256(sc);
+            d[i] = fp16_to_f32(x[i]->d);
+            dmin[i] = fp16_to_f32(x[i]->dmin);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            y[t] = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
+            dy[t] = y[t]->d;
+            __m128i ps = pair_sums(y[t]->bsums);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                int mins = hsum4i(_mm_madd_epi16(ps, mn[i]));
+                macc[i][t] = fmaf(dmin[i] * dy[t], (float)mins, macc[i][t]);
+                sumi[i][t] = _mm256_setzero_si256();
+            }
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i lo[4], hi[4], s0[4], s1[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                __m256i bq = _mm256_loadu_si256((const __m256i *)(x[i]->qs + 32 * c));
+                lo[i] = _mm256_and_si256(bq, m4);
+                hi[i] = _mm256_and_si256(_mm256_srli_epi16(bq, 4), m4);
+                s0[i] = bcast16(sc2[i], 2 * c);
+                s1[i] = bcast16(sc2[i], 2 * c + 1);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c));
+                __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c + 32));
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) {
+                    __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], y0), s0[i]);
+                    __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], y1), s1[i]);
+                    sumi[i][t] = _mm256_add_epi32(sumi[i][t], _mm256_add_epi32(p0, p1));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++)
+                acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[i][t]),
+                                            _mm256_set1_ps(d[i] * dy[t]), acc[i][t]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            yt[t][r + i] = hsum8(acc[i][t]) - macc[i][t];
+}
+
+/* ------------------------------------------------------------ q6_K x q8_K */
+
+/* int16 vector: scale g in lanes 0-7 and g + 1 in lanes 8-15, from 16 int8 scales */
+AI __m256i scale_pair(__m128i sc8, int g)
+{
+    __m128i ctl = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(g + 1)),
+                                 (long long)(0x0101010101010101ULL * (uint64_t)g));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, ctl));
+}
+
+/* Per pair and 256-block: q in [0, 63] (maddubs-able), the -32 folded in through bsums:
+ * sumi = -32 * sum_g sc_g bsum_g + sum_g sc_g dot(q_g, y_g) (exact); acc += cvt(sumi) * (d * dy);
+ * result hsum8(acc). */
+AI void q6_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
+                  const uint8_t *X, size_t xs, float *const *yt, int64_t r)
+{
+    __m256 acc[4][4];
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[i][t] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const struct block_q6_K *x[4];
+        const struct block_q8_K *y[4];
+        __m256i sumi[4][4];
+        __m128i sc8[4];
+        float d[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            x[i] = (const struct block_q6_K *)(W + (size_t)i * ws) + s;
+            if (MM2_PF) {
+                _mm_prefetch((const char *)x[i] + MM2_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + MM2_PF + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + MM2_PF + 128, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + MM2_PF + 192, _MM_HINT_T0);
+            }
+            sc8[i] = _mm_loadu_si128((const __m128i *)x[i]->scales);
+            d[i] = fp16_to_f32(x[i]->d);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            y[t] = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
+            __m256i bs = _mm256_loadu_si256((const __m256i *)y[t]->bsums);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++)
+                sumi[i][t] = _mm256_sub_epi32(
+                    _mm256_setzero_si256(),
+                    _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8[i]), bs), 5));
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m256i q[4], sc[4];
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) {
+                    __m256i ql = _mm256_loadu_si256(
+                        (const __m256i *)(x[i]->ql + 64 * h + 32 * (k & 1)));
+                    __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i]->qh + 32 * h));
+                    if (k >= 2) ql = _mm256_srli_epi16(ql, 4);
+                    q[i] = _mm256_or_si256(
+                        _mm256_and_si256(ql, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4));
+                    sc[i] = scale_pair(sc8[i], 8 * h + 2 * k);
+                }
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    __m256i yv =
+                        _mm256_loadu_si256((const __m256i *)(y[t]->qs + 128 * h + 32 * k));
+#pragma GCC unroll 4
+                    for (int i = 0; i < R; i++)
+                        sumi[i][t] = _mm256_add_epi32(
+                            sumi[i][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], yv), sc[i]));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++)
+                acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[i][t]),
+                                            _mm256_set1_ps(d[i] * y[t]->d), acc[i][t]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            yt[t][r + i] = hsum8(acc[i][t]);
+}
+
+/* ------------------------------------------------------------ float weights */
+
+/* 8 columns of a float-type row (f32, f16, bf16) as f32 */
+AI __m256 ld8(enum ggml_type t, const uint8_t *p, int64_t k)
+{
+    switch (t) {
+    case GGML_TYPE_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k)));
+    case GGML_TYPE_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k))),
+            16));
+    default:
+        return _mm256_loadu_ps((const float *)p + k);
+    }
+}
+
+AI float ld1(enum ggml_type t, const uint8_t *p, int64_t k)
+{
+    switch (t) {
+    case GGML_TYPE_F16:
+        return fp16_to_f32(((const uint16_t *)p)[k]);
+    case GGML_TYPE_BF16:
+        return bf16_to_f32(((const uint16_t *)p)[k]);
+    default:
+        return ((const float *)p)[k];
+    }
+}
+
+/* Per pair: one 8-lane FMA chain over the columns in steps of 8, hsum8, then the tail columns
+ * with scalar FMAs in order. wt: weight type; at: activation type (f16 for F16 weights, whose
+ * vec_dot_type is F16; f32 otherwise). */
+AI void f_tile(enum ggml_type wt, enum ggml_type at, const int R, const int T, const uint8_t *W,
+               size_t ws, int64_t cols, const uint8_t *X, size_t xs, float *const *yt, int64_t r)
+{
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[i][t] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= cols; k += 8) {
+        __m256 w[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            if (MM2_PF)
+                _mm_prefetch((const char *)(W + (size_t)i * ws) + k * (wt == GGML_TYPE_F32 ? 4 : 2) +
+                                 MM2_PF,
+                             _MM_HINT_T0);
+            w[i] = ld8(wt, W + (size_t)i * ws, k);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            __m256 a = ld8(at, X + (size_t)t * xs, k);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++)
+                acc[i][t] = _mm256_fmadd_ps(w[i], a, acc[i][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            float s = hsum8(acc[i][t]);
+            for (int64_t c = k; c < cols; c++)
+                s = fmaf(ld1(wt, W + (size_t)i * ws, c), ld1(at, X + (size_t)t * xs, c), s);
+            yt[t][r + i] = s;
+        }
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+/* Tile shapes: decode (one token) takes 4 rows at once (4 independent chains, one sequential
+ * weight stream); prefill takes TP tokens x RP rows (accumulators + row registers fit the 16
+ * ymm registers). */
+#ifndef MM2_RD
+#define MM2_RD 1
+#endif
+enum { RD = MM2_RD };
+
+#define TILE_SWITCH(CALL, rr, tt)                                                                  \
+    switch ((rr) * 8 + (tt)) {                                                                     \
+    case 4 * 8 + 1: CALL(4, 1); break;                                                             \
+    case 3 * 8 + 1: CALL(3, 1); break;                                                             \
+    case 2 * 8 + 1: CALL(2, 1); break;                                                             \
+    case 1 * 8 + 1: CALL(1, 1); break;                                                             \
+    case 2 * 8 + 4: CALL(2, 4); break;                                                             \
+    case 2 * 8 + 3: CALL(2, 3); break;                                                             \
+    case 2 * 8 + 2: CALL(2, 2); break;                                                             \
+    case 1 * 8 + 4: CALL(1, 4); break;                                                             \
+    case 1 * 8 + 3: CALL(1, 3); break;                                                             \
+    case 1 * 8 + 2: CALL(1, 2); break;                                                             \
+    default: break;                                                                                \
+    }
+
+static int supported(enum ggml_type t)
+{
+    switch (t) {
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q6_K:
+    case GGML_TYPE_F32:
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int64_t cols,
+                const uint8_t *X, size_t xs, int64_t n_tok, float *Y, int64_t ys,
+                const int32_t *y_idx, int64_t r0)
+{
+    const uint8_t *W = Wv;
+    /* prefill: 2 rows x 4 tokens; decode: 4 rows x 1 token */
+    const int TP = 4, RP = 2;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += TP) {
+        int tt = (int)(n_tok - t0 < TP ? n_tok - t0 : TP);
+        int R = tt == 1 ? RD : RP;
+        float *yt[4];
+        for (int k = 0; k < tt; k++)
+            yt[k] = Y + (y_idx ? y_idx[t0 + k] : t0 + k) * ys + r0;
+        const uint8_t *Xt = X + (size_t)t0 * xs;
+        for (int64_t r = 0; r < nrows; r += R) {
+            int rr = (int)(nrows - r < R ? nrows - r : R);
+            const uint8_t *Wr = W + (size_t)r * ws;
+            switch (t) {
+            case GGML_TYPE_Q8_0:
+#define C(a, b) q8_0_tile(a, b, Wr, ws, cols / 32, Xt, xs, yt, r)
+                TILE_SWITCH(C, rr, tt);
+#undef C
+                break;
+            case GGML_TYPE_Q4_K:
+#define C(a, b) q4_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r)
+                TILE_SWITCH(C, rr, tt);
+#undef C
+                break;
+            case GGML_TYPE_Q6_K:
+#define C(a, b) q6_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r)
+                TILE_SWITCH(C, rr, tt);
+#undef C
+                break;
+            case GGML_TYPE_F16:
+#define C(a, b) f_tile(GGML_TYPE_F16, GGML_TYPE_F16, a, b, Wr, ws, cols, Xt, xs, yt, r)
+                TILE_SWITCH(C, rr, tt);
+#undef C
+                break;
+            case GGML_TYPE_BF16:
+#define C(a, b) f_tile(GGML_TYPE_BF16, GGML_TYPE_F32, a, b, Wr, ws, cols, Xt, xs, yt, r)
+                TILE_SWITCH(C, rr, tt);
+#undef C
+                break;
+            case GGML_TYPE_F32:
+#define C(a, b) f_tile(GGML_TYPE_F32, GGML_TYPE_F32, a, b, Wr, ws, cols, Xt, xs, yt, r)
+                TILE_SWITCH(C, rr, tt);
+#undef C
+                break;
+            default:
+                break;
+            }
+        }
+    }
+}
+
+static const struct mm_tile_impl g_tile = {
+    .name = "avx2-tile",
+    .supported = supported,
+    .run = run,
+};
+
+const struct mm_tile_impl *mm_tile_avx2(void)
+{
+    return &g_tile;
+}

@@ -1,0 +1,874 @@
+/* matmul_avx512 — AVX-512 VNNI GEMM back-end: activation panel quantizer, weight tile packer and
+ * the 16-row x up-to-8-token int8 micro-kernel (layouts in matmul_impl.h).
+ *
+ * The micro-kernel keeps one zmm of 16 rows x 4 u8 weights and broadcasts 4 int8 activations of
+ * a token into vpdpbusd, so one instruction does 64 MACs for 16 rows of one token and the
+ * per-32-block scales are applied once per 16 rows x token x block (cvt, mul, 2 fma). */
+#include <immintrin.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <string.h>
+
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/matmul_impl.h"
+#include "engine/kernels/quant_blocks.h"
+
+#define AI __attribute__((always_inline)) static inline
+
+/* ------------------------------------------------------------ activations */
+
+static void act_quant(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai,
+                      float *as16)
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < cols / 32; b++, x += 32, q += 32) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1));
+        float amax = _mm512_reduce_max_ps(m);
+        float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+        _mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtsepi32_epi8(i1));
+        int s0 = _mm512_reduce_add_epi32(i0), s1 = _mm512_reduce_add_epi32(i1), s = s0 + s1;
+        as16[2 * b] = d * (float)s0;
+        as16[2 * b + 1] = d * (float)s1;
+        ad[b] = d;
+        as[b] = d * (float)s;
+        ai[b] = s;
+    }
+}
+
+/* ------------------------------------------------------------ weight packing */
+
+/* 16 rows x 32 u8 (rows[r] as ymm) -> 8 zmm of (16 rows x 4 bytes), stored at out + 64 g. */
+AI void transpose_store(const __m256i *rows, uint8_t *out)
+{
+    __m512i a[8], t[8], u[8];
+    for (int r = 0; r < 8; r++)
+        a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[r]), rows[r + 8], 1);
+    for (int r = 0; r < 8; r += 2) {
+        t[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
+        t[r + 1] = _mm512_unpackhi_epi32(a[r], a[r + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {
+        u[h + 0] = _mm512_unpacklo_epi64(t[h + 0], t[h + 2]);
+        u[h + 1] = _mm512_unpackhi_epi64(t[h + 0], t[h + 2]);
+        u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+        u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+    }
+    const __m512i ia = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i ib = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int j = 0; j < 4; j++) {
+        _mm512_storeu_si512(out + 64 * j, _mm512_permutex2var_epi64(u[j], ia, u[j + 4]));
+        _mm512_storeu_si512(out + 64 * (j + 4), _mm512_permutex2var_epi64(u[j], ib, u[j + 4]));
+    }
+}
+
+AI __m256i nib_lo_hi(const uint8_t *p) /* 16 bytes -> 32 u8: low nibbles then high nibbles */
+{
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+}
+
+AI __m256i bits_to_16(const uint8_t *p) /* 32 bits -> 32 bytes of 0x10 / 0x00 */
+{
+    uint32_t x;
+    memcpy(&x, p, 4);
+    return _mm256_maskz_set1_epi8((__mmask32)x, 16);
+}
+
+/* One 32-column block b of one row: u8 quants, scale and min. */
+AI __m256i get_block(enum ggml_type t, const uint8_t *row, int64_t b, float *dx, float *mx)
+{
+    switch (t) {
+    case GGML_TYPE_Q8_0: {
+        const struct block_q8_0 *x = (const struct block_q8_0 *)row + b;
+        float d = fp16_to_f32(x->d);
+        *dx = d, *mx = 128 * d;
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs),
+                                _mm256_set1_epi8((char)0x80));
+    }
+    case GGML_TYPE_Q4_0: {
+        const struct block_q4_0 *x = (const struct block_q4_0 *)row + b;
+        float d = fp16_to_f32(x->d);
+        *dx = d, *mx = 8 * d;
+        return nib_lo_hi(x->qs);
+    }
+    case GGML_TYPE_Q4_1: {
+        const struct block_q4_1 *x = (const struct block_q4_1 *)row + b;
+        *dx = fp16_to_f32(x->d), *mx = -fp16_to_f32(x->m);
+        return nib_lo_hi(x->qs);
+    }
+    case GGML_TYPE_Q5_0: {
+        const struct block_q5_0 *x = (const struct block_q5_0 *)row + b;
+        float d = fp16_to_f32(x->d);
+        *dx = d, *mx = 16 * d;
+        return _mm256_or_si256(nib_lo_hi(x->qs), bits_to_16(x->qh));
+    }
+    case GGML_TYPE_Q5_1: {
+        const struct block_q5_1 *x = (const struct block_q5_1 *)row + b;
+        *dx = fp16_to_f32(x->d), *mx = -fp16_to_f32(x->m);
+        return _mm256_or_si256(nib_lo_hi(x->qs), bits_to_16(x->qh));
+    }
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: {
+        /* sub-block j = 2c + h: nibble h of qs[32c .. 32c + 31] (+ bit j of qh[l] for Q5_K) */
+        int64_t i = b / 8;
+        int j = (int)(b % 8), c = j / 2, h = j % 2;
+        const uint8_t *qs, *scales;
+        uint16_t d16, m16;
+        __m256i hb = _mm256_setzero_si256();
+        if (t == GGML_TYPE_Q4_K) {
+            const struct block_q4_K *x = (const struct block_q4_K *)row + i;
+            qs = x->qs, scales = x->scales, d16 = x->d, m16 = x->dmin;
+        } else {
+            const struct block_q5_K *x = (const struct block_q5_K *)row + i;
+            qs = x->qs, scales = x->scales, d16 = x->d, m16 = x->dmin;
+            __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
+            hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4),
+                                  _mm256_set1_epi8(16));
+        }
+        uint8_t sc, m;
+        quant_scale_min_k4(j, scales, &sc, &m);
+        *dx = fp16_to_f32(d16) * sc, *mx = fp16_to_f32(m16) * m;
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        if (h) v = _mm256_srli_epi16(v, 4);
+        return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi8(15)), hb);
+    }
+    default:
+        *dx = *mx = 0;
+        return _mm256_setzero_si256();
+    }
+}
+
+/* One 32-column block b of a row of a type with 16-element scales: u8 quants and the scale and
+ * min of each half. */
+AI __m256i get_block16(enum ggml_type t, const uint8_t *row, int64_t b, float *dx, float *mx)
+{
+    int64_t i = b / 8;
+    int j = (int)(b % 8);
+    const __m256i m2 = _mm256_set1_epi8(3);
+    switch (t) {
+    case GGML_TYPE_Q6_K: {
+        /* element 32j + l = 128h + 32k + l: nibble k/2 of ql[64h + 32(k%2) + l], bits 2k of qh[32h
+         * + l] */
+        const struct block_q6_K *x = (const struct block_q6_K *)row + i;
+        int h = j / 4, k = j % 4;
+        float d = fp16_to_f32(x->d);
+        for (int u = 0; u < 2; u++)
+            dx[u] = d * x->scales[2 * j + u], mx[u] = 32 * dx[u];
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k % 2)));
+        if (k / 2) lo = _mm256_srli_epi16(lo, 4);
+        lo = _mm256_and_si256(lo, _mm256_set1_epi8(15));
+        __m256i hi =
+            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)), 2 * k);
+        hi = _mm256_slli_epi16(_mm256_and_si256(hi, m2), 4);
+        return _mm256_or_si256(lo, hi);
+    }
+    case GGML_TYPE_Q3_K: {
+        /* element 128n + 32k + l: bits 2k of qs[32n + l]; high bit: hmask[l] bit (4n + k), clear =
+         * -4 */
+        const struct block_q3_K *x = (const struct block_q3_K *)row + i;
+        int n = j / 4, k = j % 4;
+        int8_t sc[16];
+        quant_q3k_scales(x->scales, sc);
+        float d = fp16_to_f32(x->d);
+        for (int u = 0; u < 2; u++)
+            dx[u] = d * sc[2 * j + u], mx[u] = 4 * dx[u];
+        __m256i lo = _mm256_and_si256(
+            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
+        __m256i hm = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)x->hmask), 4 * n + k);
+        hm = _mm256_slli_epi16(_mm256_and_si256(hm, _mm256_set1_epi8(1)), 2);
+        return _mm256_or_si256(lo, hm);
+    }
+    case GGML_TYPE_Q2_K: {
+        const struct block_q2_K *x = (const struct block_q2_K *)row + i;
+        int n = j / 4, k = j % 4;
+        float d = fp16_to_f32(x->d), dmin = fp16_to_f32(x->dmin);
+        for (int u = 0; u < 2; u++) {
+            uint8_t sc = x->scales[2 * j + u];
+            dx[u] = d * (sc & 15), mx[u] = dmin * (sc >> 4);
+        }
+        return _mm256_and_si256(
+            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * n)), 2 * k), m2);
+    }
+    default:
+        dx[0] = dx[1] = mx[0] = mx[1] = 0;
+        return _mm256_setzero_si256();
+    }
+}
+
+AI int is_sub16(enum ggml_type t)
+{
+    return t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K;
+}
+
+AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+               uint8_t *panel, float *pd, float *pm)
+{
+    const int64_t nb = cols / 32;
+    const uint8_t *rowp[MM_TILE_ROWS];
+    for (int r = 0; r < MM_TILE_ROWS; r++)
+        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i rows[MM_TILE_ROWS];
+        for (int r = 0; r < MM_TILE_ROWS; r++) {
+            if (is_sub16(t)) {
+                float dx[2] = {0, 0}, mx[2] = {0, 0};
+                rows[r] = r < nrows ? get_block16(t, rowp[r], b, dx, mx) : _mm256_setzero_si256();
+                for (int h = 0; h < 2; h++)
+                    pd[b * 32 + h * 16 + r] = dx[h], pm[b * 32 + h * 16 + r] = mx[h];
+            } else if (r < nrows) {
+                rows[r] = get_block(t, rowp[r], b, &pd[b * 16 + r], &pm[b * 16 + r]);
+            } else {
+                rows[r] = _mm256_setzero_si256();
+                pd[b * 16 + r] = pm[b * 16 + r] = 0;
+            }
+        }
+        transpose_store(rows, panel + b * 512);
+    }
+}
+
+static void pack(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                 uint8_t *panel, float *pd, float *pm)
+{
+    switch (t) {
+    case GGML_TYPE_Q8_0:
+        pack_t(GGML_TYPE_Q8_0, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q4_0:
+        pack_t(GGML_TYPE_Q4_0, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q4_1:
+        pack_t(GGML_TYPE_Q4_1, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q5_0:
+        pack_t(GGML_TYPE_Q5_0, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q5_1:
+        pack_t(GGML_TYPE_Q5_1, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q4_K:
+        pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q5_K:
+        pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q6_K:
+        pack_t(GGML_TYPE_Q6_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q3_K:
+        pack_t(GGML_TYPE_Q3_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    case GGML_TYPE_Q2_K:
+        pack_t(GGML_TYPE_Q2_K, W, ws, nrows, cols, panel, pd, pm);
+        break;
+    default:
+        break;
+    }
+}
+
+static int sub16(enum ggml_type t)
+{
+    return is_sub16(t);
+}
+
+static int supported(enum ggml_type t)
+{
+    switch (t) {
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0:
+    case GGML_TYPE_Q4_1:
+    case GGML_TYPE_Q5_0:
+    case GGML_TYPE_Q5_1:
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K:
+    case GGML_TYPE_Q6_K:
+    case GGML_TYPE_Q3_K:
+    case GGML_TYPE_Q2_K:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* ------------------------------------------------------------ micro-kernel */
+
+AI void kern(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
+             const int8_t *aq, const float *ad, const float *as, float *const *yrow, __mmask16 mask)
+{
+    const int64_t nb = cols / 32;
+    __m512 accf[8];
+    __m512i acci[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++)
+        accf[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = panel + b * 512;
+        const int8_t *ab = aq + b * 32;
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++)
+            acci[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m512i w = _mm512_loadu_si512(pb + 64 * g);
+#pragma GCC unroll 8
+            for (int t = 0; t < TT; t++) {
+                int32_t a4;
+                memcpy(&a4, ab + t * cols + 4 * g, 4);
+                acci[t] = _mm512_dpbusd_epi32(acci[t], w, _mm512_set1_epi32(a4));
+            }
+        }
+        __m512 dx = _mm512_loadu_ps(pd + b * 16), mx = _mm512_loadu_ps(pm + b * 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) {
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acci[t]), dx);
+            accf[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(ad[t * nb + b]), accf[t]);
+            accf[t] = _mm512_fnmadd_ps(mx, _mm512_set1_ps(as[t * nb + b]), accf[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++)
+        _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
+}
+
+/* Same with 16-column scales: two int accumulators per token and block (columns 0-15, 16-31). */
+AI void kern16(const int TT, const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
+               const int8_t *aq, const float *ad, const float *as16, float *const *yrow,
+               __mmask16 mask)
+{
+    const int64_t nb = cols / 32;
+    __m512 accf[8];
+    __m512i lo[8], hi[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++)
+        accf[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = panel + b * 512;
+        const int8_t *ab = aq + b * 32;
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++)
+            lo[t] = hi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512i w0 = _mm512_loadu_si512(pb + 64 * g),
+                    w1 = _mm512_loadu_si512(pb + 64 * (g + 4));
+#pragma GCC unroll 8
+            for (int t = 0; t < TT; t++) {
+                int32_t a0, a1;
+                memcpy(&a0, ab + t * cols + 4 * g, 4);
+                memcpy(&a1, ab + t * cols + 16 + 4 * g, 4);
+                lo[t] = _mm512_dpbusd_epi32(lo[t], w0, _mm512_set1_epi32(a0));
+                hi[t] = _mm512_dpbusd_epi32(hi[t], w1, _mm512_set1_epi32(a1));
+            }
+        }
+        __m512 dx0 = _mm512_loadu_ps(pd + b * 32), dx1 = _mm512_loadu_ps(pd + b * 32 + 16);
+        __m512 mx0 = _mm512_loadu_ps(pm + b * 32), mx1 = _mm512_loadu_ps(pm + b * 32 + 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) {
+            __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), dx1,
+                                       _mm512_mul_ps(_mm512_cvtepi32_ps(lo[t]), dx0));
+            accf[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(ad[t * nb + b]), accf[t]);
+            accf[t] = _mm512_fnmadd_ps(mx0, _mm512_set1_ps(as16[t * 2 * nb + 2 * b]), accf[t]);
+            accf[t] = _mm512_fnmadd_ps(mx1, _mm512_set1_ps(as16[t * 2 * nb + 2 * b + 1]), accf[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; t++)
+        _mm512_mask_storeu_ps(yrow[t], mask, accf[t]);
+}
+
+#define MM_TT 8
+
+static void kernel(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
+                   const int8_t *aq, const float *ad, const float *as, const float *as16, int sub16,
+                   int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0,
+                   int nrows)
+{
+    const int64_t nb = cols / 32;
+    __mmask16 mask = (__mmask16)((1u << nrows) - 1);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += MM_TT) {
+        int tt = (int)(n_tok - t0 < MM_TT ? n_tok - t0 : MM_TT);
+        float *yrow[MM_TT];
+        for (int t = 0; t < tt; t++)
+            yrow[t] = Y + (y_idx ? y_idx[t0 + t] : t0 + t) * y_stride + r0;
+        const int8_t *a = aq + t0 * cols;
+        const float *d = ad + t0 * nb, *s = as + t0 * nb;
+        if (sub16) {
+            const float *s16 = as16 + t0 * 2 * nb;
+            switch (tt) {
+            case 8:
+                kern16(8, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 7:
+                kern16(7, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 6:
+                kern16(6, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 5:
+                kern16(5, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 4:
+                kern16(4, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 3:
+                kern16(3, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            case 2:
+                kern16(2, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            default:
+                kern16(1, panel, pd, pm, cols, a, d, s16, yrow, mask);
+                break;
+            }
+            continue;
+        }
+        switch (tt) {
+        case 8:
+            kern(8, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 7:
+            kern(7, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 6:
+            kern(6, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 5:
+            kern(5, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 4:
+            kern(4, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 3:
+            kern(3, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        case 2:
+            kern(2, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        default:
+            kern(1, panel, pd, pm, cols, a, d, s, yrow, mask);
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ GEMV (decode) */
+
+/* Bytes of weights prefetched ahead, into L2: one core alone keeps too few line fills in flight
+ * to reach its share of DRAM bandwidth (9 GB/s per core on the development VM without, 12-13 with
+ * an 8-16 KB prefetch into L2); into L1 (T0) at 16 KB evicts lines before use. */
+#ifndef GEMV_HINT
+#define GEMV_HINT _MM_HINT_T1
+#endif
+#ifndef GEMV_PF
+#define GEMV_PF 16384
+#endif
+
+static float g_f16[65536]; /* fp16 -> f32 table: a block scale costs two loads, no ALU */
+
+static void amx_probe(void);
+static const struct mm_gemm_impl g_impl;
+static struct mm_gemm_impl g_impl_amx;
+static int amx_supported(enum ggml_type t);
+static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp,
+                    float *dyp);
+static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                       const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y, int64_t ys,
+                       const int32_t *y_idx, int64_t r0, void *tmp);
+
+static void init_tables(void)
+{
+    for (uint32_t h = 0; h < 65536; h++)
+        g_f16[h] = fp16_to_f32_sw((uint16_t)h);
+    amx_probe();
+    g_impl_amx = g_impl;
+    g_impl_amx.name = "avx512-vnni+amx";
+    g_impl_amx.amx_supported = amx_supported;
+    g_impl_amx.amx_act = amx_act;
+    g_impl_amx.amx_kernel = amx_kernel;
+}
+
+AI float hsum8(__m256 v)
+{
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* Q8_0 row . A8 token: the weight bytes are made unsigned by ^0x80 (w + 128), so vpdpbusd
+ * computes sum (w + 128) y; the accumulator starts at -128 * sum y (lane 0), which leaves
+ * sum w y. Four independent chains; the scales are one mul + one fma per block. */
+AI __m256 q8_0_a8_block(const struct block_q8_0 *x, const int8_t *y, const float *ad,
+                        const int32_t *ai, __m256 acc)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), flip);
+    __m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-128 * *ai));
+    __m256i s = _mm256_dpbusd_epi32(init, w, _mm256_loadu_si256((const __m256i *)y));
+    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(*ad));
+    return _mm256_fmadd_ps(f, _mm256_set1_ps(g_f16[x->d]), acc);
+}
+
+AI float dot_q8_0_a8(const struct block_q8_0 *x, int64_t nb, const int8_t *y, const float *ad,
+                     const int32_t *ai)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        _mm_prefetch((const char *)(x + b) + GEMV_PF, GEMV_HINT);
+        _mm_prefetch((const char *)(x + b) + GEMV_PF + 64, GEMV_HINT);
+        a0 = q8_0_a8_block(x + b, y + 32 * b, ad + b, ai + b, a0);
+        a1 = q8_0_a8_block(x + b + 1, y + 32 * b + 32, ad + b + 1, ai + b + 1, a1);
+        a2 = q8_0_a8_block(x + b + 2, y + 32 * b + 64, ad + b + 2, ai + b + 2, a2);
+        a3 = q8_0_a8_block(x + b + 3, y + 32 * b + 96, ad + b + 3, ai + b + 3, a3);
+    }
+    for (; b < nb; b++)
+        a0 = q8_0_a8_block(x + b, y + 32 * b, ad + b, ai + b, a0);
+    return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+/* NR rows at once: NR independent weight streams (more memory-level parallelism), the
+ * activation block loaded once for all of them. Same chains and summation order per row as
+ * dot_q8_0_a8, so a row's result does not depend on which kernel computed it. */
+AI void dot_q8_0_a8_rows(const int NR, const struct block_q8_0 *const *x, int64_t nb,
+                         const int8_t *y, const float *ad, const int32_t *ai, float *out)
+{
+    __m256 a[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++)
+        a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) {
+            _mm_prefetch((const char *)(x[r] + b) + GEMV_PF, GEMV_HINT);
+            _mm_prefetch((const char *)(x[r] + b) + GEMV_PF + 64, GEMV_HINT);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++)
+                a[r][k] = q8_0_a8_block(x[r] + b + k, y + 32 * (b + k), ad + b + k, ai + b + k, a[r][k]);
+    }
+    for (; b < nb; b++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++)
+            a[r][0] = q8_0_a8_block(x[r] + b, y + 32 * b, ad + b, ai + b, a[r][0]);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++)
+        out[r] = hsum8(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3])));
+}
+
+#define GEMV_NR 4
+
+static int gemv_supported(enum ggml_type t)
+{
+    return t == GGML_TYPE_Q8_0;
+}
+
+static void gemv(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                 const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
+                 int64_t y_stride, const int32_t *y_idx, int64_t r0)
+{
+    (void)t;
+    const int64_t nb = cols / 32;
+    if (n_tok == 1) {
+        int64_t r = 0;
+        float *yrow = Y + (y_idx ? y_idx[0] : 0) * y_stride + r0;
+        for (; r + GEMV_NR <= nrows; r += GEMV_NR) {
+            const struct block_q8_0 *xr[4];
+            for (int i = 0; i < GEMV_NR; i++)
+                xr[i] = (const struct block_q8_0 *)((const uint8_t *)W + (size_t)(r + i) * ws);
+            dot_q8_0_a8_rows(GEMV_NR, xr, nb, aq, ad, ai, yrow + r);
+        }
+        for (; r < nrows; r++)
+            yrow[r] = dot_q8_0_a8((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws),
+                                  nb, aq, ad, ai);
+        return;
+    }
+    for (int64_t r = 0; r < nrows; r++) {
+        const struct block_q8_0 *x =
+            (const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws);
+        for (int64_t k = 0; k < n_tok; k++) {
+            float *yrow = Y + (y_idx ? y_idx[k] : k) * y_stride;
+            yrow[r0 + r] = dot_q8_0_a8(x, nb, aq + k * cols, ad + k * nb, ai + k * nb);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ float weights */
+
+/* 16 columns of a float-type row as f32 (masked tail: lanes past the row are zero). */
+AI __m512 ld_wf(enum ggml_type t, const uint8_t *row, int64_t k, __mmask16 m)
+{
+    switch (t) {
+    case GGML_TYPE_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k));
+    case GGML_TYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k)), 16));
+    default:
+        return _mm512_maskz_loadu_ps(m, (const float *)row + k);
+    }
+}
+
+/* 4 rows x TT tokens, dot products over all columns, 16 columns per step; each weight vector
+ * is converted once and used for TT tokens. */
+AI void kern_f(enum ggml_type t, const int TT, const uint8_t *const *w, int64_t cols,
+               const float *const *x, float *out /* [4][TT] */)
+{
+    __m512 acc[4][6];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 6
+        for (int j = 0; j < TT; j++)
+            acc[r][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < cols; k += 16) {
+        __mmask16 m = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
+        __m512 wv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            wv[r] = ld_wf(t, w[r], k, m);
+#pragma GCC unroll 6
+        for (int j = 0; j < TT; j++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 6
+        for (int j = 0; j < TT; j++)
+            out[r * 6 + j] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+AI void gemm_f_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                 const float *X, int64_t xs, const int32_t *x_idx, int64_t n_tok, float *Y,
+                 int64_t ys, const int32_t *y_idx, int64_t r0)
+{
+    for (int64_t t0 = 0; t0 < n_tok; t0 += 6) {
+        int tt = (int)(n_tok - t0 < 6 ? n_tok - t0 : 6);
+        const float *xp[6];
+        for (int j = 0; j < 6; j++) {
+            int64_t tok = t0 + (j < tt ? j : 0);
+            xp[j] = X + (x_idx ? x_idx[tok] : tok) * xs;
+        }
+        for (int64_t r = 0; r < nrows; r += 4) {
+            const uint8_t *wp[4];
+            for (int i = 0; i < 4; i++)
+                wp[i] = (const uint8_t *)W + (size_t)(r + i < nrows ? r + i : r) * ws;
+            float out[4 * 6];
+            switch (tt) {
+            case 6:
+                kern_f(t, 6, wp, cols, xp, out);
+                break;
+            case 5:
+                kern_f(t, 5, wp, cols, xp, out);
+                break;
+            case 4:
+                kern_f(t, 4, wp, cols, xp, out);
+                break;
+            case 3:
+                kern_f(t, 3, wp, cols, xp, out);
+                break;
+            case 2:
+                kern_f(t, 2, wp, cols, xp, out);
+                break;
+            default:
+                kern_f(t, 1, wp, cols, xp, out);
+                break;
+            }
+            for (int j = 0; j < tt; j++) {
+                int64_t tok = t0 + j;
+                float *yrow = Y + (y_idx ? y_idx[tok] : tok) * ys + r0;
+                for (int i = 0; i < 4 && r + i < nrows; i++)
+                    yrow[r + i] = out[i * 6 + j];
+            }
+        }
+    }
+}
+
+static int gemm_f_supported(enum ggml_type t)
+{
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+}
+
+static void gemm_f(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                   const float *X, int64_t xs, const int32_t *x_idx, int64_t n_tok, float *Y,
+                   int64_t ys, const int32_t *y_idx, int64_t r0)
+{
+    switch (t) {
+    case GGML_TYPE_F16:
+        gemm_f_t(GGML_TYPE_F16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0);
+        break;
+    case GGML_TYPE_BF16:
+        gemm_f_t(GGML_TYPE_BF16, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0);
+        break;
+    default:
+        gemm_f_t(GGML_TYPE_F32, W, ws, nrows, cols, X, xs, x_idx, n_tok, Y, ys, y_idx, r0);
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ AMX (q8_0) */
+
+#define AMX_TARGET                                                                                 \
+    __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,f16c")))
+
+struct amx_cfg {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+static int g_amx;
+
+static void amx_probe(void)
+{
+#if defined(__linux__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8")) return;
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): the kernel must enable the
+     * 8 KiB tile state for this process before any tile instruction */
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return;
+    g_amx = 1;
+#endif
+}
+
+static int amx_supported(enum ggml_type t)
+{
+    return t == GGML_TYPE_Q8_0;
+}
+
+/* 16 tokens x 32 bytes (rows[] as ymm) are exactly the weight-panel transpose. */
+static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp,
+                    float *dyp)
+{
+    const int64_t nb = cols / 32;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i rows[16];
+        for (int t = 0; t < 16; t++) {
+            rows[t] = t < ntok ? _mm256_loadu_si256((const __m256i *)(aq + t * cols + 32 * b))
+                               : _mm256_setzero_si256();
+            dyp[b * 16 + t] = t < ntok ? ad[t * nb + b] : 0.f;
+        }
+        transpose_store(rows, bp + b * 512);
+    }
+}
+
+/* C = A (weights, nrows x 32 s8 straight from the q8_0 rows, row stride ws) . B (16 tokens);
+ * two tile sets alternate between even and odd blocks so the AVX-512 scaling of one block
+ * overlaps the tile work of the next. Per block and row: cvt, mul by the token scales, FMA with
+ * the row's block scale. */
+AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows,
+                                  int64_t cols, const uint8_t *bp, const float *dyp, int64_t n_tok,
+                                  float *Y, int64_t ys, const int32_t *y_idx, int64_t r0, void *tmp)
+{
+    (void)t;
+    const int64_t nb = cols / 32;
+    float *dx = (float *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63); /* [b][16] */
+    int32_t *cbuf = (int32_t *)(dx + nb * 16);                     /* 2 x 16 x 16 */
+    if (nrows < 16) memset(cbuf, 0, 2 * 256 * sizeof *cbuf); /* rows past nrows: read, never stored */
+    for (int64_t b = 0; b < nb; b++)
+        for (int r = 0; r < 16; r++)
+            dx[b * 16 + r] =
+                r < nrows
+                    ? g_f16[((const struct block_q8_0 *)((const uint8_t *)W + (size_t)r * ws) + b)
+                                ->d]
+                    : 0.f;
+    struct amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int k = 0; k < 2; k++) {
+        cfg.rows[3 * k + 0] = (uint8_t)nrows, cfg.colsb[3 * k + 0] = 32; /* A */
+        cfg.rows[3 * k + 1] = 8, cfg.colsb[3 * k + 1] = 64;              /* B */
+        cfg.rows[3 * k + 2] = (uint8_t)nrows, cfg.colsb[3 * k + 2] = 64; /* C */
+    }
+    _tile_loadconfig(&cfg);
+    const uint8_t *wq = (const uint8_t *)W + 2; /* qs of block 0 of row 0 */
+    for (int64_t g0 = 0; g0 < n_tok; g0 += 16) {
+        const int64_t G = g0 / 16;
+        const uint8_t *bg = bp + G * nb * 512;
+        const float *dg = dyp + G * nb * 16;
+        __m512 acc[16];
+        for (int r = 0; r < 16; r++)
+            acc[r] = _mm512_setzero_ps();
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            _tile_loadd(0, wq + b * 34, (long)ws);
+            _tile_loadd(1, bg + b * 512, 64);
+            _tile_zero(2);
+            _tile_loadd(3, wq + (b + 1) * 34, (long)ws);
+            _tile_loadd(4, bg + (b + 1) * 512, 64);
+            _tile_zero(5);
+            _tile_dpbssd(2, 0, 1);
+            _tile_dpbssd(5, 3, 4);
+            _tile_stored(2, cbuf, 64);
+            _tile_stored(5, cbuf + 256, 64);
+            for (int k = 0; k < 2; k++) {
+                __m512 dy = _mm512_loadu_ps(dg + (b + k) * 16);
+                const float *dxb = dx + (b + k) * 16;
+                const int32_t *c = cbuf + 256 * k;
+#pragma GCC unroll 16
+                for (int r = 0; r < 16; r++) {
+                    __m512 f =
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(c + 16 * r)), dy);
+                    acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(dxb[r]), acc[r]);
+                }
+            }
+        }
+        for (; b < nb; b++) {
+            _tile_loadd(0, wq + b * 34, (long)ws);
+            _tile_loadd(1, bg + b * 512, 64);
+            _tile_zero(2);
+            _tile_dpbssd(2, 0, 1);
+            _tile_stored(2, cbuf, 64);
+            __m512 dy = _mm512_loadu_ps(dg + b * 16);
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++) {
+                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(cbuf + 16 * r)), dy);
+                acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(dx[b * 16 + r]), acc[r]);
+            }
+        }
+        /* acc[r] holds 16 tokens of row r; Y is token-major */
+        float out[16][16];
+        for (int r = 0; r < 16; r++)
+            _mm512_storeu_ps(out[r], acc[r]);
+        int64_t tt = n_tok - g0 < 16 ? n_tok - g0 : 16;
+        for (int64_t k = 0; k < tt; k++) {
+            float *yrow = Y + (y_idx ? y_idx[g0 + k] : g0 + k) * ys + r0;
+            for (int64_t r = 0; r < nrows; r++)
+                yrow[r] = out[r][k];
+        }
+    }
+    _tile_release();
+}
+
+static const struct mm_gemm_impl g_impl = {
+    .name = "avx512-vnni",
+    .supported = supported,
+    .act_quant = act_quant,
+    .sub16 = sub16,
+    .pack = pack,
+    .kernel = kernel,
+    .gemv_supported = gemv_supported,
+    .gemv = gemv,
+    .gemm_f_supported = gemm_f_supported,
+    .gemm_f = gemm_f,
+};
+
+static struct mm_gemm_impl g_impl_amx;
+
+const struct mm_gemm_impl *mm_gemm_avx512(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_tables);
+    return g_amx ? &g_impl_amx : &g_impl;
+}

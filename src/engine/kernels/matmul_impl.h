@@ -1,0 +1,85 @@
+/* matmul_impl — between the matmul driver and its ISA-specific GEMM back-ends.
+ *
+ * GEMM data layouts (transient, in the caller's scratch):
+ *   activation panel A8 for one activation set: q[t * cols + k] int8 (per-32-block symmetric
+ *     quantization, d = amax/127), ad[t * nb + b] = d, as[t * nb + b] = d * sum(q of block b),
+ *     ai[t * nb + b] = sum(q of block b) (int), as16[t * 2nb + 2b + h] = d * sum(q of half h),
+ *     nb = cols / 32.
+ *   weight panel for a tile of MM_TILE_ROWS rows: for 32-column block b and 4-column group g,
+ *     panel[(b * 8 + g) * 64 + r * 4 + i] = u8 quant of row r, column 32b + 4g + i;
+ *     pd[b * 16 + r], pm[b * 16 + r] such that W[r][32b + k] = pd * u8 - pm (exact for every
+ *     supported type: q8_0 stores q + 128, nibble types their unsigned quant). Rows past the end
+ *     of the matrix are zero (pd = pm = 0).
+ *   Types with 16-element scales (q6_K, q3_K, q2_K: "sub16") keep 32 scales per block instead:
+ *     pd[b * 32 + h * 16 + r] for half h of block b, and likewise pm. */
+#ifndef LMS_ENGINE_MATMUL_IMPL_H
+#define LMS_ENGINE_MATMUL_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/kernels/quant.h"
+
+#define MM_TILE_ROWS 16
+#define MM_AMX_TMP_BYTES(cols) ((size_t)(cols) / 32 * 16 * 4 + 4 * 1024 + 64)
+
+struct mm_gemm_impl {
+    const char *name;
+    int (*supported)(enum ggml_type wtype);
+    /* one token: x[cols] -> q[cols], ad[cols/32], as[cols/32], ai[cols/32], as16[cols/16] */
+    void (*act_quant)(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai,
+                      float *as16);
+    int (*sub16)(enum ggml_type wtype); /* scales per 16 columns (see above) */
+    /* rows [0, nrows) (nrows <= 16) of W -> panel (cols*16 bytes), pd/pm (cols/32*16 floats) */
+    void (*pack)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
+                 uint8_t *panel, float *pd, float *pm);
+    /* Y rows [r0, r0 + nrows) for tokens [0, n_tok) of the activation panel; token t's output
+     * is Y + (y_idx ? y_idx[t] : t) * y_stride. */
+    void (*kernel)(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
+                   const int8_t *aq, const float *ad, const float *as, const float *as16, int sub16,
+                   int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0,
+                   int nrows);
+    /* GEMV on the same activation panel: rows [0, nrows) of W (row r at W + r * w_stride) for
+     * tokens [0, n_tok); token t's output row is Y + (y_idx ? y_idx[t] : t) * y_stride, and row r
+     * goes to index r0 + r. NULL gemv_supported: no GEMV kernels here. */
+    int (*gemv_supported)(enum ggml_type wtype);
+    void (*gemv)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
+                 const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
+                 int64_t y_stride, const int32_t *y_idx, int64_t r0);
+    /* Float-weight GEMM (f32/f16/bf16) on f32 activations read in place: rows [0, nrows) of W,
+     * tokens [0, n_tok) (token t at X + (x_idx ? x_idx[t] : t) * x_stride), outputs as gemv. */
+    int (*gemm_f_supported)(enum ggml_type wtype);
+    /* AMX int8 GEMM (NULL when the CPU/OS has no AMX). Activations: per group of 16 tokens G and
+     * 32-column block b, bp[(G * nb + b) * 512 + g * 64 + t * 4 + i] = q of token 16G + t,
+     * column 32b + 4g + i (the tdpbssd B layout; missing tokens zero) and
+     * dyp[(G * nb + b) * 16 + t] = its scale. amx_act builds one group from the A8 panel. The
+     * kernel does rows [0, nrows <= 16) of W; tmp: MM_AMX_TMP_BYTES(cols) per thread. */
+    int (*amx_supported)(enum ggml_type wtype);
+    void (*amx_act)(const int8_t *aq, const float *ad, int64_t ntok, int64_t cols, uint8_t *bp,
+                    float *dyp);
+    void (*amx_kernel)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
+                       int64_t cols, const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y,
+                       int64_t y_stride, const int32_t *y_idx, int64_t r0, void *tmp);
+    void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
+                   int64_t cols, const float *X, int64_t x_stride, const int32_t *x_idx,
+                   int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
+};
+
+/* AVX2 back-end (CPUs without AVX-512): register tiles of rows x tokens on activations quantized
+ * to the weight type's vec_dot_type (rows of x_row_bytes, token t at X + t * x_row_bytes), for any
+ * token count; per (row, token) the arithmetic is one fixed sequence (matmul_avx2.c). Rows
+ * [0, nrows) of W; outputs as gemv above. */
+struct mm_tile_impl {
+    const char *name;
+    int (*supported)(enum ggml_type wtype);
+    void (*run)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
+                const uint8_t *X, size_t x_row_bytes, int64_t n_tok, float *Y, int64_t y_stride,
+                const int32_t *y_idx, int64_t r0);
+};
+
+#if defined(__x86_64__)
+const struct mm_gemm_impl *mm_gemm_avx512(void);
+const struct mm_tile_impl *mm_tile_avx2(void);
+#endif
+
+#endif

@@ -1,0 +1,182 @@
+/* ops — portable versions of the forward-pass operations and the ISA dispatch (see ops.h). */
+#include "engine/kernels/ops.h"
+
+#include <math.h>
+#include <stdbool.h>
+
+#include "engine/kernels/fp16.h"
+
+/* SIMD variants (ops_avx2.c, ops_avx512.c); only referenced on x86-64. */
+void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+void ops_f16_to_f32_avx512(float *dst, const uint16_t *src, int64_t n);
+void ops_f32_to_f16_avx512(uint16_t *dst, const float *src, int64_t n);
+void ops_swiglu_avx512(float *out, const float *gate, const float *up, int64_t n);
+void ops_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps);
+
+typedef void (*attn_fn)(const struct ops_attn *, int, int, int, float *);
+static attn_fn g_attn = ops_attn_run_ref;
+static int g_attn_align = 1; /* head_dim must be a multiple of this for g_attn */
+static const char *g_isa = "scalar";
+static bool g_f16c_avx512;
+
+void ops_init(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512bf16")) {
+        g_attn = ops_attn_run_avx512;
+        g_attn_align = 16;
+        g_isa = "avx512";
+        g_f16c_avx512 = true;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        g_attn = ops_attn_run_avx2;
+        g_attn_align = 8;
+        g_isa = "avx2";
+    }
+#endif
+}
+
+const char *ops_isa(void) { return g_isa; }
+
+void ops_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+#if defined(__x86_64__)
+    if (g_f16c_avx512) {
+        ops_rmsnorm_avx512(out, x, w, n, eps);
+        return;
+    }
+#endif
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float s = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * w[i];
+}
+
+void ops_rope_inv_freq(float *inv_freq, int head_dim, float base)
+{
+    for (int i = 0; i < head_dim / 2; i++)
+        inv_freq[i] = (float)pow((double)base, -2.0 * i / head_dim);
+}
+
+void ops_rope_cache(float *cs, float *sn, int head_dim, int32_t pos, const float *inv_freq)
+{
+    for (int i = 0; i < head_dim / 2; i++) {
+        /* angle in double: pos up to 1e5+ times inv_freq 1 needs more than float's 24 bits */
+        double ang = (double)pos * inv_freq[i];
+        cs[i] = (float)cos(ang);
+        sn[i] = (float)sin(ang);
+    }
+}
+
+void ops_rope_neox(float *x, int n_head, int head_dim, int32_t pos, const float *inv_freq)
+{
+    float cs[OPS_ATTN_MAX_HEAD_DIM / 2], sn[OPS_ATTN_MAX_HEAD_DIM / 2];
+    ops_rope_cache(cs, sn, head_dim, pos, inv_freq);
+    ops_rope_apply(x, n_head, head_dim, cs, sn);
+}
+
+void ops_rope_apply(float *x, int n_head, int head_dim, const float *cs, const float *sn)
+{
+    int half = head_dim / 2;
+    for (int h = 0; h < n_head; h++) {
+        float *p = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float x0 = p[i], x1 = p[i + half];
+            p[i] = x0 * cs[i] - x1 * sn[i];
+            p[i + half] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+void ops_softmax(float *x, int64_t n)
+{
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    float inv = (float)(1.0 / s);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void ops_swiglu(float *out, const float *gate, const float *up, int64_t n)
+{
+#if defined(__x86_64__)
+    if (g_f16c_avx512) {
+        ops_swiglu_avx512(out, gate, up, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void ops_f32_to_f16(uint16_t *dst, const float *src, int64_t n)
+{
+#if defined(__x86_64__)
+    if (g_f16c_avx512) {
+        ops_f32_to_f16_avx512(dst, src, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) dst[i] = f32_to_fp16(src[i]);
+}
+
+void ops_f16_to_f32(float *dst, const uint16_t *src, int64_t n)
+{
+#if defined(__x86_64__)
+    if (g_f16c_avx512) {
+        ops_f16_to_f32_avx512(dst, src, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_f32(src[i]);
+}
+
+/* ---- attention: portable instantiation (VW = 1) ---- */
+#define VEC float
+#define VW 1
+#define VLOAD(p) (*(p))
+#define VSTORE(p, v) (*(p) = (v))
+#define VSET1(x) (x)
+#define VZERO() 0.0f
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#define VMUL(a, b) ((a) * (b))
+#define VADD(a, b) ((a) + (b))
+#define VSUB(a, b) ((a) - (b))
+#define VMAX(a, b) ((a) > (b) ? (a) : (b))
+#define VHMAX(v) (v)
+#define VHSUM(v) (v)
+#define VEXP(v) expf(v)
+#define VLOADH(p) fp16_to_f32(*(p))
+#define ATTN_RB 1
+#define ATTN_FN attn_portable
+#include "engine/kernels/ops_attn_impl.h"
+
+void ops_attn_run_ref(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+{
+    attn_portable(a, kvh, q0, q1, scratch);
+}
+
+void ops_attn_run(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+{
+    if (a->head_dim % g_attn_align == 0)
+        g_attn(a, kvh, q0, q1, scratch);
+    else
+        ops_attn_run_ref(a, kvh, q0, q1, scratch);
+}
+
+size_t ops_attn_scratch_floats(void)
+{
+    size_t rows = (size_t)OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8 /* padding to a row block */, hd = OPS_ATTN_MAX_HEAD_DIM;
+    size_t kt = OPS_ATTN_KT;
+    return rows * hd * 2 + rows * kt + rows * 3 + 16;
+}

@@ -1,0 +1,38 @@
+/* hf_tokenizer — converts a Hugging Face tokenizer.json + tokenizer_config.json (byte-level BPE,
+ * as Qwen3 ships them) into the GGUF tokenizer metadata llama.cpp writes:
+ *   tokenizer.ggml.model = "gpt2", tokenizer.ggml.pre = "qwen2", tokenizer.ggml.tokens (strings, in
+ *   the byte-to-unicode form of tokenizer.json), tokenizer.ggml.token_type (i32: 1 normal,
+ *   3 control = special added tokens, 4 user-defined = non-special added tokens, 5 unused = padding
+ *   "[PAD<id>]" up to the model's vocab size), tokenizer.ggml.merges ("a b" strings),
+ *   tokenizer.ggml.{bos,eos,padding}_token_id, tokenizer.ggml.eot_token_id, add_bos_token,
+ *   tokenizer.chat_template.
+ * Used by lmserve-mkmodel (tools), not by the server. */
+#ifndef LMS_ENGINE_HF_TOKENIZER_H
+#define LMS_ENGINE_HF_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "engine/format/gguf.h"
+
+struct hf_tokenizer {
+    char **tokens;      /* n_tokens strings (padding included) */
+    int32_t *types;     /* n_tokens */
+    int64_t n_tokens;
+    char **merges;
+    int64_t n_merges;
+    int32_t bos, eos, eot, pad; /* -1 when absent */
+    bool add_bos;
+    char *pre;           /* "qwen2" */
+    char *chat_template; /* may be NULL */
+};
+
+/* Reads dir/tokenizer.json and dir/tokenizer_config.json; pads the vocabulary to n_vocab_pad
+ * tokens when it is larger than the real count (0 = no padding). */
+int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer *out, struct err *e);
+void hf_tokenizer_free(struct hf_tokenizer *t);
+/* Writes the tokenizer.* keys above into w. */
+int hf_tokenizer_write_gguf(const struct hf_tokenizer *t, struct gguf_writer *w, struct err *e);
+
+#endif

@@ -1,0 +1,60 @@
+/* vocab_impl — the vocab struct shared by vocab.c (tables, decode) and bpe.c (encode).
+ * Private to the tokenizer: nothing outside src/engine/{vocab,bpe}.c includes this. */
+#ifndef LMS_ENGINE_VOCAB_IMPL_H
+#define LMS_ENGINE_VOCAB_IMPL_H
+
+#include <stdint.h>
+
+#include "engine/text/vocab.h"
+
+#define VOCAB_MAX_EOG 16
+
+enum vocab_pre { VOCAB_PRE_GPT2, VOCAB_PRE_LLAMA3, VOCAB_PRE_QWEN2, VOCAB_PRE_COUNT };
+
+struct vocab {
+    int32_t n;                /* tokens */
+    uint8_t *type;            /* (n) enum tok_type */
+    uint32_t *off;            /* (n+1) token i decodes to bytes[off[i] .. off[i+1]) */
+    char *bytes;
+    size_t max_len;
+    int32_t bos, eos, eot, pad;
+    bool add_bos;
+    int32_t eog[VOCAB_MAX_EOG];
+    int n_eog;
+
+    int32_t *tmap; /* (tmask+1) open addressing over NORMAL tokens' bytes, -1 = empty */
+    uint32_t tmask;
+    int32_t byte_tok[256];  /* the token of each single byte (BPE start symbols) */
+    uint64_t *mkey, *mval;  /* merges: key (left<<32|right), val (rank<<32|result); key ~0 empty */
+    uint32_t mmask;
+
+    int32_t *added;          /* CONTROL and USER_DEFINED tokens, longest first */
+    int32_t n_added;
+    uint8_t added_first[256]; /* 1 if some added token starts with this byte */
+
+    enum vocab_pre pre;
+    bool nfc;        /* normalize segments to NFC before splitting (qwen2, as HF does) */
+    bool ignore_merges; /* a piece that is a token is not merged (llama3, as HF / llama.cpp) */
+    void *re;        /* pcre2_code_8 * */
+    bool re_jit;
+};
+
+uint64_t vocab_hash_bytes(const void *p, size_t n);
+static inline uint64_t vocab_merge_key(int32_t a, int32_t b)
+{
+    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
+static inline uint32_t vocab_mix64(uint64_t k)
+{
+    k ^= k >> 31;
+    k *= 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(k >> 29);
+}
+int32_t vocab_tmap_find(const struct vocab *v, const char *p, size_t len);
+/* bpe.c: true when NFC can change nothing in the valid UTF-8 s[0..n) (exposed for its test). */
+bool vocab_nfc_inert_run(const unsigned char *s, size_t n);
+/* bpe.c: pre-tokenizer setup from the tokenizer.ggml.pre name / teardown. */
+int vocab_pre_init(struct vocab *v, const char *pre, struct err *e);
+void vocab_pre_deinit(struct vocab *v);
+
+#endif
