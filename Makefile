@@ -80,6 +80,8 @@ $(BUILD)/%: $(BUILD)/obj/src/bin/%.o $(LIB)
 
 # the unit tests route the project's allocations through src/base/faultsim.c (docs/faultsim.md)
 FAULTSIM_WRAP := $(foreach f,malloc calloc realloc aligned_alloc strdup strndup,-Wl,--wrap=$(f))
+# and fsync, counted / failed by tests/unit/test_kvreuse.c (the disk tier's durability)
+FAULTSIM_WRAP += -Wl,--wrap=fsync
 $(BUILD)/unit-tests: $(UNIT_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $(FAULTSIM_WRAP) $^ -o $@ $(LDLIBS) -lcriterion
 

@@ -380,6 +380,13 @@ int kvdisk_spill(struct kvdisk *d, const struct kv_cache *kv, const int32_t *sha
                  strerror(errno), n);
         goto out;
     }
+    /* durable before it gets the sidecar's name: the data reaches the disk (fsync) before the
+     * rename, so after a power loss the name holds the whole file or nothing */
+    if (fflush(w.f) != 0 || fsync(fileno(w.f)) != 0) {
+        log_warn("kv disk: writing %s failed: %s (slot of %zu tokens not spilled)", tmp,
+                 strerror(errno), n);
+        goto out;
+    }
     int cr = fclose(w.f);
     w.f = NULL;
     if (cr != 0 || rename(tmp, path) < 0) {
@@ -389,6 +396,13 @@ int kvdisk_spill(struct kvdisk *d, const struct kv_cache *kv, const int32_t *sha
     }
     free(tmp);
     tmp = NULL;
+    /* and the rename itself: the directory entry (a failure here leaves a valid file whose name
+     * may not survive a power loss: logged, the sidecar is kept) */
+    int dfd = open(d->dir, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0 || fsync(dfd) != 0)
+        log_warn("kv disk: syncing the directory %s failed: %s (%s may not survive a power loss)",
+                 d->dir, strerror(errno), path);
+    if (dfd >= 0) close(dfd);
     /* containment: the sidecars that are prefixes of this one are redundant now */
     for (int i = d->n - 1; i >= 0; i--)
         if (d->e[i].n <= n && kv_lcp(d->e[i].shadow, d->e[i].n, shadow, n) == d->e[i].n)

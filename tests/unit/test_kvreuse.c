@@ -4,6 +4,8 @@
  * files and of an unwritable directory) and base/hash's streaming property. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -447,5 +449,53 @@ Test(kvdisk, a_failed_write_leaves_nothing_behind)
     kvdisk_free(d);
     kv_free(a);
     free(big);
+    rm_tree(dir);
+}
+
+/* fsync, wrapped for the unit-test binary (-Wl,--wrap=fsync in the Makefile): counts the calls on
+ * regular files and on directories, and fails the n-th file sync with EIO when armed. */
+int __real_fsync(int fd);
+static int fsync_files, fsync_dirs, fsync_fail_at;
+int __wrap_fsync(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fsync_dirs++;
+    } else {
+        fsync_files++;
+        if (fsync_fail_at && fsync_files == fsync_fail_at) {
+            errno = EIO;
+            return -1;
+        }
+    }
+    return __real_fsync(fd);
+}
+
+/* Issue 11: a sidecar is fsync'd before its rename and its directory after, so a power loss
+ * leaves the whole file or none under the sidecar's name. An fsync that fails (EIO) fails the
+ * spill like a failed write: logged, no file, no entry; the next spill still works. */
+Test(kvdisk, a_spill_is_synced_before_rename_and_a_failed_sync_leaves_nothing)
+{
+    fill();
+    const char *dir = mkdir_tmp();
+    struct err e = {0};
+    struct kvdisk *d = kvdisk_open(dir, 8, &ID, &e);
+    cr_assert(d, "%s", e.msg);
+    struct kv_cache *a = fake_kv(2, 2, 32, 100);
+    fill_rows(a, 60, 5);
+    fsync_files = fsync_dirs = 0;
+    fsync_fail_at = 1;
+    cr_expect(kvdisk_spill(d, a, A, 60, 50) != 0, "a failed fsync fails the spill");
+    const struct kvcand *c;
+    cr_expect(kvdisk_cands(d, &c) == 0);
+    cr_expect(count_files(dir, "") == 2, "no file is left behind (only . and ..)");
+    fsync_fail_at = 0;
+    fsync_files = fsync_dirs = 0;
+    cr_expect(kvdisk_spill(d, a, A, 60, 50) == 0);
+    cr_expect(fsync_files == 1, "the sidecar's data is synced once (%d)", fsync_files);
+    cr_expect(fsync_dirs == 1, "the directory is synced after the rename (%d)", fsync_dirs);
+    cr_expect(kvdisk_cands(d, &c) == 1 && count_files(dir, ".lmkv") == 1);
+    kvdisk_free(d);
+    kv_free(a);
     rm_tree(dir);
 }
