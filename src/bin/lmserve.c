@@ -21,7 +21,7 @@ struct opts {
     const char *kv_cache_dir, *cors;
     long port, ctx, threads, queue, conns, conns_per_client, max_tokens, max_body, timeout;
     long header_timeout, body_timeout, body_min_rate, shutdown_grace;
-    long kv_slots, kv_disk_slots, prefill_chunk;
+    long kv_slots, kv_disk_slots, prefill_chunk, spec;
     bool kv_slots_force, reasoning, metrics;
 };
 
@@ -61,6 +61,8 @@ static void usage(FILE *f)
         "                    match, also after a restart (default: off)\n"
         "  --kv-disk-slots N at most N sidecar files in D (default 8)\n"
         "  --prefill-chunk N prompt tokens per forward pass (default 512)\n"
+        "  --spec N          speculative decoding from the request's own context: up to N\n"
+        "                    drafted tokens verified per forward (1..16; default 0 = off)\n"
         "  --reasoning on|off  reasoning when a request does not say (default off)\n"
         "  --metrics         serve GET /metrics (Prometheus text format; default off)\n"
         "  --cors ORIGINS    allow browser clients from these origins (comma-separated, or *;\n"
@@ -97,6 +99,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"--kv-slots", offsetof(struct opts, kv_slots), 1, 1 << 16},
         {"--kv-disk-slots", offsetof(struct opts, kv_disk_slots), 1, 1 << 16},
         {"--prefill-chunk", offsetof(struct opts, prefill_chunk), 1, 1 << 16},
+        {"--spec", offsetof(struct opts, spec), 0, 16},
         {"--conns-per-client", offsetof(struct opts, conns_per_client), 1, 1 << 16},
         {"--header-timeout", offsetof(struct opts, header_timeout), 1, 86400},
         {"--body-timeout", offsetof(struct opts, body_timeout), 1, 86400},
@@ -292,6 +295,7 @@ int main(int argc, char **argv)
                                   .kv_cache_dir = o.kv_cache_dir,
                                   .kv_disk_slots = (int)o.kv_disk_slots,
                                   .prefill_chunk = (int)o.prefill_chunk,
+                                  .spec = (int)o.spec,
                                   .alias = o.alias};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {

@@ -143,3 +143,17 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
     for (int s = 0; s < n_seq; s++) kv_set_rows(seqs[s], rows[s]);
     return 0;
 }
+
+int model_verify(struct model *m, struct kv_cache *kv, const int32_t *tokens, int n, int32_t pos0,
+                 float *logits_out, struct err *e)
+{
+    enum { MAX_VERIFY = 64 }; /* a verify is a draft plus one: small by construction */
+    if (n <= 0 || n > MAX_VERIFY)
+        return err_set(e, ERR_INVALID, "verify: %d tokens (1..%d)", n, MAX_VERIFY);
+    int32_t pos[MAX_VERIFY];
+    struct kv_cache *seq[MAX_VERIFY];
+    bool want[MAX_VERIFY];
+    for (int i = 0; i < n; i++) pos[i] = pos0 + i, seq[i] = kv, want[i] = true;
+    struct batch b = {.token = tokens, .pos = pos, .seq = seq, .want_logits = want, .n = n};
+    return model_forward(m, &b, logits_out, e);
+}

@@ -54,6 +54,11 @@ const struct model_config *model_config(const struct model *m);
 const struct gguf *model_gguf(const struct model *m);
 struct threadpool *model_pool(struct model *m);
 int model_forward(struct model *m, const struct batch *b, float *logits_out, struct err *e);
+/* Speculative verify (R-SPEC-1): tokens[0..n) of one sequence at positions pos0.., logits for every
+ * one of them into logits_out (n x n_vocab). By batch invariance row i equals what feeding the
+ * tokens one at a time would give; rows past an accepted prefix are dropped with kv_truncate. */
+int model_verify(struct model *m, struct kv_cache *kv, const int32_t *tokens, int n, int32_t pos0,
+                 float *logits_out, struct err *e);
 
 /* KV cache: F16 K and V rows for n_ctx positions of every layer. n_rows = positions filled. */
 struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e);

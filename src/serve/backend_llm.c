@@ -15,6 +15,7 @@
 #include "serve/emitter.h"
 #include "serve/kvdisk.h"
 #include "serve/kvpool.h"
+#include "serve/spec.h"
 #include "serve/toolcall.h"
 
 #define PREFILL_CHUNK 512 /* default --prefill-chunk */
@@ -43,6 +44,8 @@ struct llm {
     struct grammar_cache *gcache;
     uint32_t *mask; /* worker: allowed-token bitset over n_vocab logits */
     size_t mask_words;
+    int spec;       /* --spec: max drafts per verify (R-SPEC-1), 0 = off */
+    float *vlogits; /* (spec + 1) x n_vocab: the verify forward's rows */
 };
 
 static const char *token_text(void *tctx, int32_t id, size_t *len)
@@ -268,6 +271,55 @@ static int forward(struct llm *L, const int32_t *toks, size_t n, int32_t pos0, s
     return 0;
 }
 
+/* R-SPEC-1 (serve/spec.h, docs/speculation.md): the next logits after the chosen token tok. A
+ * pending verify row that tok confirms is copied into L->logits with no forward; otherwise the rows
+ * of unaccepted drafts are dropped (cache and shadow alike), and tok is fed with a new draft (the
+ * context's own continuation, filtered through the grammar with rollback) in one forward that
+ * yields logits for every position, or alone when nothing matches. left = tokens still wanted. */
+static int spec_step(struct llm *L, struct spec *sp, struct matcher *mt, int32_t tok, int left,
+                     struct err *e)
+{
+    size_t nv = (size_t)L->cfg->n_vocab;
+    int64_t keep;
+    int row = spec_accept(sp, tok, &keep);
+    if (row > 0) {
+        memcpy(L->logits, L->vlogits + (size_t)row * nv, nv * sizeof *L->logits);
+        return 0;
+    }
+    struct kvslot *s = L->cur;
+    if (keep >= 0) {
+        kv_truncate(s->kv, (int)keep);
+        s->n_shadow = (size_t)keep;
+    }
+    int32_t pos0 = (int32_t)s->n_shadow;
+    int room = kv_capacity(s->kv) - pos0 - 1, cap = left - 1 < room ? left - 1 : room;
+    s->shadow[pos0] = tok; /* the context to match includes tok (fed just below either way) */
+    int k = spec_draft(sp, s->shadow, (size_t)pos0 + 1, cap, pos0);
+    int n = 0;
+    while (n < k && !tok_is_eog(L->v, sp->draft[n]) && (!mt || matcher_consume(mt, sp->draft[n]) == 0))
+        n++;
+    if (mt && n) matcher_rollback(mt, n);
+    sp->n_draft = n;
+    if (!n) return forward(L, &tok, 1, pos0, e);
+    int32_t t[SPEC_MAX_DRAFT + 1];
+    t[0] = tok;
+    memcpy(t + 1, sp->draft, (size_t)n * sizeof *t);
+    if (model_verify(L->m, s->kv, t, n + 1, pos0, L->vlogits, e) < 0) return -1;
+    memcpy(s->shadow + pos0, t, (size_t)(n + 1) * sizeof *t);
+    s->n_shadow = (size_t)pos0 + (size_t)n + 1;
+    memcpy(L->logits, L->vlogits, nv * sizeof *L->logits);
+    return 0;
+}
+
+/* A reply ended with drafts pending: their rows go, so the slot holds what plain decoding leaves. */
+static void spec_end(struct llm *L, struct spec *sp)
+{
+    int64_t keep = spec_settle(sp);
+    if (keep < 0) return;
+    kv_truncate(L->cur->kv, (int)keep);
+    L->cur->n_shadow = (size_t)keep;
+}
+
 /* Brings a slot to hold the prompt (R-KV-1/2/5: the plan of serve/kvpool, executed here), then
  * prefills the tokens past what it kept; logits of the last prompt token end up in L->logits.
  * Returns the reused row count via *cached. */
@@ -423,6 +475,8 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                      req->n_stop);
         em_live = true;
         struct tok_stream ts = {0};
+        struct spec sps;
+        spec_init(&sps, L->spec);
         enum finish_reason why = FINISH_LENGTH;
         bool stopped = false;
         for (int k = 0; k < budget; k++) {
@@ -483,8 +537,14 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                 break;
             }
             if (k + 1 == budget) break; /* no forward needed for a token we will not sample */
-            if (forward(L, &ch.token, 1, (int32_t)L->cur->n_shadow, e) < 0) goto out;
+            if ((L->spec ? spec_step(L, &sps, mt, ch.token, budget - k - 1, e)
+                         : forward(L, &ch.token, 1, (int32_t)L->cur->n_shadow, e)) < 0)
+                goto out;
         }
+        spec_end(L, &sps);
+        if (L->spec && sps.n_verify)
+            log_debug("spec: %lld verifies, %lld of %lld drafts accepted", (long long)sps.n_verify,
+                      (long long)sps.n_accepted, (long long)sps.n_proposed);
         if (!stopped) {
             size_t nb = tok_stream_flush(&ts, L->out);
             if ((nb && emitter_feed(&em, L->out, nb, NULL) < 0) || emitter_finish(&em, why) < 0) {
@@ -535,6 +595,7 @@ static void llm_free(struct backend *b)
     free(L->slots);
     kvdisk_free(L->disk);
     free(L->logits);
+    free(L->vlogits);
     free(L->out);
     free(L->pos);
     free(L->seq);
@@ -699,7 +760,10 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);
     L->pos = malloc((size_t)n_ctx * sizeof *L->pos);
     L->seq = malloc((size_t)n_ctx * sizeof *L->seq);
-    if (!L->logits || !L->out || !L->pos || !L->seq) {
+    L->spec = o->spec > SPEC_MAX_DRAFT ? SPEC_MAX_DRAFT : o->spec;
+    if (L->spec)
+        L->vlogits = malloc((size_t)(L->spec + 1) * (size_t)L->cfg->n_vocab * sizeof *L->vlogits);
+    if (!L->logits || !L->out || !L->pos || !L->seq || (L->spec && !L->vlogits)) {
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }

@@ -19,6 +19,7 @@ struct backend_llm_opts {
     const char *kv_cache_dir; /* --kv-cache-dir: the disk tier (R-KV-5) or NULL */
     int kv_disk_slots;  /* --kv-disk-slots: at most this many sidecars, 0 = 8 */
     int prefill_chunk;  /* --prefill-chunk: tokens per prefill forward, 0 = 512 */
+    int spec;           /* --spec N: prompt-lookup drafts per verify (R-SPEC-1), 0 = off */
     const char *alias; /* model id to serve under (--alias); NULL = general.name, else file name */
 };
 
