@@ -539,8 +539,13 @@ static enum MHD_Result serve_metrics(struct conn_req *cr)
         return send_error(cr, &e);
     }
     struct queue *q = atomic_load(&cr->srv->app->queue);
+    struct backend *b = atomic_load(&cr->srv->app->backend);
+    struct metrics_kv kv;
+    bool has_kv = b && b->ops->kv_stats;
+    if (has_kv) b->ops->kv_stats(b, &kv);
     struct buf o = {0};
-    metrics_render(cr->srv->metrics, q ? queue_len(q) : 0, q ? queue_busy(q) : false, &o);
+    metrics_render(cr->srv->metrics, q ? queue_len(q) : 0, q ? queue_busy(q) : false,
+                   has_kv ? &kv : NULL, &o);
     enum MHD_Result rc = send_body(cr, 200, "text/plain; version=0.0.4; charset=utf-8",
                                    o.data ? o.data : "", o.len, 0);
     buf_free(&o);

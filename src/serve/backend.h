@@ -26,6 +26,7 @@ struct backend_caps {
 };
 
 struct backend;
+struct metrics_kv; /* serve/metrics.h */
 struct backend_ops {
     int (*validate)(struct backend *b, struct request *req, struct err *e);
     int (*generate)(struct backend *b, struct job *job, struct err *e);
@@ -37,6 +38,8 @@ struct backend_ops {
                     bool parse_special, int32_t **out, size_t *n_out, size_t *cap, struct err *e);
     /* Raw bytes of one token (not NUL-terminated); NULL when id is outside the vocabulary. */
     const char *(*token_bytes)(struct backend *b, int32_t id, size_t *len);
+    /* The KV cache's last published state (any thread; GET /metrics). NULL: no KV pool. */
+    void (*kv_stats)(struct backend *b, struct metrics_kv *out);
 };
 
 struct backend {

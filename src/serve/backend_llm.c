@@ -1,6 +1,7 @@
 #include "serve/backend_llm.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "serve/kvdisk.h"
 #include "serve/kvpool.h"
 #include "serve/spec.h"
+#include "serve/metrics.h"
 #include "serve/toolcall.h"
 
 #define PREFILL_CHUNK 512 /* default --prefill-chunk */
@@ -46,7 +48,37 @@ struct llm {
     size_t mask_words;
     int spec;       /* --spec: max drafts per verify (R-SPEC-1), 0 = off */
     float *vlogits; /* (spec + 1) x n_vocab: the verify forward's rows */
+    /* GET /metrics: the KV state, counted on the worker (plans, spills) and published under
+     * kv_mu after each prefill and each job for the connection threads to read */
+    uint64_t kv_plans[KVPLAN_KIND_COUNT], kv_spills;
+    pthread_mutex_t kv_mu;
+    struct metrics_kv kv_pub;
 };
+
+/* Worker: the pool's state into kv_pub (slots, rows, sidecars, the counters). */
+static void kv_publish(struct llm *L)
+{
+    struct metrics_kv k = {.slots = L->n_slots, .disk = L->disk != NULL, .spills = L->kv_spills};
+    for (int i = 0; i < L->n_slots; i++) {
+        k.slots_in_use += L->slots[i].n_shadow > 0;
+        k.rows += (int64_t)L->slots[i].n_shadow;
+    }
+    k.rows_capacity = (int64_t)L->n_slots * L->base.n_ctx;
+    const struct kvcand *c;
+    k.sidecars = L->disk ? kvdisk_cands(L->disk, &c) : 0;
+    for (int i = 0; i < KVPLAN_KIND_COUNT && i < 4; i++) k.plans[i] = L->kv_plans[i];
+    pthread_mutex_lock(&L->kv_mu);
+    L->kv_pub = k;
+    pthread_mutex_unlock(&L->kv_mu);
+}
+
+static void llm_kv_stats(struct backend *b, struct metrics_kv *out)
+{
+    struct llm *L = (struct llm *)b;
+    pthread_mutex_lock(&L->kv_mu);
+    *out = L->kv_pub;
+    pthread_mutex_unlock(&L->kv_mu);
+}
 
 static const char *token_text(void *tctx, int32_t id, size_t *len)
 {
@@ -332,13 +364,18 @@ static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *
     struct kvplan p;
     kvpool_plan(L->slots, L->n_slots, dc, nd, req->tokens, n, &p);
     struct kvslot *dst = &L->slots[p.dst];
-    if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow))
-        kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head);
+    if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow) &&
+        kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head) == 0)
+        L->kv_spills++;
     size_t lcp = p.keep;
+    enum kvplan_kind done = p.kind;
     if (p.kind == KVPLAN_RESTORE) {
         size_t nn = 0, hh = 0;
         if (kvdisk_restore(L->disk, p.disk, dst->kv, dst->shadow, &nn, &hh) == 0) dst->n_shadow = nn;
-        else lcp = 0; /* refused (logged): this request runs cold */
+        else { /* refused (logged): this request runs cold */
+            lcp = 0;
+            done = KVPLAN_COLD;
+        }
     } else if (p.kind == KVPLAN_COPY && p.src != p.dst) {
         const struct kvslot *src = &L->slots[p.src];
         if (kv_copy_rows(dst->kv, src->kv, (int)lcp) < 0)
@@ -352,6 +389,8 @@ static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *
     dst->used = ++L->clock;
     L->cur = dst;
     *cached = (int64_t)lcp;
+    L->kv_plans[done]++;
+    kv_publish(L);
     /* debug: the request's own log line already carries cached= (one info line per request) */
     log_debug("kv: %s -> slot %d%s, cached %zu of %zu (head %zu)", KVPLAN_NAMES[p.kind], p.dst,
                  p.kind == KVPLAN_COPY && p.src != p.dst ? " (copied)" : "", lcp, n, req->n_head);
@@ -578,10 +617,20 @@ out:
     return rc;
 }
 
+/* The queue's generate: one job, then the KV state published for GET /metrics (the rows its
+ * reply added). */
+static int llm_run(struct backend *b, struct job *job, struct err *e)
+{
+    int rc = llm_generate(b, job, e);
+    kv_publish((struct llm *)b);
+    return rc;
+}
+
 static void llm_free(struct backend *b)
 {
     struct llm *L = (struct llm *)b;
     if (!L) return;
+    pthread_mutex_destroy(&L->kv_mu);
     grammar_cache_free(L->gcache);
     grammar_vocab_index_free(L->gvi);
     free(L->g_bytes);
@@ -606,10 +655,11 @@ static void llm_free(struct backend *b)
 
 static const struct backend_ops LLM_OPS = {
     .validate = llm_validate,
-    .generate = llm_generate,
+    .generate = llm_run,
     .free = llm_free,
     .tokenize = llm_tokenize,
     .token_bytes = llm_token_bytes,
+    .kv_stats = llm_kv_stats,
 };
 
 /* R-KV-4: the pool's RAM guard, then the slots (pages commit lazily: an overcommit would only
@@ -688,6 +738,7 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
         err_set(e, ERR_NOMEM, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&L->kv_mu, NULL);
     struct model_opts mo = {.n_threads = o->n_threads};
     if (!(L->m = model_load(path, &mo, e))) goto fail;
     L->cfg = model_config(L->m);
@@ -756,6 +807,7 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     b->n_ctx = n_ctx;
     b->n_vocab = L->cfg->n_vocab;
     if (kv_slots_new(L, o, n_ctx, avail, e) < 0) goto fail;
+    kv_publish(L);
     L->logits = malloc((size_t)L->cfg->n_vocab * sizeof *L->logits);
     L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);
     L->pos = malloc((size_t)n_ctx * sizeof *L->pos);

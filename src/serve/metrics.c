@@ -100,7 +100,35 @@ static void render_hist(struct buf *out, const char *name, const char *help, con
                (unsigned long long)cum, name, h->sum, name, (unsigned long long)h->count);
 }
 
-int metrics_render(struct metrics *m, int queued, bool busy, struct buf *out)
+static void render_kv(struct buf *out, const struct metrics_kv *kv)
+{
+    static const char *const PLAN[4] = {"cold", "adopt", "copy", "restore"};
+    buf_printf(out,
+               "# HELP lmserve_kv_slots Resident KV slots (--kv-slots after the RAM guard).\n"
+               "# TYPE lmserve_kv_slots gauge\nlmserve_kv_slots %d\n"
+               "# HELP lmserve_kv_slots_in_use KV slots holding rows of an earlier request.\n"
+               "# TYPE lmserve_kv_slots_in_use gauge\nlmserve_kv_slots_in_use %d\n"
+               "# HELP lmserve_kv_rows KV rows (token positions) held over all slots.\n"
+               "# TYPE lmserve_kv_rows gauge\nlmserve_kv_rows %lld\n"
+               "# HELP lmserve_kv_rows_capacity KV rows all slots can hold (slots x context).\n"
+               "# TYPE lmserve_kv_rows_capacity gauge\nlmserve_kv_rows_capacity %lld\n"
+               "# HELP lmserve_kv_disk_enabled 1 when the disk tier (--kv-cache-dir) is on.\n"
+               "# TYPE lmserve_kv_disk_enabled gauge\nlmserve_kv_disk_enabled %d\n"
+               "# HELP lmserve_kv_disk_sidecars Sidecar files indexed in --kv-cache-dir.\n"
+               "# TYPE lmserve_kv_disk_sidecars gauge\nlmserve_kv_disk_sidecars %d\n"
+               "# HELP lmserve_kv_spills_total Slots spilled to a sidecar.\n"
+               "# TYPE lmserve_kv_spills_total counter\nlmserve_kv_spills_total %llu\n"
+               "# HELP lmserve_kv_plans_total Prefills by KV adoption plan (all but cold reuse "
+               "cached rows).\n# TYPE lmserve_kv_plans_total counter\n",
+               kv->slots, kv->slots_in_use, (long long)kv->rows, (long long)kv->rows_capacity,
+               kv->disk ? 1 : 0, kv->sidecars, (unsigned long long)kv->spills);
+    for (int i = 0; i < 4; i++)
+        buf_printf(out, "lmserve_kv_plans_total{plan=\"%s\"} %llu\n", PLAN[i],
+                   (unsigned long long)kv->plans[i]);
+}
+
+int metrics_render(struct metrics *m, int queued, bool busy, const struct metrics_kv *kv,
+                   struct buf *out)
 {
     pthread_mutex_lock(&m->mu);
     buf_puts(out, "# HELP lmserve_requests_total Requests answered, by endpoint and HTTP status.\n"
@@ -130,6 +158,7 @@ int metrics_render(struct metrics *m, int queued, bool busy, struct buf *out)
     render_hist(out, "lmserve_token_latency_seconds",
                 "Mean decode time per generated token after the first, one sample per request.",
                 &m->tok, TOK_BOUNDS, N_TOK);
+    if (kv) render_kv(out, kv);
     pthread_mutex_unlock(&m->mu);
     return 0;
 }

@@ -25,7 +25,23 @@ void metrics_free(struct metrics *m);
 void metrics_observe(struct metrics *m, const char *endpoint, int status, const struct usage *u,
                      double ttft_s, double per_token_s);
 
-/* Appends the text exposition to out. queued / busy: the queue's state now. Any thread. */
-int metrics_render(struct metrics *m, int queued, bool busy, struct buf *out);
+/* The KV cache's state (docs/kv-cache.md), a snapshot the backend publishes from its worker
+ * (backend_ops.kv_stats): gauges of the resident slots and the disk tier, counters of the
+ * adoption plans executed (every plan but cold is a cache hit) and of the spills written. */
+struct metrics_kv {
+    int slots;            /* --kv-slots after the RAM guard */
+    int slots_in_use;     /* slots holding rows */
+    int64_t rows;         /* rows held over all slots */
+    int64_t rows_capacity; /* slots x context */
+    bool disk;            /* --kv-cache-dir is on */
+    int sidecars;         /* sidecars indexed */
+    uint64_t plans[4];    /* cold, adopt, copy, restore (KVPLAN_* order) */
+    uint64_t spills;      /* sidecars written */
+};
+
+/* Appends the text exposition to out. queued / busy: the queue's state now; kv: NULL when no
+ * backend with a KV pool is loaded (no kv series then). Any thread. */
+int metrics_render(struct metrics *m, int queued, bool busy, const struct metrics_kv *kv,
+                   struct buf *out);
 
 #endif

@@ -124,3 +124,69 @@ test('metrics: Prometheus text with request counts, tokens, queue, 429s and late
   // every sample line is "name{labels} number"
   for (const line of t.split('\n').filter((l) => l && !l.startsWith('#'))) assert.match(line, /^[a-z_]+(\{[^}]*\})? [0-9.e+-]+$/, line);
 });
+
+// Issue 17 item 8 (KV slot use): the pool's gauges and the adoption-plan / spill counters follow a
+// scripted sequence over two slots and the disk tier: cold, adopt (the same request again), cold
+// into the empty second slot, cold into the least recently used slot (which spills), restore.
+test('metrics: KV slots in use, rows held, sidecars, plans and spills', async () => {
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const { systemPrompt } = await import('./kv.mjs');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lmserve-kvmetrics-'));
+  const kv = await startServer(['--metrics', '--kv-slots', '2', '--kv-cache-dir', dir, '--ctx', '1024']);
+  try {
+    const get = async () => {
+      const r = await req(kv.port, 'GET', '/metrics');
+      assert.equal(r.status, 200, r.head);
+      const t = r.body;
+      const v = (n, l) => value(t, n, l);
+      return { t, slots: v('lmserve_kv_slots'), inUse: v('lmserve_kv_slots_in_use'), rows: v('lmserve_kv_rows'),
+        cap: v('lmserve_kv_rows_capacity'), disk: v('lmserve_kv_disk_enabled'), sidecars: v('lmserve_kv_disk_sidecars'),
+        spills: v('lmserve_kv_spills_total'), cached: v('lmserve_cached_tokens_total'),
+        plan: Object.fromEntries(['cold', 'adopt', 'copy', 'restore'].map((p) => [p, v('lmserve_kv_plans_total', `{plan="${p}"}`)])) };
+    };
+    const ask = async (tag) => {
+      const body = JSON.stringify({ messages: [{ role: 'system', content: systemPrompt(tag, 60) }, { role: 'user', content: 'Go' }],
+        max_tokens: 4, temperature: 0 });
+      const r = await req(kv.port, 'POST', '/v1/chat/completions', {}, body);
+      assert.equal(r.status, 200, r.body);
+      return JSON.parse(r.body).usage;
+    };
+    let m = await get();
+    assert.match(m.t, /^# TYPE lmserve_kv_slots gauge$/m);
+    assert.match(m.t, /^# TYPE lmserve_kv_plans_total counter$/m);
+    assert.deepEqual([m.slots, m.inUse, m.rows, m.cap, m.disk, m.sidecars, m.spills], [2, 0, 0, 2048, 1, 0, 0]);
+    assert.deepEqual(m.plan, { cold: 0, adopt: 0, copy: 0, restore: 0 });
+    const a = await ask('alpha');
+    m = await get();
+    assert.deepEqual([m.inUse, m.plan.cold], [1, 1]);
+    assert.ok(m.rows >= a.prompt_tokens && m.rows < a.prompt_tokens + a.completion_tokens, `rows ${m.rows} vs ${JSON.stringify(a)}`);
+    const a2 = await ask('alpha');
+    m = await get();
+    assert.equal(m.plan.adopt, 1, 'the same request again adopts its slot: a cache hit');
+    assert.equal(m.cached, a2.prompt_tokens_details.cached_tokens);
+    assert.ok(m.cached > 0);
+    const x = await ask('xenon');
+    m = await get();
+    assert.deepEqual([m.inUse, m.plan.cold, m.spills], [2, 2, 0], 'cold into the empty second slot: nothing spilled');
+    assert.ok(m.rows >= a.prompt_tokens + x.prompt_tokens);
+    await ask('yankee'); // evicts alpha's slot (the least recently used): it spills
+    m = await get();
+    assert.deepEqual([m.inUse, m.plan.cold, m.spills, m.sidecars], [2, 3, 1, 1]);
+    const a3 = await ask('alpha'); // alpha's sidecar beats both resident slots: restored
+    m = await get();
+    assert.equal(m.plan.restore, 1);
+    assert.equal(a3.prompt_tokens_details.cached_tokens, a3.prompt_tokens - 1);
+    assert.deepEqual([m.spills, m.sidecars], [2, 2], 'the restore target (xenon) spilled first');
+    assert.equal(m.plan.copy, 0);
+    for (const line of m.t.split('\n').filter((l) => l && !l.startsWith('#'))) assert.match(line, /^[a-z_]+(\{[^}]*\})? [0-9.e+-]+$/, line);
+  } finally {
+    assert.equal((await kv.stop()).code, 0, kv.log());
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  // a server without a disk tier: enabled 0, no sidecars
+  const t = (await metrics(srv.port)).body;
+  assert.equal(value(t, 'lmserve_kv_disk_enabled'), 0);
+  assert.equal(value(t, 'lmserve_kv_slots'), 1);
+});
