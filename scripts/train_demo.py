@@ -162,6 +162,19 @@ def save_safetensors(tensors, path):
     os.replace(path + ".tmp", path)
 
 
+def load_safetensors(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    hdr = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        b, e = v["data_offsets"]
+        out[k] = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + e]), dtype=torch.float32).reshape(v["shape"])
+    return out
+
+
 # ------------------------------------------------------------------ data
 def tokenize(docs, tok_bin, tokdir):
     """Token ids of each document, by the engine's tokenizer (control tokens parsed)."""
@@ -212,6 +225,27 @@ def evaluate(model, seqs, bs=8):
     return tot / n
 
 
+def copy_accuracy(model, docs, im_start):
+    """Teacher-forced top-1 accuracy on the assistant turns of held-out chat-repeat documents: how
+    often the next token of a copy is the model's first choice (a cheap monitor of the copy skill;
+    scripts/demo/eval.py measures the real, free-running copy)."""
+    model.eval()
+    hit, n = 0, 0
+    with torch.no_grad():
+        for d in docs:
+            starts = [i for i, t in enumerate(d) if t == im_start]
+            if len(starts) < 2:
+                continue
+            a0 = starts[-1] + 6  # past "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+            x = torch.tensor([d[:-1]])
+            pred = model(x)[0].argmax(-1)
+            tgt = torch.tensor(d[1:])
+            hit += int((pred[a0:] == tgt[a0:]).sum())
+            n += len(d) - 1 - a0
+    model.train()
+    return hit / max(1, n)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
@@ -232,11 +266,16 @@ def main():
     ap.add_argument("--bench", action="store_true", help="time 3 steps and exit")
     ap.add_argument("--max-minutes", type=float, default=0,
                     help="safety cap: stop (and say so in the log) if the steps take longer than this")
+    ap.add_argument("--init", help="continue from DIR/config.json + DIR/model.safetensors (the architecture "
+                    "options are then taken from there; scripts/demo/gguf2st.py writes them from a GGUF)")
+    ap.add_argument("--copy-frac", type=float, default=0,
+                    help="share of each batch drawn from windows of chat-repeat documents only (the copy mixture)")
+    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    torch.manual_seed(1)
+    torch.manual_seed(a.seed)
     import random
-    rng = random.Random(1)
+    rng = random.Random(a.seed)
 
     tokcfg = json.load(open(os.path.join(a.tokenizer, "tokenizer.json")))
     n_vocab = max([t["id"] for t in tokcfg["added_tokens"]] + list(tokcfg["model"]["vocab"].values())) + 1
@@ -246,6 +285,10 @@ def main():
          "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads, "head_dim": a.head_dim,
          "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 4096,
          "tie_word_embeddings": True, "torch_dtype": "float32"}
+    if a.init:
+        c = json.load(open(os.path.join(a.init, "config.json")))
+        if c["vocab_size"] != n_vocab:
+            sys.exit(f"train: --init {a.init}: vocabulary {c['vocab_size']}, the tokenizer has {n_vocab}")
 
     t0 = time.time()
     train_docs = load_docs(os.path.join(a.data, "train.jsonl"))
@@ -259,11 +302,26 @@ def main():
         torch.save((train_ids, held_ids), cache)
     n_train_tok = sum(len(x) for x in train_ids)
     train_seqs = pack(train_ids, a.seq, eot, rng)
+    copy_seqs = pack([x for x, d in zip(train_ids, train_docs) if d["kind"] == "chat-repeat"], a.seq, eot,
+                     random.Random(a.seed + 10)) if a.copy_frac > 0 else None
+    n_copy = int(round(a.batch * a.copy_frac))
     held_seqs = pack(held_ids, a.seq, eot, random.Random(2))[:24]
+    im_start = next(t["id"] for t in tokcfg["added_tokens"] if t["content"] == "<|im_start|>")
+    held_copy = [x[:a.seq] for x, d in zip(held_ids, held_docs) if d["kind"] == "chat-repeat"][:24]
     print(f"train: {len(train_docs)} documents, {n_train_tok} tokens, {len(train_seqs)} sequences of {a.seq}; "
           f"held-out {len(held_seqs)} sequences; tokenized in {time.time() - t0:.0f} s", flush=True)
 
     model = Qwen3(c)
+    if a.init:
+        sd = load_safetensors(os.path.join(a.init, "model.safetensors"))
+        own = model.hf_state()
+        if set(sd) != set(own):
+            sys.exit(f"train: --init {a.init}: tensor names differ: {sorted(set(sd) ^ set(own))[:5]}")
+        with torch.no_grad():
+            for k, t in own.items():
+                t.copy_(sd[k])
+        print(f"train: continuing from {a.init}; {n_copy} of every {a.batch} sequences from chat-repeat "
+              f"documents ({len(copy_seqs) if copy_seqs is not None else 0} windows)", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"train: {n_params / 1e6:.2f} M parameters, config {json.dumps(c)}", flush=True)
     decay = [p for p in model.parameters() if p.dim() == 2]
@@ -278,21 +336,35 @@ def main():
         return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, a.steps - warm))))
 
     log = open(os.path.join(a.out, "train-log.tsv"), "w")
-    log.write("step\ttokens\ttrain_loss\theldout_loss\tseconds\n")
+    log.write("step\ttokens\ttrain_loss\theldout_loss\tseconds\tcopy_acc\n")
+    if a.init:
+        hl0, ca0 = evaluate(model, held_seqs), copy_accuracy(model, held_copy, im_start)
+        log.write(f"-1\t0\t\t{hl0:.4f}\t0\t{ca0:.4f}\n")
+        print(f"start: held-out {hl0:.3f} (ppl {math.exp(hl0):.1f}) copy accuracy (teacher-forced) {ca0:.3f}",
+              flush=True)
     t_start = time.time()
     perm = torch.randperm(len(train_seqs), generator=torch.Generator().manual_seed(3))
     pos = 0
+    cperm = torch.randperm(len(copy_seqs), generator=torch.Generator().manual_seed(4)) if n_copy else None
+    cpos = 0
     run = None
     steps = 3 if a.bench else a.steps
     for step in range(steps):
-        idx = []
-        for _ in range(a.batch):
+        idx, cidx = [], []
+        for _ in range(a.batch - n_copy):
             if pos == len(perm):
                 perm = torch.randperm(len(train_seqs), generator=torch.Generator().manual_seed(3 + step))
                 pos = 0
             idx.append(perm[pos])
             pos += 1
-        s = train_seqs[torch.stack(idx)]
+        for _ in range(n_copy):
+            if cpos == len(cperm):
+                cperm = torch.randperm(len(copy_seqs), generator=torch.Generator().manual_seed(4 + step))
+                cpos = 0
+            cidx.append(cperm[cpos])
+            cpos += 1
+        parts = ([train_seqs[torch.stack(idx)]] if idx else []) + ([copy_seqs[torch.stack(cidx)]] if cidx else [])
+        s = torch.cat(parts)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         logits = model(s[:, :-1])
@@ -310,12 +382,13 @@ def main():
         last = step == steps - 1
         if step % a.eval_every == 0 or last:
             hl = evaluate(model, held_seqs)
+            ca = copy_accuracy(model, held_copy, im_start)
             el = time.time() - t_start
             tok = (step + 1) * a.batch * a.seq
-            log.write(f"{step}\t{tok}\t{run:.4f}\t{hl:.4f}\t{el:.0f}\n")
+            log.write(f"{step}\t{tok}\t{run:.4f}\t{hl:.4f}\t{el:.0f}\t{ca:.4f}\n")
             log.flush()
             print(f"step {step}/{steps} tokens {tok} train {run:.3f} held-out {hl:.3f} (ppl {math.exp(hl):.1f}) "
-                  f"{tok / el:.0f} tok/s {el / 60:.1f} min", flush=True)
+                  f"copy {ca:.3f} {tok / el:.0f} tok/s {el / 60:.1f} min", flush=True)
             # a checkpoint at every evaluation: an interrupted run still leaves a model to export
             json.dump(c, open(os.path.join(a.out, "config.json"), "w"), indent=1)
             save_safetensors(model.hf_state(), os.path.join(a.out, "model.safetensors"))

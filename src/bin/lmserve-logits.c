@@ -4,12 +4,16 @@
  *       prints the last position's logits, one per line (%.9g)
  *   lmserve-logits MODEL --tokens 1,2,3 --greedy N
  *       prints N greedy token ids, comma separated
+ *   lmserve-logits MODEL --tokens 1,2,3 --nll
+ *       prints "SUM COUNT": the summed negative log-likelihood (nats) of tokens 2..n given the ones
+ *       before, one token per forward (held-out perplexity = exp(SUM / COUNT); docs/demo-model.md)
  * --one-by-one feeds the prompt one token per forward (decode path) instead of one prefill.
  *   lmserve-logits MODEL --act-format
  *       prints how the decode path rounds the input of the model's attn_q matmul: "a8" (int8, f32
  *       scale per 32), the vec_dot type name ("q8_0", "q8_K"), or "f32" (used by the numerics
  *       suite to pick the reference's matching --act mode). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +27,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmserve-logits MODEL --tokens ID,ID,... [--threads N] [--ctx N] [--greedy N] "
-               "[--one-by-one]\n"
+               "[--one-by-one] [--nll]\n"
                "       lmserve-logits MODEL --act-format\n");
 }
 
@@ -82,7 +86,7 @@ int main(int argc, char **argv)
 {
     const char *path = NULL, *toks = NULL;
     long threads = 0, greedy = 0, ctx = 0;
-    int one_by_one = 0, act_format = 0;
+    int one_by_one = 0, act_format = 0, nll = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -90,6 +94,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--one-by-one")) {
             one_by_one = 1;
+        } else if (!strcmp(a, "--nll")) {
+            nll = 1;
         } else if (!strcmp(a, "--act-format")) {
             act_format = 1;
         } else if (i + 1 < argc && !strcmp(a, "--tokens")) {
@@ -168,6 +174,27 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         pos[i] = i;
         seq[i] = kv;
+    }
+    if (nll) {
+        if (greedy || n < 2) {
+            fprintf(stderr, "lmserve-logits: --nll needs at least 2 tokens and no --greedy\n");
+            goto out;
+        }
+        double sum = 0;
+        for (int i = 0; i + 1 < n; i++) {
+            struct batch b = {.token = tok + i, .pos = pos + i, .seq = seq + i, .n = 1};
+            if (model_forward(m, &b, logits, &e)) goto fail;
+            if (tok[i + 1] >= c->n_vocab) {
+                fprintf(stderr, "lmserve-logits: token %d is outside the vocabulary (%d)\n", tok[i + 1], c->n_vocab);
+                goto out;
+            }
+            double mx = logits[argmax(logits, c->n_vocab)], z = 0;
+            for (int j = 0; j < c->n_vocab; j++) z += exp((double)logits[j] - mx);
+            sum += mx + log(z) - (double)logits[tok[i + 1]];
+        }
+        printf("%.9g %d\n", sum, n - 1);
+        rc = 0;
+        goto out;
     }
     if (one_by_one) {
         for (int i = 0; i < n; i++) {

@@ -129,6 +129,27 @@ assert b"lmserve.random_weights" not in open(sys.argv[3], "rb").read(1 << 16), "
 print(f"import: F32 logits match a float64 numpy Qwen3 forward (max |delta| {d:.2e} over {len(ref)} logits)")
 PY
 fail() { echo "import: $*"; exit 1; }
+# --nll (held-out perplexity, docs/demo-model.md): the sum of -log softmax of each next token, one
+# token per forward, equals the same sum from the last-position logits of every prefix (prefill)
+"$BUILD/lmserve-logits" "$tmp/good.gguf" --tokens "$ids" --nll --threads 1 > "$tmp/good.nll"
+for i in $(seq 1 23); do
+  "$BUILD/lmserve-logits" "$tmp/good.gguf" --tokens "$(echo "$ids" | cut -d, -f1-$i)" --threads 1 > "$tmp/prefix.$i"
+done
+$py - "$tmp/ref.json" "$tmp/good.nll" "$tmp" <<'PY'
+import json, math, sys
+ids = json.load(open(sys.argv[1]))["ids"]
+got_sum, got_n = open(sys.argv[2]).read().split()
+want = 0.0
+for i in range(1, len(ids)):
+    l = [float(x) for x in open(f"{sys.argv[3]}/prefix.{i}").read().split()]
+    m = max(l)
+    want += m + math.log(sum(math.exp(x - m) for x in l)) - l[ids[i]]
+assert int(got_n) == len(ids) - 1, got_n
+assert abs(float(got_sum) - want) < 1e-3, f"--nll {got_sum} != {want} from the prefixes' logits"
+print(f"import: --nll {float(got_sum):.4f} over {got_n} tokens = the prefixes' logits ({want:.4f})")
+PY
+if "$BUILD/lmserve-logits" "$tmp/good.gguf" --tokens 5 --nll >"$tmp/out" 2>&1; then fail "--nll accepted one token"; fi
+grep -q "at least 2 tokens" "$tmp/out" || fail "--nll with one token said: $(cat "$tmp/out")"
 expect_error() { # expect_error PATTERN ARGS...
   local pat=$1; shift
   if "$mk" "$@" >"$tmp/out" 2>&1; then fail "accepted: $*"; fi
