@@ -1,7 +1,7 @@
 /* lmserve-kbench — kernel microbenchmark: the matmuls of a Qwen3 forward pass, without the rest.
  *
  *   lmserve-kbench [-t THREADS] [--type q8_0|q4_k|q6_k|f16|...] [--layers N] [--pp N] [--reps N]
- *                  [--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth]
+ *                  [--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--no-calibrate]
  *
  * Builds random weights with the Qwen3-0.6B geometry (per layer: q 2048x1024, k/v 1024x1024,
  * o 1024x2048, gate/up 3072x1024, down 1024x3072; output 151936x1024) and times
@@ -176,7 +176,7 @@ static int bandwidth(struct threadpool *tp, int reps)
 
 int main(int argc, char **argv)
 {
-    int kernels = 0, bw = 0;
+    int kernels = 0, bw = 0, calib = 1;
     int nth = tp_default_threads(), n_layer = 28, pp = 512, reps = 5;
     enum ggml_type t = GGML_TYPE_Q8_0;
     int64_t n_embd = 1024, n_q = 2048, n_kv = 1024, n_ff = 3072, n_vocab = 151936;
@@ -201,6 +201,8 @@ int main(int argc, char **argv)
             kernels = 1;
         else if (!strcmp(a, "--bandwidth"))
             bw = 1;
+        else if (!strcmp(a, "--no-calibrate"))
+            calib = 0;
         else if (!strcmp(a, "--type") && v) {
             int found = 0;
             for (int k = 0; k < GGML_TYPE_COUNT; k++) {
@@ -215,7 +217,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] "
-                    "[--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth]\n",
+                    "[--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--no-calibrate]\n",
                     argv[0]);
             return 2;
         }
@@ -230,6 +232,13 @@ int main(int argc, char **argv)
     if (!tp || !s) return 1;
     if (kernels) return kernel_rates(tp, t, pp, reps);
     if (bw) return bandwidth(tp, reps);
+    if (calib) { /* what model_load does: the prefetch distance and decode item size measured */
+        const struct mm_calib *c = mm_calibrate(tp);
+        printf("calibration (%.0f ms): prefetch %d B, decode items of %d rows, %.1f GB per CPU s; sweep (GB per CPU s) %s\n",
+               c->ms, c->prefetch, c->item_rows, c->gbs, c->sweep);
+    } else {
+        printf("calibration: off (prefetch and decode item size at their compiled defaults)\n");
+    }
     uint64_t seed = 42;
     struct layer *L = calloc((size_t)n_layer, sizeof *L);
     for (int l = 0; l < n_layer; l++) {

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "engine/kv_cache.h"
+#include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
 #include "engine/kernels/threadpool.h"
@@ -85,6 +86,12 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
         err_wrap(e, "%s", path);
         return NULL;
     }
+    /* once per process: the decode stream's prefetch distance and work-item size, by measurement
+     * on this machine (matmul.h); cached, so later loads only log the result */
+    const struct mm_calib *cal = mm_calibrate(m->pool);
+    log_info("matmul calibration (%.0f ms, %d threads): prefetch %d B, decode items of %d rows, "
+             "%.1f GB per CPU s; sweep (GB per CPU s) %s",
+             cal->ms, tp_size(m->pool), cal->prefetch, cal->item_rows, cal->gbs, cal->sweep);
     return m;
 }
 

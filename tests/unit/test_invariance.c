@@ -104,6 +104,58 @@ Test(invariance, matmul_every_type_m_slices_threads)
     }
 }
 
+/* The knobs the startup calibration sets (prefetch distance, rows per decode work item) move data
+ * and split work, never arithmetic: every setting of the calibration's candidate sets (and beyond)
+ * gives the bits of a one-thread, default-setting run, for m = 1 and m = 5, on 2 and 3 threads. */
+Test(invariance, matmul_stream_tuning_settings)
+{
+    quant_init();
+    static const enum ggml_type ty[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                                        GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_F32};
+    static const int pfs[] = {0, 1024, 4096, 16384, 65536}, rows_set[] = {16, 32, 128, 512};
+    const int64_t rows = 1043, cols = 512, M = 5;
+    struct mm_scratch *s = mm_scratch_new();
+    struct err e;
+    for (size_t ti = 0; ti < sizeof ty / sizeof ty[0]; ti++) {
+        const struct quant_traits *tr = quant_traits(ty[ti]);
+        size_t stride = quant_row_size(ty[ti], cols);
+        uint8_t *W = malloc((size_t)rows * stride);
+        float *row = malloc((size_t)cols * 4), *X = malloc((size_t)(M * cols) * 4);
+        float *ref = malloc((size_t)(M * rows) * 4), *Y = malloc((size_t)(M * rows) * 4);
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t c = 0; c < cols; c++)
+                row[c] = frand();
+            tr->from_float_ref(row, W + (size_t)r * stride, cols);
+        }
+        for (int64_t i = 0; i < M * cols; i++)
+            X[i] = frand() * 2;
+        mm_set_stream_tuning(4096, 128);
+        for (int64_t k = 0; k < M; k++)
+            cr_assert_eq(mm_run(NULL, ty[ti], W, rows, cols, 0, X + k * cols, 1, ref + k * rows, s, &e), 0,
+                         "%s", e.msg);
+        for (int nth = 2; nth <= 3; nth++) {
+            struct threadpool *tp = tp_new(nth);
+            cr_assert(tp);
+            for (size_t pi = 0; pi < sizeof pfs / sizeof pfs[0]; pi++)
+                for (size_t ri = 0; ri < sizeof rows_set / sizeof rows_set[0]; ri++) {
+                    mm_set_stream_tuning(pfs[pi], rows_set[ri]);
+                    for (int64_t m = 1; m <= M; m += M - 1) {
+                        for (int64_t i = 0; i < m * rows; i++)
+                            Y[i] = NAN;
+                        cr_assert_eq(mm_run(tp, ty[ti], W, rows, cols, 0, X, m, Y, s, &e), 0, "%s", e.msg);
+                        cr_assert(memcmp(Y, ref, (size_t)(m * rows) * 4) == 0,
+                                  "%s: prefetch %d, %d-row items, %d threads, m = %ld differs",
+                                  tr->name, pfs[pi], rows_set[ri], nth, (long)m);
+                    }
+                }
+            tp_free(tp);
+        }
+        free(W), free(row), free(X), free(ref), free(Y);
+    }
+    mm_set_stream_tuning(4096, 128);
+    mm_scratch_free(s);
+}
+
 /* ------------------------------------------------------------ attention */
 
 /* Query i (position i) over a cache of n positions: the same output whatever block [q0, q1) of

@@ -65,6 +65,25 @@ void mm_set_amx(int on);
 /* Enables (default) or disables the AVX2 register-tile kernels on CPUs without AVX-512 (off: one
  * vec_dot per row and token, for tests and benchmarks). */
 void mm_set_tiles(int on);
+/* Startup calibration (cached per process, thread-safe): measures, on a decode-shaped q8_0
+ * product larger than the last-level cache, the settings that only move data and never change a
+ * result — the AVX2 tiles' software prefetch distance and the rows per decode work item — and
+ * installs the fastest. The first call takes one sweep (33 passes over 37.9 MB: tens of ms quiet, a few
+ * hundred on a loaded machine);
+ * later calls return the cached result. Results are bitwise the same for any setting. */
+struct mm_calib {
+    int done;
+    int prefetch;  /* bytes chosen; -1: not applicable on this CPU (no AVX2 tile path) */
+    int item_rows; /* rows per decode work item chosen */
+    double gbs;    /* the chosen setting's weight bytes per process CPU second (GB/s) */
+    double ms;     /* wall time the calibration took */
+    char sweep[512]; /* every candidate's GB per CPU second, for the log */
+};
+const struct mm_calib *mm_calibrate(struct threadpool *tp);
+/* Sets the two knobs by hand (tests, sweeps): prefetch bytes (ignored without the AVX2 tiles; < 0
+ * keeps the current value) and rows per decode work item (16..4096, a multiple of 16; <= 0 keeps). */
+void mm_set_stream_tuning(int prefetch_bytes, int item_rows);
+
 /* Name of the kernel many-token products of this type run on ("amx", "vnni", "avx512-fma",
  * "avx2-tile", "vec_dot"), for reports. */
 const char *mm_gemm_name(enum ggml_type wtype);

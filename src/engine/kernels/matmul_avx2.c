@@ -32,18 +32,28 @@ AI float hsum8(__m256 v)
 }
 
 /* Software prefetch distance for the weight stream (bytes ahead of the block being read, into
- * L1), 0 = rely on the hardware prefetcher alone. Decode reads one sequential stream per thread;
- * 4 KB ahead measured +20-45 % decode weight throughput per CPU second over 0 for q8_0, q4_K and
- * f16 on the AMD EPYC VM of this session (bench/README.md). */
+ * L1), 0 = rely on the hardware prefetcher alone. Decode reads one sequential stream per thread.
+ * The best distance depends on the machine (4 KB ahead measured +20-45 % over 0 on one AMD EPYC
+ * VM, while a 16 KB prefetch cost 18 % of read bandwidth on another of the same kind), so it is a
+ * run-time value: mm_calibrate() measures the candidates once per process and sets it. It only
+ * moves data earlier into the cache, never changes the arithmetic (batch invariance holds for any
+ * value). MM2_PF is the value before calibration. */
 #ifndef MM2_PF
-#define MM2_PF 4096
+#define MM2_PF MM2_PF_DEFAULT
 #endif
+static int g_pf = MM2_PF;
+
+static void set_prefetch(int bytes)
+{
+    __atomic_store_n(&g_pf, bytes < 0 ? 0 : bytes, __ATOMIC_RELAXED);
+}
 
 /* ------------------------------------------------------------ q8_0 x q8_0 */
 
 AI void q8_0_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nb,
                   const uint8_t *X, size_t xs, float *const *yt, int64_t r)
 {
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
     __m256 acc[4][4];
     const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
@@ -57,7 +67,7 @@ AI void q8_0_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const struct block_q8_0 *x = (const struct block_q8_0 *)(W + (size_t)i * ws) + b;
-            if (MM2_PF) _mm_prefetch((const char *)x + MM2_PF, _MM_HINT_T0);
+            if (pf) _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
             w[i] = _mm256_loadu_si256((const __m256i *)x->qs);
             aw[i] = _mm256_sign_epi8(w[i], w[i]);
             dw[i] = fp16_to_f32(x->d);
@@ -126,6 +136,7 @@ AI int hsum4i(__m128i r)
 AI void q4_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
                   const uint8_t *X, size_t xs, float *const *yt, int64_t r)
 {
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
     __m256 acc[4][4];
     float macc[4][4];
     const __m256i m4 = _mm256_set1_epi8(15);
@@ -143,10 +154,10 @@ AI void q4_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             x[i] = (const struct block_q4_K *)(W + (size_t)i * ws) + s;
-            if (MM2_PF) {
-                _mm_prefetch((const char *)x[i] + MM2_PF, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + MM2_PF + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + MM2_PF + 128, _MM_HINT_T0);
+            if (pf) {
+                _mm_prefetch((const char *)x[i] + pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + pf + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + pf + 128, _MM_HINT_T0);
             }
             __m128i sc;
             k4_scales(x[i]->scales, &sc, &mn[i]);
@@ -219,6 +230,7 @@ AI __m256i scale_pair(__m128i sc8, int g)
 AI void q6_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
                   const uint8_t *X, size_t xs, float *const *yt, int64_t r)
 {
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
     __m256 acc[4][4];
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
 #pragma GCC unroll 4
@@ -235,11 +247,11 @@ AI void q6_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             x[i] = (const struct block_q6_K *)(W + (size_t)i * ws) + s;
-            if (MM2_PF) {
-                _mm_prefetch((const char *)x[i] + MM2_PF, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + MM2_PF + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + MM2_PF + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + MM2_PF + 192, _MM_HINT_T0);
+            if (pf) {
+                _mm_prefetch((const char *)x[i] + pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + pf + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + pf + 128, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + pf + 192, _MM_HINT_T0);
             }
             sc8[i] = _mm_loadu_si128((const __m128i *)x[i]->scales);
             d[i] = fp16_to_f32(x[i]->d);
@@ -330,6 +342,7 @@ AI float ld1(enum ggml_type t, const uint8_t *p, int64_t k)
 AI void f_tile(enum ggml_type wt, enum ggml_type at, const int R, const int T, const uint8_t *W,
                size_t ws, int64_t cols, const uint8_t *X, size_t xs, float *const *yt, int64_t r)
 {
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
     __m256 acc[4][4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -341,9 +354,9 @@ AI void f_tile(enum ggml_type wt, enum ggml_type at, const int R, const int T, c
         __m256 w[4];
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            if (MM2_PF)
+            if (pf)
                 _mm_prefetch((const char *)(W + (size_t)i * ws) + k * (wt == GGML_TYPE_F32 ? 4 : 2) +
-                                 MM2_PF,
+                                 pf,
                              _MM_HINT_T0);
             w[i] = ld8(wt, W + (size_t)i * ws, k);
         }
@@ -465,6 +478,7 @@ static const struct mm_tile_impl g_tile = {
     .name = "avx2-tile",
     .supported = supported,
     .run = run,
+    .set_prefetch = set_prefetch,
 };
 
 const struct mm_tile_impl *mm_tile_avx2(void)

@@ -65,6 +65,9 @@ struct mm_gemm_impl {
                    int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
 };
 
+/* The AVX2 tiles' software prefetch distance (bytes) before mm_calibrate() measured one. */
+#define MM2_PF_DEFAULT 4096
+
 /* AVX2 back-end (CPUs without AVX-512): register tiles of rows x tokens on activations quantized
  * to the weight type's vec_dot_type (rows of x_row_bytes, token t at X + t * x_row_bytes), for any
  * token count; per (row, token) the arithmetic is one fixed sequence (matmul_avx2.c). Rows
@@ -75,6 +78,8 @@ struct mm_tile_impl {
     void (*run)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                 const uint8_t *X, size_t x_row_bytes, int64_t n_tok, float *Y, int64_t y_stride,
                 const int32_t *y_idx, int64_t r0);
+    /* software prefetch distance of the weight stream in bytes (0: none); set by mm_calibrate */
+    void (*set_prefetch)(int bytes);
 };
 
 #if defined(__x86_64__)
