@@ -284,3 +284,46 @@ Test(matmul, gemv_rows_bitwise_independent_of_grouping)
     tp_free(tp);
     mm_scratch_free(s);
 }
+
+/* The startup calibration picks from its candidate sets, reports every candidate, is measured once
+ * per process (a second call returns the cached result without a sweep) and leaves products
+ * computing the same bits as before it ran. */
+Test(matmul, calibration_cached_and_result_neutral)
+{
+    quant_init();
+    struct threadpool *tp = tp_new(2);
+    cr_assert(tp);
+    const int64_t rows = 300, cols = 256;
+    size_t stride = quant_row_size(GGML_TYPE_Q8_0, cols);
+    uint8_t *W = malloc((size_t)rows * stride);
+    float *row = malloc(cols * 4), *x = malloc(cols * 4), *y0 = malloc(rows * 4), *y1 = malloc(rows * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++)
+            row[c] = sinf((float)(r * cols + c));
+        quant_traits(GGML_TYPE_Q8_0)->from_float_ref(row, W + (size_t)r * stride, cols);
+    }
+    for (int64_t c = 0; c < cols; c++)
+        x[c] = cosf((float)c);
+    struct mm_scratch *s = mm_scratch_new();
+    struct err e;
+    cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, W, rows, cols, 0, x, 1, y0, s, &e), 0, "%s", e.msg);
+    const struct mm_calib *c = mm_calibrate(tp);
+    cr_assert(c && c->done);
+    cr_assert(c->prefetch == -1 || c->prefetch == 0 || c->prefetch == 1024 || c->prefetch == 2048 ||
+                  c->prefetch == 4096 || c->prefetch == 8192 || c->prefetch == 16384,
+              "prefetch %d", c->prefetch);
+    cr_assert(c->item_rows == 32 || c->item_rows == 64 || c->item_rows == 128 ||
+                  c->item_rows == 256 || c->item_rows == 512,
+              "item rows %d", c->item_rows);
+    cr_assert(strstr(c->sweep, "rows 32 ") && strstr(c->sweep, "rows 512 "), "sweep: %s", c->sweep);
+    if (c->prefetch >= 0) cr_assert(strstr(c->sweep, "pf 0 ") && strstr(c->sweep, "pf 16384 "), "%s", c->sweep);
+    cr_assert(c->gbs > 0 && c->ms > 0);
+    double ms = c->ms;
+    cr_assert_eq(mm_calibrate(tp), c);
+    cr_assert(c->ms == ms, "calibrated twice");
+    cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, W, rows, cols, 0, x, 1, y1, s, &e), 0, "%s", e.msg);
+    cr_assert(memcmp(y0, y1, rows * 4) == 0);
+    mm_scratch_free(s);
+    tp_free(tp);
+    free(W), free(row), free(x), free(y0), free(y1);
+}
