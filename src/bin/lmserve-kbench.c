@@ -2,6 +2,7 @@
  *
  *   lmserve-kbench [-t THREADS] [--type q8_0|q4_k|q6_k|f16|...] [--layers N] [--pp N] [--reps N]
  *                  [--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--no-calibrate]
+ *                  [--attn DEPTH]
  *
  * Builds random weights with the Qwen3-0.6B geometry (per layer: q 2048x1024, k/v 1024x1024,
  * o 1024x2048, gate/up 3072x1024, down 1024x3072; output 151936x1024) and times
@@ -18,6 +19,7 @@
 
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
 #include "engine/kernels/threadpool.h"
 
@@ -174,9 +176,91 @@ static int bandwidth(struct threadpool *tp, int reps)
     return 0;
 }
 
+/* --attn DEPTH: the attention kernel alone, qwen3-0.6b geometry (16 query heads, 8 kv heads x
+ * 128), one layer's cache of DEPTH + 512 positions (random f16): a 512-token prefill chunk at
+ * positions [DEPTH, DEPTH + 512) in work units of (kv head, 16 tokens) as the model runs them, and
+ * one decode token at position DEPTH + 511. Prints GFLOPS (2 x 2 x visible keys x head_dim per
+ * query head) and, for decode, the K/V bytes read per second. */
+struct attn_bench {
+    struct ops_attn a;
+    int n_units, qb;
+    int next;
+    float *ws;
+    size_t ws_floats;
+};
+
+static void attn_part(void *ctx, int ith, int nth)
+{
+    struct attn_bench *b = ctx;
+    for (;;) {
+        int u = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (u >= b->n_units) break;
+        int h = u % b->a.n_head_kv, q0 = u / b->a.n_head_kv * b->qb;
+        int q1 = q0 + b->qb < b->a.n_q ? q0 + b->qb : b->a.n_q;
+        ops_attn_run(&b->a, h, q0, q1, b->ws + (size_t)ith * b->ws_floats);
+    }
+}
+
+static int attn_rates(struct threadpool *tp, int depth, int reps)
+{
+    ops_init();
+    const int hd = 128, nh = 16, nkv = 8, pp = 512, n_ctx = depth + pp;
+    const int cap = (n_ctx + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+    int64_t hs = (int64_t)cap * hd;
+    uint16_t *k = malloc(sizeof(uint16_t) * (size_t)(hs * nkv)), *v = malloc(sizeof(uint16_t) * (size_t)(hs * nkv));
+    float *q = malloc(sizeof(float) * (size_t)pp * nh * hd), *o = malloc(sizeof(float) * (size_t)pp * nh * hd);
+    int32_t *pos = malloc(sizeof(int32_t) * pp);
+    struct attn_bench *b = calloc(1, sizeof *b);
+    b->ws_floats = (ops_attn_scratch_floats() + 15) / 16 * 16;
+    b->ws = aligned_alloc(64, sizeof(float) * b->ws_floats * (size_t)tp_size(tp));
+    if (!k || !v || !q || !o || !pos || !b || !b->ws) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    uint64_t seed = 7;
+    for (int64_t i = 0; i < hs * nkv; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        k[i] = f32_to_fp16((float)((seed >> 40) % 2001) / 1000.0f - 1.0f);
+        v[i] = f32_to_fp16((float)((seed >> 20) % 2001) / 1000.0f - 1.0f);
+    }
+    for (int64_t i = 0; i < (int64_t)pp * nh * hd; i++) q[i] = (float)(i % 17) / 17.0f - 0.5f;
+    for (int i = 0; i < pp; i++) pos[i] = depth + i;
+    b->a = (struct ops_attn){.q = q, .q_stride = nh * hd, .out = o, .out_stride = nh * hd, .pos = pos,
+                             .n_q = pp, .k = k, .v = v, .kv_head_stride = hs, .n_head = nh,
+                             .n_head_kv = nkv, .head_dim = hd, .scale = 0.088f};
+    printf("attention %s, %d threads, depth %d, %d kv heads x %d, group %d\n", ops_isa(), tp_size(tp),
+           depth, nkv, hd, nh / nkv);
+    for (int phase = 0; phase < 2; phase++) {
+        int nq = phase == 0 ? pp : 1;
+        b->a.n_q = nq;
+        b->a.pos = phase == 0 ? pos : pos + pp - 1;
+        b->qb = OPS_ATTN_QB;
+        b->n_units = (nq + b->qb - 1) / b->qb * nkv;
+        double keys = 0;
+        for (int i = 0; i < nq; i++) keys += b->a.pos[i] + 1;
+        double flops = 4.0 * keys * hd * nh, best = 1e30, bestc = 1e30;
+        for (int r = 0; r <= reps; r++) {
+            b->next = 0;
+            double t0 = now(), c0 = cpu_now();
+            tp_run(tp, attn_part, b);
+            double t = now() - t0, c = cpu_now() - c0;
+            if (r > 0 && t < best) best = t;
+            if (r > 0 && c < bestc) bestc = c;
+        }
+        if (phase == 0)
+            printf("prefill %d tokens at depth %d: %.2f ms, %.1f tok/s, %.1f GFLOPS [cpu-time %.1f GFLOPS per thread-second]\n",
+                   pp, depth, best * 1e3, pp / best, flops / best / 1e9, flops / bestc / 1e9);
+        else
+            printf("decode 1 token at depth %d: %.3f ms, %.1f GFLOPS, K/V %.2f GB/s\n", depth + pp - 1,
+                   best * 1e3, flops / best / 1e9, 2.0 * 2.0 * keys * hd * nkv / best / 1e9);
+    }
+    free(k), free(v), free(q), free(o), free(pos), free(b->ws), free(b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int kernels = 0, bw = 0, calib = 1;
+    int kernels = 0, bw = 0, calib = 1, attn_depth = -1;
     int nth = tp_default_threads(), n_layer = 28, pp = 512, reps = 5;
     enum ggml_type t = GGML_TYPE_Q8_0;
     int64_t n_embd = 1024, n_q = 2048, n_kv = 1024, n_ff = 3072, n_vocab = 151936;
@@ -201,6 +285,8 @@ int main(int argc, char **argv)
             kernels = 1;
         else if (!strcmp(a, "--bandwidth"))
             bw = 1;
+        else if (!strcmp(a, "--attn") && v)
+            attn_depth = atoi(v), i++;
         else if (!strcmp(a, "--no-calibrate"))
             calib = 0;
         else if (!strcmp(a, "--type") && v) {
@@ -217,7 +303,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] "
-                    "[--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--no-calibrate]\n",
+                    "[--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--no-calibrate] [--attn DEPTH]\n",
                     argv[0]);
             return 2;
         }
@@ -232,6 +318,7 @@ int main(int argc, char **argv)
     if (!tp || !s) return 1;
     if (kernels) return kernel_rates(tp, t, pp, reps);
     if (bw) return bandwidth(tp, reps);
+    if (attn_depth >= 0) return attn_rates(tp, attn_depth, reps);
     if (calib) { /* what model_load does: the prefetch distance and decode item size measured */
         const struct mm_calib *c = mm_calibrate(tp);
         printf("calibration (%.0f ms): prefetch %d B, decode items of %d rows, %.1f GB per CPU s; sweep (GB per CPU s) %s\n",

@@ -327,3 +327,154 @@ Test(invariance, model_dense_f16) { model_case(&k_dense, MKMODEL_F16); }
 Test(invariance, model_dense_q8_0) { model_case(&k_dense, MKMODEL_Q8_0); }
 Test(invariance, model_dense_q4_k_m) { model_case(&k_dense, MKMODEL_Q4_K_M); }
 Test(invariance, model_moe_q8_0) { model_case(&k_moe, MKMODEL_Q8_0); }
+
+/* ------------------------------------------------------------ depth */
+
+/* The same rules deep in the context: a cache of DP positions (24 key tiles), filled as one prefill
+ * or as uneven chunks (1000 + 1 + 499 + ...), then DN positions after it fed token by token, as one
+ * chunk, as chunks of 1,16,23 and in lockstep with a second sequence holding the same prefix — the DN
+ * positions' logits bit-identical at 1, 2 and 3 threads. */
+#define DP 1500
+#define DN 40
+
+static const struct mkmodel_shape k_deep = {
+    .name = "inv-deep", .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2,
+    .head_dim = 64, .n_vocab = 320, .n_ctx = 2048, .tied = false, .rope_base = 1e6f,
+    .norm_eps = 1e-6f};
+
+/* Tokens [start, start + n) in chunks (NULL: one token per forward); logits of all of them into
+ * out (n x V) when out is not NULL. */
+static void feed_range(struct model *m, struct kv_cache *kv, int start, int n, const int *chunk,
+                       float *out)
+{
+    int V = model_config(m)->n_vocab;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n);
+    bool *want = malloc(sizeof(bool) * (size_t)n);
+    struct kv_cache **seq = malloc(sizeof(*seq) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        tok[i] = tok_at(start + i, V), pos[i] = start + i, want[i] = out != NULL, seq[i] = kv;
+    struct err e = {0};
+    for (int i = 0, c = 0; i < n; c++) {
+        int k = chunk ? chunk[c] : 1;
+        struct batch b = {.token = tok + i, .pos = pos + i, .seq = seq + i, .want_logits = want + i,
+                          .n = k};
+        cr_assert(model_forward(m, &b, out ? out + (int64_t)i * V : NULL, &e) == 0, "%s", e.msg);
+        i += k;
+    }
+    free(tok), free(pos), free(want), free(seq);
+}
+
+static void expect_same_n(const float *want, const float *got, int64_t n, const char *what,
+                          int threads)
+{
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(memcmp(&want[i], &got[i], 4) == 0,
+                  "depth %d, %d threads, %s: element %ld = %.9g, token by token on 1 thread %.9g",
+                  DP, threads, what, (long)i, got[i], want[i]);
+}
+
+Test(invariance, model_at_depth_q8_0)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/lms-inv-deep-%d.gguf", (int)getpid());
+    struct err e = {0};
+    cr_assert(mkmodel_write(&k_deep, MKMODEL_Q8_0, 4243, NULL, path, &e) == 0, "%s", e.msg);
+    int V = (int)k_deep.n_vocab;
+    size_t bytes = sizeof(float) * (size_t)V * DN;
+    float *ref = malloc(bytes), *got = malloc(bytes), *two = malloc(sizeof(float) * (size_t)V * 2);
+    static const int prefix_one[] = {DP}, prefix_uneven[] = {1000, 1, 499};
+    static const int one[] = {DN}, uneven[] = {1, 16, 23};
+    for (int threads = 1; threads <= 3; threads++) {
+        struct model_opts o = {.n_threads = threads};
+        struct model *m = model_load(path, &o, &e);
+        cr_assert(m, "%s", e.msg);
+        struct kv_cache *kv = kv_new(m, DP + DN, &e), *kv2 = kv_new(m, DP + DN, &e);
+        cr_assert(kv && kv2, "%s", e.msg);
+        if (threads == 1) {
+            feed_range(m, kv, 0, DP, prefix_one, NULL);
+            feed_range(m, kv, DP, DN, NULL, ref);
+        }
+        for (int p = 0; p < 2; p++) {
+            kv_truncate(kv, 0);
+            feed_range(m, kv, 0, DP, p ? prefix_uneven : prefix_one, NULL);
+            const char *pn = p ? "prefix 1000+1+499" : "prefix in one prefill";
+            char what[96];
+            kv_truncate(kv, DP);
+            feed_range(m, kv, DP, DN, NULL, got);
+            snprintf(what, sizeof what, "%s, token by token", pn);
+            expect_same_n(ref, got, (int64_t)DN * V, what, threads);
+            kv_truncate(kv, DP);
+            feed_range(m, kv, DP, DN, one, got);
+            snprintf(what, sizeof what, "%s, one chunk of %d", pn, DN);
+            expect_same_n(ref, got, (int64_t)DN * V, what, threads);
+            kv_truncate(kv, DP);
+            feed_range(m, kv, DP, DN, uneven, got);
+            snprintf(what, sizeof what, "%s, chunks 1,16,23", pn);
+            expect_same_n(ref, got, (int64_t)DN * V, what, threads);
+        }
+        /* lockstep: both sequences hold the same prefix; each step carries one token of each */
+        kv_truncate(kv, 0);
+        feed_range(m, kv, 0, DP, prefix_one, NULL);
+        feed_range(m, kv2, 0, DP, prefix_uneven, NULL);
+        for (int i = 0; i < DN; i++) {
+            int32_t tok[2] = {tok_at(DP + i, V), tok_at(DP + i, V)}, pos[2] = {DP + i, DP + i};
+            bool want[2] = {true, true};
+            struct kv_cache *seq[2] = {kv, kv2};
+            struct batch b = {.token = tok, .pos = pos, .seq = seq, .want_logits = want, .n = 2};
+            cr_assert(model_forward(m, &b, two, &e) == 0, "%s", e.msg);
+            expect_same_n(ref + (int64_t)i * V, two, V, "lockstep (1st)", threads);
+            expect_same_n(ref + (int64_t)i * V, two + V, V, "lockstep (2nd)", threads);
+        }
+        kv_free(kv);
+        kv_free(kv2);
+        model_free(m);
+    }
+    unlink(path);
+    free(ref), free(got), free(two);
+}
+
+/* attention kernel alone deep in a cache: queries at positions 2000..2099 over 2100 keys (33 tiles)
+ * give the same bits alone and in blocks of 2, 5, 16 (AVX2 / AVX-512: the 2-row and the wider
+ * register blocks) */
+Test(invariance, attention_query_blocks_at_depth)
+{
+    ops_init();
+    const int hd = 128, n_head = 4, n_head_kv = 2, n = 2100, nq = 100, KT = OPS_ATTN_KT;
+    int cap = (n + KT - 1) / KT * KT;
+    int64_t hs = (int64_t)cap * hd;
+    uint16_t *k = malloc(sizeof(uint16_t) * (size_t)(hs * n_head_kv)),
+             *v = malloc(sizeof(uint16_t) * (size_t)(hs * n_head_kv));
+    for (int64_t i = 0; i < hs * n_head_kv; i++) {
+        k[i] = f32_to_fp16(frand());
+        v[i] = f32_to_fp16(frand());
+    }
+    int qd = n_head * hd;
+    float *q = malloc(sizeof(float) * (size_t)(nq * qd)), *o1 = malloc(sizeof(float) * (size_t)(nq * qd)),
+          *o2 = malloc(sizeof(float) * (size_t)(nq * qd));
+    for (int64_t i = 0; i < (int64_t)nq * qd; i++)
+        q[i] = frand() * 4;
+    int32_t pos[100];
+    for (int i = 0; i < nq; i++)
+        pos[i] = n - nq + i;
+    float *ws = aligned_alloc(64, (ops_attn_scratch_floats() * sizeof(float) + 63) / 64 * 64);
+    struct ops_attn a = {.q = q, .q_stride = qd, .out_stride = qd, .pos = pos, .n_q = nq, .k = k,
+                         .v = v, .kv_head_stride = hs, .n_head = n_head, .n_head_kv = n_head_kv,
+                         .head_dim = hd, .scale = 1.0f / sqrtf((float)hd)};
+    a.out = o1;
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < n_head_kv; h++)
+            ops_attn_run(&a, h, i, i + 1, ws);
+    static const int blocks[] = {2, 5, 16};
+    for (int bi = 0; bi < 3; bi++) {
+        a.out = o2;
+        for (int q0 = 0; q0 < nq; q0 += blocks[bi]) {
+            int q1 = q0 + blocks[bi] < nq ? q0 + blocks[bi] : nq;
+            for (int h = 0; h < n_head_kv; h++)
+                ops_attn_run(&a, h, q0, q1, ws);
+        }
+        cr_assert(memcmp(o1, o2, sizeof(float) * (size_t)(nq * qd)) == 0,
+                  "%s attention at depth %d, blocks of %d differ from one query at a time", ops_isa(),
+                  n - nq, blocks[bi]);
+    }
+    free(k), free(v), free(q), free(o1), free(o2), free(ws);
+}
