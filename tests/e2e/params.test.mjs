@@ -100,14 +100,30 @@ test('llama.cpp constraints: top-level json_schema and response_format json_obje
   assert.equal(two.status, 400, two.text);
 });
 
-test('grammar (GBNF): never accepted and ignored', async () => {
-  const r = await post(srv.url, '/v1/chat/completions', { model: 'm', messages: USER, max_tokens: 8, grammar: 'root ::= "yes" | "no"' });
-  if (r.status === 200) {
-    assert.match(r.json.choices[0].message.content, /^(yes|no)$/);
-  } else {
-    assert.equal(r.status, 400, r.text); // unsupported: a client-side problem, never 5xx
-    assert.equal(r.json.error.param, 'grammar');
+// llama.cpp's `grammar` (GBNF) is honored on every generating endpoint, not only chat (whose
+// stream and bad-grammar 400 are in grammar.test.mjs): the reply parses against the grammar.
+test('grammar (GBNF) constrains chat, completions, responses and messages', async () => {
+  const grammar = 'root ::= ("yes" | "no") " " [0-9]{2}';
+  const re = /^(yes|no) [0-9]{2}$/;
+  const seeds = [1, 2];
+  for (const seed of seeds) {
+    const chat = await post(srv.url, '/v1/chat/completions', { messages: USER, max_tokens: 10, temperature: 1, seed, grammar });
+    assert.equal(chat.status, 200, chat.text);
+    assert.match(chat.json.choices[0].message.content, re);
+    const cmp = await post(srv.url, '/v1/completions', { prompt: 'Answer:', max_tokens: 10, temperature: 1, seed, grammar });
+    assert.equal(cmp.status, 200, cmp.text);
+    assert.match(cmp.json.choices[0].text, re);
+    const rsp = await post(srv.url, '/v1/responses', { input: 'Answer', max_output_tokens: 10, temperature: 1, grammar });
+    assert.equal(rsp.status, 200, rsp.text);
+    const out = rsp.json.output.find((o) => o.type === 'message').content[0].text;
+    assert.match(out, re);
+    const msg = await post(srv.url, '/v1/messages', { messages: USER, max_tokens: 10, temperature: 1, grammar });
+    assert.equal(msg.status, 200, msg.text);
+    assert.match(msg.json.content.find((c) => c.type === 'text').text, re);
   }
+  const bad = await post(srv.url, '/v1/messages', { messages: USER, max_tokens: 4, grammar: 'root ::= nope' });
+  assert.equal(bad.status, 400, bad.text);
+  assert.match(JSON.stringify(bad.json), /nope/);
 });
 
 test('--reasoning on: the server-wide default when a request says nothing', async () => {
