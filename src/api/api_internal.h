@@ -76,7 +76,7 @@ struct api_enc {
     bool started;    /* head + preamble written: errors are in-band from now on */
     bool ended;
     int n_choices;
-    struct api_enc_choice ch[REQ_MAX_N];
+    struct api_enc_choice ch[REQ_MAX_CHOICES];
     struct buf frame; /* scratch for one SSE frame */
     char fingerprint[24]; /* chat system_fingerprint: api_build_fingerprint */
     long seq;         /* responses: sequence_number */

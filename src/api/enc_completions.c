@@ -60,9 +60,12 @@ static int start(struct api_enc *en)
     if (en->started) return 0;
     en->started = true;
     struct request *r = &en->job->req;
-    if (r->echo) /* each choice's text starts with the prompt */
-        for (int c = 0; c < en->n_choices; c++)
-            if (buf_puts(&en->ch[c].text, r->prompt_text ? r->prompt_text : "") < 0) return -1;
+    if (r->echo) /* each choice's text starts with its prompt (choice c: prompt c / n) */
+        for (int c = 0; c < en->n_choices; c++) {
+            const char *pt = r->n_prompts > 1 ? r->prompts[c / (r->n > 0 ? r->n : 1)].text
+                                              : r->prompt_text;
+            if (buf_puts(&en->ch[c].text, pt ? pt : "") < 0) return -1;
+        }
     if (!r->stream) return 0;
     if (!en->job->t_first) en->job->t_first = mono_seconds();
     return pipe_begin(en->job->pipe, 200, "text/event-stream") < 0 && pipe_cancelled(en->job->pipe)

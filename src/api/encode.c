@@ -20,7 +20,8 @@ struct api_enc *api_enc_new(struct job *job)
     if (!en) return NULL;
     en->job = job;
     api_build_fingerprint(en->fingerprint, sizeof en->fingerprint);
-    en->n_choices = job->req.n > 0 ? job->req.n : 1;
+    en->n_choices = (job->req.n > 0 ? job->req.n : 1) *
+                    (job->req.n_prompts > 1 ? job->req.n_prompts : 1); /* <= REQ_MAX_CHOICES */
     for (int i = 0; i < en->n_choices; i++) en->ch[i].why = FINISH_NONE;
     return en;
 }
@@ -51,7 +52,7 @@ void api_enc_free(void *ctx)
 {
     struct api_enc *en = ctx;
     if (!en) return;
-    for (int i = 0; i < REQ_MAX_N; i++) {
+    for (int i = 0; i < REQ_MAX_CHOICES; i++) {
         buf_free(&en->ch[i].text);
         buf_free(&en->ch[i].reasoning);
         free(en->ch[i].stop_seq);

@@ -182,6 +182,39 @@ static int raw_prompt(struct llm *L, struct request *req, struct err *e)
     return 0;
 }
 
+/* Several completions prompts: each through raw_prompt (req's prompt fields lent to it), each
+ * fitting the context with one reply token. */
+static int raw_prompts(struct llm *L, struct request *req, struct err *e)
+{
+    for (int p = 0; p < req->n_prompts; p++) {
+        struct embd_input *in = &req->prompts[p];
+        req->prompt_text = in->text;
+        req->tokens = in->tokens;
+        req->n_tokens = req->cap_tokens = in->n_tokens;
+        in->text = NULL;
+        in->tokens = NULL;
+        int rc = raw_prompt(L, req, e);
+        in->text = req->prompt_text;
+        in->tokens = req->tokens;
+        in->n_tokens = req->n_tokens;
+        req->prompt_text = NULL;
+        req->tokens = NULL;
+        req->n_tokens = req->cap_tokens = 0;
+        if (rc < 0) {
+            char m[sizeof e->msg];
+            snprintf(m, sizeof m, "prompt %d: %.400s", p, e->msg);
+            snprintf(e->msg, sizeof e->msg, "%s", m);
+            return -1;
+        }
+        if (in->n_tokens + 1 > (size_t)L->base.n_ctx)
+            return err_set_param(e, ERR_CONTEXT, "prompt",
+                                 "prompt %d is %zu tokens, but the context holds %d (prompt + at "
+                                 "least one reply token)", p, in->n_tokens, L->base.n_ctx);
+    }
+    req->n_head = 0;
+    return 0;
+}
+
 /* Embeddings: every input as ids (text tokenized as /tokenize does), each fitting the context. */
 static int embd_validate(struct llm *L, struct request *req, struct err *e)
 {
@@ -225,7 +258,7 @@ static int llm_validate(struct backend *b, struct request *req, struct err *e)
                                   .tools = req->tools};
     int rc = 0;
     if (req->raw) { /* /v1/completions: the prompt as given, no template */
-        if ((rc = raw_prompt(L, req, e)) < 0) goto out;
+        if ((rc = req->n_prompts > 1 ? raw_prompts(L, req, e) : raw_prompt(L, req, e)) < 0) goto out;
         goto check;
     }
     if (chat_render(L->cfg->arch, req->msgs, req->n_msgs, &co, &cp, e) < 0) {
@@ -510,7 +543,8 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
             toolcall_init(&tc, sink);
             esink = toolcall_sink(&tc);
         }
-        emitter_init(&em, esink, c, b->caps.think && !req->raw, (const char *const *)req->stop,
+        emitter_init(&em, esink, req->choice_base + c, b->caps.think && !req->raw,
+                     (const char *const *)req->stop,
                      req->n_stop);
         em_live = true;
         struct tok_stream ts = {0};
@@ -617,11 +651,51 @@ out:
     return rc;
 }
 
+static int no_done(void *ctx, const struct usage *u)
+{
+    (void)ctx;
+    (void)u;
+    return 0;
+}
+
+/* Several completions prompts (docs/server.md): one generation per prompt, in order, through the
+ * same sink (prompt p's choices at index p * n + i), its `done` held back until the last one,
+ * then sent once with the usage summed, as OpenAI reports it. */
+static int run_prompts(struct backend *b, struct job *job, struct err *e)
+{
+    struct request *req = &job->req;
+    int (*done)(void *, const struct usage *) = job->sink.done;
+    struct usage sum = {0};
+    int rc = 0;
+    job->sink.done = no_done;
+    for (int p = 0; p < req->n_prompts && rc == 0; p++) {
+        struct embd_input *in = &req->prompts[p];
+        req->tokens = in->tokens; /* lent for this prompt, taken back below */
+        req->n_tokens = req->cap_tokens = in->n_tokens;
+        req->n_head = in->n_tokens;
+        req->choice_base = p * req->n;
+        rc = llm_generate(b, job, e);
+        req->tokens = NULL;
+        req->n_tokens = req->cap_tokens = 0;
+        sum.prompt_tokens += job->usage.prompt_tokens;
+        sum.completion_tokens += job->usage.completion_tokens;
+        sum.cached_tokens += job->usage.cached_tokens;
+        sum.reasoning_tokens += job->usage.reasoning_tokens;
+        job->usage = sum;
+    }
+    job->sink.done = done;
+    if (rc == 0 && done(job->sink.ctx, &sum) < 0)
+        rc = pipe_cancelled(job->pipe) ? cancelled(job, e)
+                                       : err_set(e, ERR_NOMEM, "out of memory while streaming");
+    return rc;
+}
+
 /* The queue's generate: one job, then the KV state published for GET /metrics (the rows its
  * reply added). */
 static int llm_run(struct backend *b, struct job *job, struct err *e)
 {
-    int rc = llm_generate(b, job, e);
+    int rc = job->req.n_prompts > 1 && job->req.n_inputs == 0 ? run_prompts(b, job, e)
+                                                              : llm_generate(b, job, e);
     kv_publish((struct llm *)b);
     return rc;
 }

@@ -48,6 +48,11 @@ void request_free(struct request *r)
         free(r->inputs[i].tokens);
     }
     free(r->inputs);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].tokens);
+    }
+    free(r->prompts);
     free(r->embd);
     if (r->grammar) grammar_free(r->grammar);
     free(r->tokens);

@@ -21,6 +21,7 @@ enum dialect { DIALECT_CHAT, DIALECT_RESPONSES, DIALECT_MESSAGES, DIALECT_COMPLE
 
 #define REQ_MAX_STOP 4
 #define REQ_MAX_N 8
+#define REQ_MAX_CHOICES 64 /* choices of one reply: completions' prompts x n */
 #define REQ_MAX_TOP_LOGPROBS 20
 
 enum constraint_kind { CONSTRAINT_NONE, CONSTRAINT_JSON_OBJECT, CONSTRAINT_JSON_SCHEMA,
@@ -83,6 +84,12 @@ struct request {
     float *embd;
     int n_embd;
     bool embd_base64; /* encoding_format "base64": little-endian float32 bytes */
+    /* completions with several prompts (n_prompts >= 2; tokens / prompt_text then unused): each
+     * as text or ids (validate tokenizes the texts and fills the texts of ids, as for one); the
+     * worker runs them in order, prompt p's choices at index p * n + i (choice_base = p * n) */
+    struct embd_input *prompts;
+    int n_prompts;
+    int choice_base;
 
     /* echo-back fields */
     char *model;             /* the server's model id (not the client's) */

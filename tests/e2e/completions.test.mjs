@@ -103,7 +103,8 @@ test('completions: integer logprobs in the legacy shape, echo, stop, seed, n', a
 });
 
 test('completions: what is not supported is a 400 naming the param', async () => {
-  for (const [extra, param] of [[{ prompt: ['a', 'b'] }, 'prompt'], [{ prompt: 'a', suffix: 'z' }, 'suffix'],
+  for (const [extra, param] of [[{ prompt: Array(33).fill('a'), n: 2 }, 'prompt'], [{ prompt: ['a', 5] }, 'prompt'],
+    [{ prompt: ['a', []] }, 'prompt'], [{ prompt: ['a', [99999999]] }, 'prompt'], [{ prompt: 'a', suffix: 'z' }, 'suffix'],
     [{ prompt: 'a', echo: true, logprobs: 1 }, 'echo'], [{ prompt: 'a', best_of: 3 }, 'best_of'], [{}, 'prompt'],
     [{ prompt: [1, 'x'] }, 'prompt'], [{ prompt: [99999999] }, 'prompt'], [{ prompt: 'a', logprobs: 21 }, 'logprobs']]) {
     const r = await post('/v1/completions', { model: 'm', max_tokens: 2, ...extra });
@@ -117,4 +118,53 @@ test('completions: logit_bias forces a token', async () => {
   const [hello] = (await post('/tokenize', { content: 'Hello', parse_special: false })).json.tokens;
   const r = await oai.completions.create({ model: 'm', prompt: 'Once', max_tokens: 3, logit_bias: { [hello]: 100 }, ...GREEDY });
   assert.equal(r.choices[0].text, 'HelloHelloHello');
+});
+
+// Several prompts in one request, as OpenAI answers them: one completion per prompt, choice index
+// = prompt_index * n + i, usage summed; each choice is exactly what that prompt alone gives.
+test('completions: an array of prompts gives one choice per prompt and n, usage summed', async () => {
+  const prompts = ['Once upon a time', 'The cat', 'Hello there, friend'];
+  const ids = (await post('/tokenize', { content: 'The dog' })).json.tokens;
+  const alone = [];
+  for (const p of [...prompts, ids]) alone.push(await oai.completions.create({ model: 'm', prompt: p, max_tokens: 5, ...GREEDY }));
+  const r = await oai.completions.create({ model: 'm', prompt: [...prompts, ids], max_tokens: 5, ...GREEDY });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
+  assert.deepEqual(r.choices.map((c) => c.text), alone.map((a) => a.choices[0].text));
+  assert.deepEqual(r.choices.map((c) => c.finish_reason), alone.map((a) => a.choices[0].finish_reason));
+  const sum = (k) => alone.reduce((s, a) => s + a.usage[k], 0);
+  assert.equal(r.usage.prompt_tokens, sum('prompt_tokens'));
+  assert.equal(r.usage.completion_tokens, sum('completion_tokens'));
+  assert.equal(r.usage.total_tokens, sum('total_tokens'));
+  // n = 2 per prompt with a seed: index p * 2 + i, each pair what that prompt gives with n = 2
+  const two = prompts.slice(0, 2);
+  const pairs = [];
+  for (const p of two) pairs.push(await oai.completions.create({ model: 'm', prompt: p, max_tokens: 4, temperature: 1, seed: 3, n: 2 }));
+  const rn = await oai.completions.create({ model: 'm', prompt: two, max_tokens: 4, temperature: 1, seed: 3, n: 2 });
+  assert.deepEqual(rn.choices.map((c) => c.index), [0, 1, 2, 3]);
+  assert.deepEqual(rn.choices.map((c) => c.text), pairs.flatMap((a) => a.choices.map((c) => c.text)));
+  // echo: each choice starts with its own prompt
+  const re = await oai.completions.create({ model: 'm', prompt: two, max_tokens: 2, echo: true, ...GREEDY });
+  re.choices.forEach((c, i) => assert.ok(c.text.startsWith(two[i]), c.text));
+  // streamed: every choice index appears, each choice's text joins to the non-streamed one, one
+  // finish per choice, the summed usage in the usage chunk, then [DONE]
+  const st = await oai.completions.create({ model: 'm', prompt: [...prompts, ids], max_tokens: 5, stream: true,
+    stream_options: { include_usage: true }, ...GREEDY });
+  const text = ['', '', '', ''];
+  const fin = [0, 0, 0, 0];
+  let usage;
+  for await (const ch of st) {
+    if (ch.usage) usage = ch.usage;
+    for (const c of ch.choices) {
+      text[c.index] += c.text;
+      if (c.finish_reason) fin[c.index]++;
+    }
+  }
+  assert.deepEqual(text, r.choices.map((c) => c.text));
+  assert.deepEqual(fin, [1, 1, 1, 1]);
+  assert.equal(usage.total_tokens, r.usage.total_tokens);
+  // a prompt past the context is named by its index
+  const long = await post('/v1/completions', { model: 'm', prompt: ['a', 'word '.repeat(100000)], max_tokens: 2 });
+  assert.equal(long.status, 400, long.text);
+  assert.equal(long.json.error.param, 'prompt');
+  assert.match(long.json.error.message, /prompt 1/);
 });
