@@ -423,7 +423,6 @@ static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *
     L->cur = dst;
     *cached = (int64_t)lcp;
     L->kv_plans[done]++;
-    kv_publish(L);
     /* debug: the request's own log line already carries cached= (one info line per request) */
     log_debug("kv: %s -> slot %d%s, cached %zu of %zu (head %zu)", KVPLAN_NAMES[p.kind], p.dst,
                  p.kind == KVPLAN_COPY && p.src != p.dst ? " (copied)" : "", lcp, n, req->n_head);
@@ -437,6 +436,7 @@ static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *
         if (forward(L, req->tokens + at, k, (int32_t)at, e) < 0) return -1;
         at += k;
     }
+    kv_publish(L); /* before the reply: a client that saw it sees the plan and the prompt rows */
     return 0;
 }
 
