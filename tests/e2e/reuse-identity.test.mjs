@@ -83,10 +83,11 @@ for (const threads of [1, 2, 3]) {
   }
 }
 
-for (const threads of [1, 3]) {
-  test(`disk restore and restart restore equal a cold server (--threads ${threads})`, async () => {
+// every thread count, each at another chunk boundary (the restart's prefill of the rest is chunked)
+for (const [threads, chunk] of [[1, 64], [2, 16], [3, 100]]) {
+  test(`disk restore and restart restore equal a cold server (--threads ${threads} --prefill-chunk ${chunk})`, async () => {
     const dir = fs.mkdtempSync(path.join(tmp, 'd-'));
-    const args = ['--kv-slots', '1', '--kv-cache-dir', dir, '--threads', String(threads), '--prefill-chunk', '64'];
+    const args = ['--kv-slots', '1', '--kv-cache-dir', dir, '--threads', String(threads), '--prefill-chunk', String(chunk)];
     let srv = await startServer(args);
     try {
       same(await ask(srv, A1), cold.A1, 'cold');
