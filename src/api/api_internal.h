@@ -112,6 +112,12 @@ bool api_enc_fail_early(struct api_enc *en, const struct err *e);
 void api_enc_fail_sse(struct api_enc *en, const char *ev, const struct err *e);
 /* A non-streamed reply: head 200 application/json, then body (steals). -1 if cancelled. */
 int api_enc_json_reply(struct api_enc *en, json_t *body);
+/* The reply is complete: the pipe closes, nothing more is written. */
+void api_enc_end(struct api_enc *en);
+/* The end of an OpenAI stream (chat, completions): with stream_options.include_usage, frame (the
+ * dialect's chunk with no choices) carrying usage as one more chunk, then `data: [DONE]`, then
+ * api_enc_end. Steals frame and usage (either NULL: out of memory). -1 if cancelled / OOM. */
+int api_enc_openai_stream_end(struct api_enc *en, json_t *frame, json_t *usage);
 /* Records a tool call on choice c: {id: <id_prefix>…, name, arguments, text_at: the choice's text
  * bytes so far}; returns it (borrowed,
  * owned by ch->calls) or NULL on OOM / invalid UTF-8. */

@@ -143,17 +143,7 @@ static int s_done(void *ctx, const struct usage *u)
     struct api_enc *en = ctx;
     struct request *r = &en->job->req;
     if (start(en) < 0) return -1;
-    if (r->stream) {
-        if (r->include_usage) {
-            json_t *f = chunk(en, json_array());
-            json_object_set_new(f, "usage", usage_obj(u));
-            if (api_enc_sse(en, NULL, f) < 0) return -1;
-        }
-        if (api_enc_write(en, "data: [DONE]\n\n", 14) < 0) return -1;
-        pipe_close(en->job->pipe);
-        en->ended = true;
-        return 0;
-    }
+    if (r->stream) return api_enc_openai_stream_end(en, chunk(en, json_array()), usage_obj(u));
     json_t *choices = json_array();
     for (int c = 0; c < en->n_choices; c++) {
         struct api_enc_choice *ch = &en->ch[c];
@@ -180,8 +170,7 @@ static int s_done(void *ctx, const struct usage *u)
                              r->model, "choices", choices, "usage", usage_obj(u),
                              "system_fingerprint", en->fingerprint);
     if (api_enc_json_reply(en, body) < 0) return -1;
-    pipe_close(en->job->pipe);
-    en->ended = true;
+    api_enc_end(en);
     return 0;
 }
 

@@ -139,29 +139,19 @@ static int s_done(void *ctx, const struct usage *u)
     struct api_enc *en = ctx;
     struct request *r = &en->job->req;
     if (start(en) < 0) return -1;
-    if (r->stream) {
-        if (r->include_usage) {
-            json_t *f = frame(en, json_array());
-            json_object_set_new(f, "usage", usage_obj(u));
-            if (api_enc_sse(en, NULL, f) < 0) return -1;
-        }
-        if (api_enc_write(en, "data: [DONE]\n\n", 14) < 0) return -1;
-    } else {
-        json_t *choices = json_array();
-        for (int c = 0; c < en->n_choices; c++) {
-            struct api_enc_choice *ch = &en->ch[c];
-            json_t *lp = r->logprobs ? (ch->logprobs ? json_incref(ch->logprobs) : lp_new()) : NULL;
-            json_array_append_new(choices,
-                                  choice(c, api_json_text(ch->text.data ? ch->text.data : "",
-                                                          ch->text.len),
-                                         lp, api_finish_reason_chat(ch->why)));
-        }
-        json_t *body = frame(en, choices);
-        if (body) json_object_set_new(body, "usage", usage_obj(u));
-        if (api_enc_json_reply(en, body) < 0) return -1;
+    if (r->stream) return api_enc_openai_stream_end(en, frame(en, json_array()), usage_obj(u));
+    json_t *choices = json_array();
+    for (int c = 0; c < en->n_choices; c++) {
+        struct api_enc_choice *ch = &en->ch[c];
+        json_t *lp = r->logprobs ? (ch->logprobs ? json_incref(ch->logprobs) : lp_new()) : NULL;
+        json_array_append_new(choices,
+                              choice(c, api_json_text(ch->text.data ? ch->text.data : "", ch->text.len),
+                                     lp, api_finish_reason_chat(ch->why)));
     }
-    pipe_close(en->job->pipe);
-    en->ended = true;
+    json_t *body = frame(en, choices);
+    if (body) json_object_set_new(body, "usage", usage_obj(u));
+    if (api_enc_json_reply(en, body) < 0) return -1;
+    api_enc_end(en);
     return 0;
 }
 

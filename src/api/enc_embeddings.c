@@ -66,8 +66,7 @@ static int s_done(void *ctx, const struct usage *u)
                              (json_int_t)u->prompt_tokens);
     if (!body) return -1;
     if (api_enc_json_reply(en, body) < 0) return -1;
-    pipe_close(en->job->pipe);
-    en->ended = true;
+    api_enc_end(en);
     return 0;
 }
 

@@ -197,8 +197,7 @@ static int s_done(void *ctx, const struct usage *u)
         if (api_enc_json_reply(en, message_obj(en, content, stop_reason(ch), ch->stop_seq, u)) < 0)
             return -1;
     }
-    pipe_close(en->job->pipe);
-    en->ended = true;
+    api_enc_end(en);
     return 0;
 }
 

@@ -347,8 +347,7 @@ static int s_done(void *ctx, const struct usage *u)
     } else if (api_enc_json_reply(en, resp) < 0) {
         return -1;
     }
-    pipe_close(en->job->pipe);
-    en->ended = true;
+    api_enc_end(en);
     return 0;
 }
 

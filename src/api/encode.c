@@ -82,6 +82,29 @@ int api_enc_sse(struct api_enc *en, const char *ev, json_t *f)
     return api_enc_write(en, en->frame.data, en->frame.len);
 }
 
+void api_enc_end(struct api_enc *en)
+{
+    pipe_close(en->job->pipe);
+    en->ended = true;
+}
+
+int api_enc_openai_stream_end(struct api_enc *en, json_t *frame, json_t *usage)
+{
+    if (en->job->req.include_usage) {
+        if (!frame || json_object_set_new(frame, "usage", usage) < 0) {
+            if (frame) json_decref(frame);
+            return -1;
+        }
+        if (api_enc_sse(en, NULL, frame) < 0) return -1;
+    } else {
+        if (frame) json_decref(frame);
+        if (usage) json_decref(usage);
+    }
+    if (api_enc_write(en, "data: [DONE]\n\n", 14) < 0) return -1;
+    api_enc_end(en);
+    return 0;
+}
+
 void api_enc_fail_plain(struct api_enc *en, const struct err *e)
 {
     struct buf b = {0};
