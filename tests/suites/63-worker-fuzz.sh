@@ -6,19 +6,9 @@
 # A failure leaves its input in $BUILD/fuzz/ and fails the suite.
 set -eu
 secs=${WORKER_FUZZ_SECONDS:-15}
-$MAKE --no-print-directory BUILD="$BUILD" "$BUILD/fuzz-worker" >/dev/null
-work="$BUILD/fuzz"
-corpus="$work/worker-corpus"
-mkdir -p "$corpus"
-log="$work/fuzz-worker.log"
+. tests/fuzz/lib.sh
+fuzz_prepare fuzz-worker # (its seeds are committed: tests/fuzz/worker-seeds)
 # every committed seed first, one by one (regressions), then the timed run
 "$BUILD/fuzz-worker" -runs=0 tests/fuzz/worker-seeds >"$log" 2>&1 || { tail -n 40 "$log"; echo "fuzz-worker: a seed FAILED"; exit 1; }
-if ! "$BUILD/fuzz-worker" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-     -print_final_stats=1 -artifact_prefix="$work/" "$corpus" tests/fuzz/worker-seeds >"$log" 2>&1; then
-  tail -n 60 "$log"
-  echo "fuzz-worker: FAILED (input saved under $work/)"
-  exit 1
-fi
-grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" | tr '\n' ' '
-echo
+fuzz_run fuzz-worker "$secs" 4096 "$corpus" tests/fuzz/worker-seeds
 echo "fuzz-worker: clean ($(ls tests/fuzz/worker-seeds | wc -l) seeds)"
