@@ -138,7 +138,7 @@ $(BUILD)/fuzz-grammar: $(FUZZ_GRAMMAR_SRC)
 
 # worker reply path (emitter, think routing, stop strings, tool-call scanner); run by
 # tests/suites/63-worker-fuzz.sh
-FUZZ_WORKER_SRC := tests/fuzz/fuzz_worker.c src/serve/emitter.c src/serve/toolcall.c src/base/buf.c
+FUZZ_WORKER_SRC := tests/fuzz/fuzz_worker.c src/serve/emitter.c src/serve/toolcall.c src/base/buf.c src/base/utf8.c
 .PHONY: fuzz-worker-long
 fuzz: fuzz-worker-long
 fuzz-worker-long: $(BUILD)/fuzz-worker

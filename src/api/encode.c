@@ -5,12 +5,12 @@
 #include <string.h>
 
 #include "api/api_internal.h"
+#include "base/hash.h"
 
 void api_build_fingerprint(char *out, size_t cap)
 {
     static const char stamp[] = __DATE__ " " __TIME__ " " __VERSION__;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (const char *p = stamp; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    uint64_t h = hash_fnv1a64_str(stamp);
     snprintf(out, cap, "fp_%012llx", (unsigned long long)(h & 0xffffffffffffull));
 }
 

@@ -72,3 +72,20 @@ uint64_t hash64(const void *p, size_t n, uint64_t seed)
     hash64_update(&s, p, n);
     return hash64_final(&s);
 }
+
+uint64_t hash_fnv1a64(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t hash_fnv1a64_str(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}

@@ -21,6 +21,7 @@
 #include <pcre2.h>
 
 #include "grammar/jsonschema_internal.h"
+#include "base/hash.h"
 
 /* Limits (bad or hostile schemas are errors, not crashes) */
 #define JS_MAX_DEPTH 200           /* nesting of schema objects while lowering */
@@ -209,14 +210,6 @@ static bool sn_unsat(const struct sn *s)
 
 /* ------------------------------------------------------------------ output: rules */
 
-static uint64_t fnv(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static int rules_rehash(struct js *c)
 {
     size_t nc = c->hcap ? c->hcap * 2 : 256;
@@ -242,7 +235,7 @@ static int rules_rehash(struct js *c)
 static char *mk_rule(struct js *c, const char *body)
 {
     if (c->oom) return NULL;
-    uint64_t h = body ? fnv(body) : 0;
+    uint64_t h = body ? hash_fnv1a64_str(body) : 0;
     if (body && c->hcap) {
         size_t j = h & (c->hcap - 1);
         while (c->hidx[j] >= 0) {

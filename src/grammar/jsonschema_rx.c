@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/utf8.h"
 
 #define CP_MAX 0x10FFFFu
 
@@ -99,28 +100,8 @@ static void cp_add_class(struct cpset *s, char k)
 
 static void put_utf8(struct buf *o, uint32_t c)
 {
-    char b[4];
-    int n;
-    if (c < 0x80) {
-        b[0] = (char)c;
-        n = 1;
-    } else if (c < 0x800) {
-        b[0] = (char)(0xC0 | (c >> 6));
-        b[1] = (char)(0x80 | (c & 0x3F));
-        n = 2;
-    } else if (c < 0x10000) {
-        b[0] = (char)(0xE0 | (c >> 12));
-        b[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        b[2] = (char)(0x80 | (c & 0x3F));
-        n = 3;
-    } else {
-        b[0] = (char)(0xF0 | (c >> 18));
-        b[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-        b[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-        b[3] = (char)(0x80 | (c & 0x3F));
-        n = 4;
-    }
-    buf_append(o, b, (size_t)n);
+    char b[UTF8_MAX];
+    buf_append(o, b, (size_t)utf8_encode(c, b));
 }
 
 /* A code point inside a regex class: escape what is special there; controls as \xHH. */

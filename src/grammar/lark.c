@@ -8,6 +8,8 @@
 #include "base/buf.h"
 #include "grammar/grammar_int.h"
 #include "grammar/jsonschema.h"
+#include "base/utf8.h"
+#include "base/hash.h"
 
 #define LARK_MAX_DEPTH 100
 #define LARK_MAX_EXPAND 20000 /* symbols produced by one {m,n} / ~ m..n */
@@ -112,28 +114,8 @@ static int is_name_char(char c)
 
 static int put_utf8(struct buf *b, uint32_t cp)
 {
-    char o[4];
-    int n;
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 63));
-        n = 2;
-    } else if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 63));
-        o[2] = (char)(0x80 | (cp & 63));
-        n = 3;
-    } else {
-        o[0] = (char)(0xF0 | (cp >> 18));
-        o[1] = (char)(0x80 | ((cp >> 12) & 63));
-        o[2] = (char)(0x80 | ((cp >> 6) & 63));
-        o[3] = (char)(0x80 | (cp & 63));
-        n = 4;
-    }
-    return buf_append(b, o, (size_t)n);
+    char o[UTF8_MAX];
+    return buf_append(b, o, (size_t)utf8_encode(cp, o));
 }
 
 static int lex_string(struct lark *L, size_t *i, int line, struct ltoken *t)
@@ -713,10 +695,7 @@ static struct expr *parse_expansions(struct lark *L)
 
 static uint32_t name_hash(const char *s, size_t n)
 {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
+    return (uint32_t)hash_fnv1a64(s, n);
 }
 
 static struct lname *find_name(struct lark *L, const char *s, size_t n)

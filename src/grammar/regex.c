@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "base/utf8.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* AST                                                                                         */
@@ -159,29 +160,6 @@ static int32_t cp_node(struct rx_ast *a, uint32_t cp)
     return class_node(a, &rs);
 }
 
-static int utf8_encode(uint32_t cp, uint8_t *o)
-{
-    if (cp < 0x80) {
-        o[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = 0xC0 | (cp >> 6);
-        o[1] = 0x80 | (cp & 63);
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = 0xE0 | (cp >> 12);
-        o[1] = 0x80 | ((cp >> 6) & 63);
-        o[2] = 0x80 | (cp & 63);
-        return 3;
-    }
-    o[0] = 0xF0 | (cp >> 18);
-    o[1] = 0x80 | ((cp >> 12) & 63);
-    o[2] = 0x80 | ((cp >> 6) & 63);
-    o[3] = 0x80 | (cp & 63);
-    return 4;
-}
 
 static uint32_t simple_fold(uint32_t c, bool up)
 {
@@ -764,9 +742,9 @@ static int32_t emit_cp_range(struct nbuild *B, uint32_t lo, uint32_t hi, int32_t
             }
         }
     }
-    uint8_t l[4], h[4];
-    utf8_encode(lo, l);
-    utf8_encode(hi, h);
+    uint8_t l[UTF8_MAX], h[UTF8_MAX];
+    utf8_encode(lo, (char *)l);
+    utf8_encode(hi, (char *)h);
     int32_t s = emit_seq(B, l, h, len, next);
     return s < 0 ? -1 : alt2(B, acc, s);
 }

@@ -34,19 +34,6 @@ bool emitter_in_reasoning(const struct emitter *em)
     return em->mode == EM_REASONING;
 }
 
-size_t utf8_incomplete_tail(const char *s, size_t n)
-{
-    /* Walk back over at most 3 continuation bytes to the lead byte. */
-    size_t k = 0;
-    while (k < n && k < 4 && ((unsigned char)s[n - 1 - k] & 0xC0) == 0x80)
-        k++;
-    if (k == n) return 0; /* only continuation bytes: invalid, let them through */
-    unsigned char lead = (unsigned char)s[n - 1 - k];
-    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    if (lead < 0x80 || lead >= 0xF8) need = 1;
-    return k + 1 < need ? k + 1 : 0;
-}
-
 /* The buffer invariants of emitter.h, asserted after every step (every build: the Makefile never
  * defines NDEBUG), except after a refusal (the choice is abandoned). pend is empty and unallocated before the first feed, NUL-terminated after;
  * the logprob list fits its allocation; a STOPPED emitter holds nothing; in TEXT, what is held

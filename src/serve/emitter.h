@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "base/buf.h"
+#include "base/utf8.h" /* utf8_incomplete_tail */
 #include "serve/request.h"
 
 enum emitter_mode { EM_HEAD, EM_REASONING, EM_TEXT, EM_STOPPED, EM_MODE_COUNT };
@@ -42,8 +43,5 @@ int emitter_feed(struct emitter *em, const char *s, size_t n, const struct token
 int emitter_finish(struct emitter *em, enum finish_reason why);
 /* True when the emitter is still inside a reasoning section. */
 bool emitter_in_reasoning(const struct emitter *em);
-
-/* Length of a trailing incomplete UTF-8 sequence of s[0..n) (0..3). */
-size_t utf8_incomplete_tail(const char *s, size_t n);
 
 #endif

@@ -23,3 +23,44 @@ Test(base, err_set_and_wrap)
     cr_assert_str_eq(e.param, "top_p");
     cr_assert_str_eq(err_code_name(e.code), "invalid");
 }
+
+/* ---- base/hash FNV-1a, base/utf8, base/cpu ---- */
+#include "base/cpu.h"
+#include "base/hash.h"
+#include "base/utf8.h"
+
+Test(base_hash, fnv1a64_known_values)
+{
+    /* the published FNV-1a 64 test vectors: the chat-template fingerprints depend on them */
+    cr_assert_eq(hash_fnv1a64("", 0), 0xcbf29ce484222325ull);
+    cr_assert_eq(hash_fnv1a64("a", 1), 0xaf63dc4c8601ec8cull);
+    cr_assert_eq(hash_fnv1a64("foobar", 6), 0x85944171f73967e8ull);
+    cr_assert_eq(hash_fnv1a64_str("foobar"), 0x85944171f73967e8ull);
+}
+
+Test(base_utf8, encode_each_length)
+{
+    char o[UTF8_MAX];
+    cr_assert_eq(utf8_encode(0x41, o), 1);
+    cr_assert_eq(o[0], 'A');
+    cr_assert_eq(utf8_encode(0xE9, o), 2);
+    cr_assert_eq(memcmp(o, "\xC3\xA9", 2), 0);
+    cr_assert_eq(utf8_encode(0x20AC, o), 3);
+    cr_assert_eq(memcmp(o, "\xE2\x82\xAC", 3), 0);
+    cr_assert_eq(utf8_encode(0x1F600, o), 4);
+    cr_assert_eq(memcmp(o, "\xF0\x9F\x98\x80", 4), 0);
+    cr_assert_eq(utf8_encode(0x7FF, o), 2);
+    cr_assert_eq(utf8_encode(0xFFFF, o), 3);
+    cr_assert_eq(utf8_incomplete_tail("a\xE2\x82", 3), 2);
+    cr_assert_eq(utf8_incomplete_tail("a\xE2\x82\xAC", 4), 0);
+}
+
+Test(base_cpu, probe_is_consistent)
+{
+    const struct cpu_features *c = cpu_features();
+    cr_assert_eq(c, cpu_features()); /* probed once */
+    cr_assert_eq(cpu_has_avx2_fma(), c->avx2 && c->fma);
+#if defined(__x86_64__)
+    cr_assert_eq(c->avx2, (bool)__builtin_cpu_supports("avx2"));
+#endif
+}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/kernels/fp16.h"
+#include "base/cpu.h"
 #include "engine/format/gguf.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
@@ -87,7 +88,7 @@ static void check_attention(int hd, int n_head, int n_head_kv, int n_q, int pos0
     float *o3 = malloc(sizeof(float) * (size_t)(n_q * n_head * hd));
     bool have_avx2 = false;
 #if defined(__x86_64__)
-    have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && hd % 8 == 0;
+    have_avx2 = cpu_has_avx2_fma() && hd % 8 == 0;
 #endif
     if (have_avx2) {
         a.out = o3;

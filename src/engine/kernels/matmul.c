@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/cpu.h"
 #include "engine/kernels/matmul_impl.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -62,13 +63,10 @@ static pthread_once_t g_impl_once = PTHREAD_ONCE_INIT;
 static void probe(void)
 {
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
+    const struct cpu_features *c = cpu_features();
+    if (cpu_has_avx512_vnni() && c->f16c)
         g_impl = mm_gemm_avx512();
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c"))
+    else if (cpu_has_avx2_fma() && c->f16c)
         g_tile = mm_tile_avx2();
 #endif
 }

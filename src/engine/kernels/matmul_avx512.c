@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/kernels/fp16.h"
+#include "base/cpu.h"
 #include "engine/kernels/matmul_impl.h"
 #include "engine/kernels/quant_blocks.h"
 
@@ -733,8 +734,7 @@ static int g_amx;
 static void amx_probe(void)
 {
 #if defined(__linux__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8")) return;
+    if (!cpu_features()->amx_tile || !cpu_features()->amx_int8) return;
     /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): the kernel must enable the
      * 8 KiB tile state for this process before any tile instruction */
     if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return;

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "base/cpu.h"
 #include "engine/kernels/fp16.h"
 
 /* SIMD variants (ops_avx2.c, ops_avx512.c); only referenced on x86-64. */
@@ -23,16 +24,12 @@ static bool g_f16c_avx512;
 void ops_init(void)
 {
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512bf16")) {
+    if (cpu_has_avx512_vnni() && cpu_has_avx2_fma() && cpu_features()->avx512bf16) {
         g_attn = ops_attn_run_avx512;
         g_attn_align = 16;
         g_isa = "avx512";
         g_f16c_avx512 = true;
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    } else if (cpu_has_avx2_fma()) {
         g_attn = ops_attn_run_avx2;
         g_attn_align = 8;
         g_isa = "avx2";

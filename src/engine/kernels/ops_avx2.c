@@ -3,28 +3,9 @@
 #include <math.h>
 
 #include "engine/kernels/ops.h"
+#include "engine/kernels/vexp_avx2.h"
 
 void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
-
-/* e^x, same reduction and polynomial as exp512; 2^n built in the exponent bits. */
-static inline __m256 exp256(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
 
 static inline float hmax256(__m256 v)
 {
@@ -56,7 +37,7 @@ static inline float hsum256(__m256 v)
 #define VMAX(a, b) _mm256_max_ps((a), (b))
 #define VHMAX(v) hmax256(v)
 #define VHSUM(v) hsum256(v)
-#define VEXP(v) exp256(v)
+#define VEXP(v) vexp_avx2(v)
 #define VLOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define ATTN_RB 2
 #define ATTN_FN attn_rb2

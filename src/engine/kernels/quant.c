@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/quant_blocks.h"
 
@@ -874,14 +875,11 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void quant_init_once(void)
 {
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2")) {
+    const struct cpu_features *c = cpu_features();
+    if (cpu_has_avx2_fma() && c->f16c && c->bmi2) {
         quant_register_avx2(g_traits);
         g_isa = "avx2";
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-            __builtin_cpu_supports("avx512vnni")) {
+        if (cpu_has_avx512_vnni()) {
             quant_register_avx512(g_traits);
             g_isa = "avx512-vnni";
         }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "engine/sample/sampler_internal.h"
 
 struct cand {
@@ -59,7 +60,7 @@ static double (*vec_sumexp)(const float *, int64_t, float) = sumexp_scalar;
 static void pick_kernels(void)
 {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (cpu_has_avx2_fma()) {
         vec_max = sampler_max_avx2;
         vec_sumexp = sampler_sumexp_avx2;
     }

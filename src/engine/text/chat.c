@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "engine/text/chat_internal.h"
 
 /* ---- family table ---- */
@@ -59,9 +60,7 @@ bool chat_template_known(const char *arch, const char *tmpl)
 {
     const struct chat_family *f = chat_family_find(arch);
     if (!f || !tmpl) return false;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)tmpl; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
+    uint64_t h = hash_fnv1a64_str(tmpl);
     for (int i = 0; i < 4 && f->templates[i]; i++)
         if (f->templates[i] == h) return true;
     return false;

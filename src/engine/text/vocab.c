@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/log.h"
 #include "engine/text/hf_tokenizer.h"
 #include "engine/text/vocab_impl.h"
@@ -24,22 +25,7 @@ static void byte_unicode_tables(uint16_t b2u[256], int16_t u2b[512])
 
 uint64_t vocab_hash_bytes(const void *p, size_t n)
 {
-    /* FNV-1a over 8-byte words: cheap and good enough for token-sized keys. */
-    const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull ^ (n * 0x9e3779b97f4a7c15ull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0x100000001b3ull;
-    h ^= h >> 32;
-    return h * 0x9e3779b97f4a7c15ull;
+    return hash64(p, n, 0); /* base/hash.h: word at a time, cheap for token-sized keys */
 }
 
 static uint32_t pow2_at_least(uint64_t n)
