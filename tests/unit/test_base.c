@@ -64,3 +64,14 @@ Test(base_cpu, probe_is_consistent)
     cr_assert_eq(c->avx2, (bool)__builtin_cpu_supports("avx2"));
 #endif
 }
+
+Test(base_cpu, cpuid_flags_agree_with_the_compiler)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    /* the flags read by CPUID directly (clang's builtin does not know them) against GCC's */
+    const struct cpu_features *c = cpu_features();
+    cr_assert_eq(c->f16c, (bool)__builtin_cpu_supports("f16c"));
+    cr_assert_eq(c->bmi2, (bool)__builtin_cpu_supports("bmi2"));
+    cr_assert_eq(c->amx_tile, (bool)__builtin_cpu_supports("amx-tile"));
+#endif
+}
