@@ -4,7 +4,11 @@ on the corpus of scripts/demo/corpus.py, tokenized by the engine's own tokenizer
 (lmserve-tokenize on the BPE of scripts/demo/bpe.py). Run by `make demo-model`; never by `make test`.
 
   /usr/bin/python3 scripts/train_demo.py --data DIR --tokenizer TOKDIR --tokenize-bin BIN --out DIR
-        [--steps N] [--bench]
+        [--steps N] [--bench] [--init DIR] [--copy-frac F] [--copy-synth N --copy-batch K] [--seed S]
+
+--init continues from an earlier run (or scripts/demo/gguf2st.py's dequantized GGUF); --copy-frac
+and --copy-synth are the copy-heavy mixtures of the continuation experiments in docs/demo-model.md
+("The copy test"). OUT/train-log.tsv's copy_acc column is the teacher-forced copy accuracy.
 
 Writes OUT/config.json + OUT/model.safetensors (HF Qwen3 names, F32; lmserve-mkmodel --weights
 turns them into GGUF), OUT/train-log.tsv (step, tokens, train loss, held-out loss, seconds),
@@ -225,6 +229,38 @@ def evaluate(model, seqs, bs=8):
     return tot / n
 
 
+COPY_ASKS = ["Repeat the following text exactly:\n\n", "Repeat the following text exactly:\n\n",
+             "Repeat the following text exactly:\n\n", "Repeat this paragraph word for word:\n\n",
+             "Copy the following passage:\n\n"]
+
+
+def synth_copies(train_docs, n, seed, tok_bin, tokdir, seq):
+    """(ids, reply_start) of n copy exercises rendered in Qwen3's ChatML as scripts/demo/corpus.py
+    renders its repeat documents (thinking off: an empty think block)."""
+    import random
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo"))
+    import corpus as C
+    rng = random.Random(seed + 20)
+    paras = C.prose_paragraphs([d["text"] for d in train_docs if d["kind"] == "pydoc"])
+    paras += [" ".join(d["text"].split()) for d in train_docs if d["kind"] == "fortune"]
+    docs, heads = [], []
+    for i in range(n):
+        target = rng.randint(20, 230)
+        words = []
+        while len(words) < target:
+            words += rng.choice(paras).split()
+        words = words[:target]
+        if i % 2:
+            rng.shuffle(words)
+        p = " ".join(words)
+        head = f"<|im_start|>user\n{rng.choice(COPY_ASKS)}{p}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+        docs.append(head + p + "<|im_end|>\n")
+        heads.append(head)
+    ids = tokenize(docs, tok_bin, tokdir)
+    hids = tokenize(heads, tok_bin, tokdir)
+    return [(x[:seq + 1], len(h)) for x, h in zip(ids, hids) if len(h) < min(len(x), seq + 1) and x[:len(h)] == h]
+
+
 def copy_accuracy(model, docs, im_start):
     """Teacher-forced top-1 accuracy on the assistant turns of held-out chat-repeat documents: how
     often the next token of a copy is the model's first choice (a cheap monitor of the copy skill;
@@ -271,6 +307,11 @@ def main():
     ap.add_argument("--copy-frac", type=float, default=0,
                     help="share of each batch drawn from windows of chat-repeat documents only (the copy mixture)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--copy-synth", type=int, default=0,
+                    help="N synthetic copy exercises (\"Repeat the following text exactly:\" + 20-230 words of "
+                    "training prose, half of them with the words shuffled so that only copying predicts them), "
+                    "loss on the reply only; --copy-batch of them join every step")
+    ap.add_argument("--copy-batch", type=int, default=0)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(a.seed)
@@ -305,6 +346,10 @@ def main():
     copy_seqs = pack([x for x, d in zip(train_ids, train_docs) if d["kind"] == "chat-repeat"], a.seq, eot,
                      random.Random(a.seed + 10)) if a.copy_frac > 0 else None
     n_copy = int(round(a.batch * a.copy_frac))
+    synth = synth_copies(train_docs, a.copy_synth, a.seed, a.tokenize_bin, a.tokenizer, a.seq) if a.copy_synth else []
+    if synth:
+        print(f"train: {len(synth)} synthetic copy exercises, {sum(len(x[0]) for x in synth)} tokens "
+              f"({sum(len(x[0]) - x[1] for x in synth)} of them reply), {a.copy_batch} a step", flush=True)
     held_seqs = pack(held_ids, a.seq, eot, random.Random(2))[:24]
     im_start = next(t["id"] for t in tokcfg["added_tokens"] if t["content"] == "<|im_start|>")
     held_copy = [x[:a.seq] for x, d in zip(held_ids, held_docs) if d["kind"] == "chat-repeat"][:24]
@@ -369,6 +414,18 @@ def main():
             g["lr"] = lr_at(step)
         logits = model(s[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), s[:, 1:].reshape(-1))
+        if synth and a.copy_batch:
+            # the copy exercises: one a row, right-padded, loss on the reply tokens only
+            rows = [synth[(step * a.copy_batch + j) % len(synth)] for j in range(a.copy_batch)]
+            T = max(len(r[0]) for r in rows)
+            x = torch.full((len(rows), T), eot, dtype=torch.long)
+            m = torch.zeros((len(rows), T - 1), dtype=torch.bool)
+            for j, (ids, h) in enumerate(rows):
+                x[j, :len(ids)] = torch.tensor(ids)
+                m[j, h - 1:len(ids) - 1] = True
+            cl = model(x[:, :-1])
+            closs = F.cross_entropy(cl[m], x[:, 1:][m])
+            loss = 0.5 * (loss + closs)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
