@@ -424,6 +424,21 @@ static void rx_cp(struct buf *b, uint32_t cp)
         buf_printf(b, "\\x{%X}", cp);
 }
 
+/* The repetition suffix of a G_REP node; regex and lark spell it alike. */
+static void emit_suffix(const struct gnode *g, struct buf *b)
+{
+    if (g->min == 0 && g->max < 0)
+        buf_puts(b, "*");
+    else if (g->min == 1 && g->max < 0)
+        buf_puts(b, "+");
+    else if (g->min == 0 && g->max == 1)
+        buf_puts(b, "?");
+    else if (g->max < 0)
+        buf_printf(b, "{%d,}", g->min);
+    else
+        buf_printf(b, "{%d,%d}", g->min, g->max);
+}
+
 static void emit_rx(const struct gp *P, int32_t x, struct buf *b)
 {
     const struct gnode *g = &P->nodes[x];
@@ -464,16 +479,7 @@ static void emit_rx(const struct gp *P, int32_t x, struct buf *b)
         buf_puts(b, "(?:");
         emit_rx(P, g->kids[0], b);
         buf_puts(b, ")");
-        if (g->min == 0 && g->max < 0)
-            buf_puts(b, "*");
-        else if (g->min == 1 && g->max < 0)
-            buf_puts(b, "+");
-        else if (g->min == 0 && g->max == 1)
-            buf_puts(b, "?");
-        else if (g->max < 0)
-            buf_printf(b, "{%d,}", g->min);
-        else
-            buf_printf(b, "{%d,%d}", g->min, g->max);
+        emit_suffix(g, b);
         break;
     case G_REF:
         break;
@@ -563,16 +569,7 @@ static void emit_lark(const struct gp *P, int32_t x, struct buf *b)
         buf_puts(b, "(");
         emit_lark(P, g->kids[0], b);
         buf_puts(b, ")");
-        if (g->min == 0 && g->max < 0)
-            buf_puts(b, "*");
-        else if (g->min == 1 && g->max < 0)
-            buf_puts(b, "+");
-        else if (g->min == 0 && g->max == 1)
-            buf_puts(b, "?");
-        else if (g->max < 0)
-            buf_printf(b, "{%d,}", g->min);
-        else
-            buf_printf(b, "{%d,%d}", g->min, g->max);
+        emit_suffix(g, b);
         break;
     default:
         break;

@@ -1289,8 +1289,15 @@ static const uint64_t *fh_get(struct grammar *g, int32_t q)
         case NS_CNT_END: {
             const struct rx_loop *L = &n->loops[st->loop];
             FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
+            FHMIX((uint64_t)L->len + 3);
             succ[0] = L->body;
             succ[1] = L->cont;
+            break;
+        }
+        case NS_CNT_TICK: {
+            const struct rx_loop *L = &n->loops[st->loop];
+            FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
+            succ[0] = st->out;
             break;
         }
         default:
@@ -1357,9 +1364,11 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
             if (li >= 0) {
                 const struct rx_loop *L = &g->nfa.loops[li];
                 int64_t c = c1;
-                if (c + D < L->min)
+                /* a length region also drops threads by the ticks still needed (regex.h) */
+                int64_t dlo = L->len ? D + L->tmax_fin : D, dhi = L->len ? D + L->tmin_max : D;
+                if (c + dlo < L->min)
                     cc = 0xfffffff0u;
-                else if (c >= L->min && (L->max < 0 || c + D < L->max))
+                else if (c >= L->min && (L->max < 0 || c + dhi < L->max))
                     cc = 0xfffffff1u;
             }
         }

@@ -30,6 +30,7 @@
 #define JS_MAX_ENUM_MULTIPLES 2000 /* bounded multipleOf enumerated as alternatives */
 #define JS_MAX_OUT (64u << 20)     /* lark text size */
 #define JS_ANYORDER_MAX 8          /* objects of up to 8 declared members: any order (2^8 sets) */
+#define JS_ANYORDER_REQ_MAX 12     /* larger objects: sets of up to 12 required members */
 
 /* Whitespace between JSON tokens (docs/jsonschema.md "Whitespace"), chosen by the root keyword
  * `x-whitespace`. tidy (the default, llguidance's bound): none, or one space after `,` and `:`.
@@ -684,6 +685,22 @@ static int get_schema_map(struct js *c, json_t *v, const char *kw, const char **
 }
 
 /* the sibling keywords of one schema object (everything but the applicators) */
+/* Whether a JSON Schema draft (3 .. 2020-12) defines this `format`. Others are annotations
+ * (the spec: an unknown format is not an assertion; validators accept any string), so they
+ * constrain nothing; a defined one we cannot write is an error naming it. */
+static bool format_defined(const char *f)
+{
+    static const char *const defined[] = {
+        "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+        "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
+        "uri-template", "json-pointer", "relative-json-pointer", "regex",
+        /* draft 3 */
+        "color", "style", "phone", "utc-millisec", "host-name", "ip-address"};
+    for (size_t i = 0; i < sizeof defined / sizeof defined[0]; i++)
+        if (!strcmp(f, defined[i])) return true;
+    return false;
+}
+
 static struct sn *lower_own(struct js *c, json_t *s)
 {
     struct sn *n = sn_new(c, JT_ALL);
@@ -799,10 +816,14 @@ static struct sn *lower_own(struct js *c, json_t *s)
             return NULL;
         }
         n->format = json_string_value(v);
-        struct buf tmp = {0};
-        int r = jsrx_format(n->format, &tmp, c->e);
-        buf_free(&tmp);
-        if (r) return NULL;
+        if (!format_defined(n->format)) {
+            n->format = NULL; /* not a format JSON Schema defines: an annotation */
+        } else {
+            struct buf tmp = {0};
+            int r = jsrx_format(n->format, &tmp, c->e);
+            buf_free(&tmp);
+            if (r) return NULL;
+        }
     }
     /* arrays */
     json_t *items = json_object_get(s, "items"), *pfx = json_object_get(s, "prefixItems");
@@ -1999,14 +2020,22 @@ static char *emit_string(struct js *c, struct sn *s)
                 len = false;
     }
     if (s->format) {
-        if (s->pattern || len) {
+        if (s->pattern) {
             err_set(c->e, ERR_UNSUPPORTED,
-                    "format \"%.50s\" combined with pattern/minLength/maxLength is not supported",
-                    s->format);
+                    "format \"%.50s\" combined with pattern is not supported", s->format);
             return NULL;
         }
         buf_puts(&rx, "\"");
-        if (jsrx_format(s->format, &rx, c->e)) {
+        if (len) { /* the format's regex intersected with the length bounds */
+            struct buf body = {0};
+            if (jsrx_format_ticked(s->format, &body, c->e)) {
+                buf_free(&body);
+                buf_free(&rx);
+                return NULL;
+            }
+            jsrx_len_region(&rx, s->min_len, s->max_len, body.data);
+            buf_free(&body);
+        } else if (jsrx_format(s->format, &rx, c->e)) {
             buf_free(&rx);
             return NULL;
         }
@@ -2042,15 +2071,20 @@ static char *emit_string(struct js *c, struct sn *s)
             len = false;
         }
         if (len) {
-            if (!one.ok) {
+            if (!one.ok) { /* the pattern intersected with the length bounds */
                 buf_free(&body);
                 buf_free(&one.set);
                 buf_free(&one.notset);
-                err_set(c->e, ERR_UNSUPPORTED,
-                        "pattern /%.100s/ combined with minLength/maxLength is supported only for "
-                        "patterns of the form ^X{m,n}$ (one character class)",
-                        s->pattern);
-                return NULL;
+                buf_puts(&rx, "\"");
+                if (jsrx_pattern_len(s->pattern, strlen(s->pattern), s->min_len, s->max_len, &rx,
+                                     c->e)) {
+                    buf_free(&rx);
+                    return NULL;
+                }
+                buf_puts(&rx, "\"");
+                char *r = mk_regex_rule(c, rx.data);
+                buf_free(&rx);
+                return r;
             }
             int64_t lo = one.lo > s->min_len ? one.lo : s->min_len;
             int64_t hi = one.hi;
@@ -2268,7 +2302,7 @@ static char *emit_object_any_order(struct js *c, int n, const char *const *vals,
             buf_free(&f);
             return NULL;
         }
-        buf_printf(&f, " | %s%s%s", x, rest[0] ? " " : "", rest);
+        buf_printf(&f, "%s%s%s%s", n ? " | " : "", x, rest[0] ? " " : "", rest);
     }
     const char *first = mk_rule_buf(c, &f);
     if (!first) return NULL;
@@ -2506,9 +2540,29 @@ static char *emit_object(struct js *c, struct sn *s)
     if ((n >= 2 || dp.n) && xlo == 0 && xhi <= 0) { /* extras unbounded or none */
         if (n <= JS_ANYORDER_MAX)
             return emit_object_any_order(c, n, vals, reqd, xhi == 0 ? NULL : x, nonempty, &dp);
-        log_warn("jsonschema: an object with %d properties (more than %d) keeps their declared "
-                 "order (docs/jsonschema.md \"Property order\")",
-                 n, JS_ANYORDER_MAX);
+        if (n_req <= JS_ANYORDER_REQ_MAX && !dp.n) {
+            /* many members: sets of the required ones only; the optional members join the
+             * extras (any order, not checked for repetition: see docs "Property order") */
+            const char **rv = js_alloc(c, (size_t)(n_req ? n_req : 1) * sizeof *rv);
+            bool *rq = js_alloc(c, (size_t)(n_req ? n_req : 1) * sizeof *rq);
+            if (c->oom) return NULL;
+            struct buf fx = {0};
+            int k = 0;
+            for (int i = 0; i < n; i++) {
+                if (reqd[i]) {
+                    rv[k] = vals[i];
+                    rq[k++] = true;
+                } else
+                    buf_printf(&fx, "%s%s", fx.len ? " | " : "", vals[i]);
+            }
+            if (x && xhi != 0) buf_printf(&fx, "%s%s", fx.len ? " | " : "", x);
+            const char *free_m = fx.len ? mk_rule_buf(c, &fx) : (buf_free(&fx), NULL);
+            if (c->oom) return NULL;
+            return emit_object_any_order(c, n_req, rv, rq, free_m, nonempty, &dp);
+        }
+        log_warn("jsonschema: an object with %d properties, %d of them required (more than %d), "
+                 "keeps their declared order (docs/jsonschema.md \"Property order\")",
+                 n, n_req, JS_ANYORDER_REQ_MAX);
     }
     /* rest_i: members i.. each preceded by a comma; first_i: a non-empty run starting at i */
     char *rest_next = NULL; /* rule name or NULL when empty */

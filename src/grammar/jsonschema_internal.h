@@ -44,10 +44,22 @@ struct jsrx_single {
     int64_t lo, hi;
     bool anchored;
     int64_t mn, mx;
-    struct buf notset; /* when ok: one character NOT in X (content regex) */
+    struct buf notset; /* when ok or contains: one character NOT in X (content regex) */
+    bool contains;     /* the pattern is X, X+ or X{1,n} unanchored: "contains a character of X" */
 };
 int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_single *single,
                  struct err *e);
+
+/* Length regions (regex.h RX_LEN): `(?L<lo>,<hi>:body)` where body writes (?T) after each
+ * character, so the region is body's language intersected with "lo..hi characters" (hi -1:
+ * unbounded; bounds above JSRX_LEN_MAX are taken as unbounded: no reply is that long).
+ * jsrx_pattern_len is jsrx_pattern (without `single`) inside such a region. */
+#define JSRX_LEN_MAX 1000000000
+int jsrx_pattern_len(const char *pat, size_t len, int64_t lo, int64_t hi, struct buf *out,
+                     struct err *e);
+void jsrx_len_region(struct buf *out, int64_t lo, int64_t hi, const char *body);
+/* The content regex of `format` with (?T) after each character (for a length region). */
+int jsrx_format_ticked(const char *format, struct buf *out, struct err *e);
 
 /* Content regex for the strings a pattern does NOT match; only for patterns of the form ^X{m,n}$
  * (one character set), else -1 with an error. */

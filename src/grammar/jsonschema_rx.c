@@ -259,7 +259,10 @@ struct pt {
     size_t n, i;
     struct err *e;
     int depth;
+    bool tick; /* write (?T) after each character (inside a length region) */
 };
+
+#define PT_CHAR_STAR(p) ((p)->tick ? "(?:" JSRX_CHAR "(?T))*" : JSRX_CHAR "*")
 
 static int pt_fail(struct pt *p, const char *what)
 {
@@ -677,7 +680,10 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
             cp_add(&set, v, v);
             is_set = true;
         }
-        if (is_set) emit_set(&atom, &set, false);
+        if (is_set) {
+            emit_set(&atom, &set, false);
+            if (p->tick) buf_puts(&atom, "(?T)");
+        }
         struct buf q = {0};
         int64_t qlo, qhi;
         int qr = pt_quant(p, &q, &qlo, &qhi);
@@ -706,7 +712,7 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
         *smx = len_add(*smx, len_mul(amx, qhi));
         if (qr == 1) { /* consume the literal '{' */
             p->i++;
-            buf_puts(out, "\\{");
+            buf_puts(out, p->tick ? "\\{(?T)" : "\\{");
             atoms++;
             *smn = len_add(*smn, 1);
             *smx = len_add(*smx, 1);
@@ -719,6 +725,15 @@ static int pt_seq(struct pt *p, struct buf *out, bool *anc_start, bool *anc_end,
         last_set = set;
         last_lo = qlo;
         last_hi = qhi;
+    }
+    if (single && top && atoms == 1 && last_is_set && !*anc_start && !*anc_end && last_lo >= 1 &&
+        last_lo <= 1) {
+        /* unanchored X, X+, X{1,n}: "contains a character of X" */
+        single->contains = true;
+        struct cpset neg = last_set;
+        cp_negate(&neg);
+        buf_reset(&single->notset);
+        emit_set(&single->notset, &neg, false);
     }
     if (single && top && atoms == 1 && last_is_set && *anc_start && *anc_end) {
         single->ok = true;
@@ -754,8 +769,8 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
         }
         if (nb) buf_puts(&acc, "|");
         if (top)
-            buf_printf(&acc, "%s%s%s", s ? "" : JSRX_CHAR "*", b.data ? b.data : "",
-                       e ? "" : JSRX_CHAR "*");
+            buf_printf(&acc, "%s%s%s", s ? "" : PT_CHAR_STAR(p), b.data ? b.data : "",
+                       e ? "" : PT_CHAR_STAR(p));
         else
             buf_append(&acc, b.data ? b.data : "", b.len);
         if (mn < 0 || bmn < mn) mn = bmn;
@@ -772,7 +787,7 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
         }
         break;
     }
-    if (nb > 1 && single) single->ok = false;
+    if (nb > 1 && single) single->ok = single->contains = false;
     if (top && single) {
         single->anchored = all_start && all_end;
         single->mn = mn < 0 ? 0 : mn;
@@ -797,7 +812,7 @@ int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_singl
                  struct err *e)
 {
     struct pt p = {.s = pat, .n = len, .e = e};
-    if (single) single->ok = false;
+    if (single) single->ok = single->contains = false;
     struct buf r = {0};
     if (pt_alt(&p, &r, true, single, NULL)) {
         buf_free(&r);
@@ -810,6 +825,33 @@ int jsrx_pattern(const char *pat, size_t len, struct buf *out, struct jsrx_singl
     buf_printf(out, "(?:%s)", r.data ? r.data : "");
     buf_free(&r);
     return 0;
+}
+
+int jsrx_pattern_len(const char *pat, size_t len, int64_t lo, int64_t hi, struct buf *out,
+                     struct err *e)
+{
+    struct pt p = {.s = pat, .n = len, .e = e, .tick = true};
+    struct buf r = {0};
+    if (pt_alt(&p, &r, true, NULL, NULL)) {
+        buf_free(&r);
+        return -1;
+    }
+    if (p.i < p.n) {
+        buf_free(&r);
+        return pt_fail(&p, "unbalanced ')'");
+    }
+    jsrx_len_region(out, lo, hi, r.data ? r.data : "");
+    buf_free(&r);
+    return 0;
+}
+
+void jsrx_len_region(struct buf *out, int64_t lo, int64_t hi, const char *body)
+{
+    if (hi > JSRX_LEN_MAX) hi = -1; /* longer than any reply: unbounded */
+    if (hi < 0)
+        buf_printf(out, "(?L%lld,:%s)", (long long)lo, body);
+    else
+        buf_printf(out, "(?L%lld,%lld:%s)", (long long)lo, (long long)hi, body);
 }
 
 /* ---------------------------------------------------------------- formats */
@@ -868,6 +910,57 @@ int jsrx_format(const char *f, struct buf *out, struct err *e)
         rx = "[a-zA-Z][a-zA-Z0-9+.\\-]*:" RX_URICH "*";
     if (!rx) return err_set(e, ERR_INVALID, "unsupported format \"%.100s\"", f);
     buf_printf(out, "(?:%s)", rx);
+    return 0;
+}
+
+/* The format regexes above are ASCII text: each atom (a class, an escaped character, a plain
+ * character) is one character of the string, except the JSON escape `\/` (regex text
+ * `\\\/`), one character written with two. */
+int jsrx_format_ticked(const char *f, struct buf *out, struct err *e)
+{
+    struct buf rx = {0};
+    if (jsrx_format(f, &rx, e)) {
+        buf_free(&rx);
+        return -1;
+    }
+    const char *t = rx.data;
+    size_t n = rx.len;
+    for (size_t i = 0; i < n;) {
+        char c = t[i];
+        size_t st = i;
+        if (c == '(' || c == ')' || c == '|' || c == '*' || c == '+' || c == '?') {
+            if (c == '(' && i + 2 < n && t[i + 1] == '?' && t[i + 2] == ':') i += 2;
+            buf_append(out, t + st, i + 1 - st);
+            i++;
+            continue;
+        }
+        if (c == '{') { /* quantifier: copied */
+            while (i < n && t[i] != '}')
+                i++;
+            buf_append(out, t + st, i + 1 - st);
+            i++;
+            continue;
+        }
+        if (c == '[') {
+            i++;
+            if (i < n && t[i] == '^') i++;
+            if (i < n && t[i] == ']') i++;
+            while (i < n && t[i] != ']')
+                i += t[i] == '\\' ? 2 : 1;
+            i++;
+        } else if (c == '\\' && i + 3 < n && t[i + 1] == '\\' && t[i + 2] == '\\' &&
+                   t[i + 3] == '/') {
+            i += 4; /* \/ in the JSON text: one character */
+        } else if (c == '\\') {
+            i += 2;
+        } else {
+            i++;
+        }
+        buf_puts(out, "(?:");
+        buf_append(out, t + st, i - st);
+        buf_puts(out, "(?T))");
+    }
+    buf_free(&rx);
     return 0;
 }
 
@@ -1507,12 +1600,21 @@ int jsrx_pattern_complement(const char *pat, size_t len, struct buf *out, struct
         buf_free(&one.notset);
         return -1;
     }
+    if (one.contains && !one.ok) { /* no character of X at all */
+        if (one.notset.len)
+            buf_printf(out, "(?:%s)*", one.notset.data);
+        else
+            buf_puts(out, "");
+        buf_free(&one.set);
+        buf_free(&one.notset);
+        return 0;
+    }
     if (!one.ok) {
         buf_free(&one.set);
         buf_free(&one.notset);
         return err_set(e, ERR_UNSUPPORTED,
-                       "the complement of pattern /%.100s/ is supported only for the form ^X{m,n}$ "
-                       "(one character class)",
+                       "the complement of pattern /%.100s/ is supported only for the forms ^X{m,n}$ "
+                       "and X, X+ (one character class)",
                        pat);
     }
     /* not ^X{lo,hi}$: some character outside X, or a length outside [lo, hi] */

@@ -194,7 +194,7 @@ int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root)
 {
     const struct rx_node *s = &src->nodes[root];
     int32_t a = -1, b = -1;
-    if (s->kind == RX_CAT || s->kind == RX_ALT || s->kind == RX_REPEAT) {
+    if (s->kind == RX_CAT || s->kind == RX_ALT || s->kind == RX_REPEAT || s->kind == RX_LEN) {
         a = rx_copy(dst, src, s->a);
         if (a < 0) return -1;
     }
@@ -225,6 +225,7 @@ struct rparse {
     size_t len, i;
     struct err *e;
     int depth;
+    bool in_len; /* inside (?L...): (?T) allowed, no nested region */
 };
 
 static int32_t perr(struct rparse *P, const char *what)
@@ -474,6 +475,38 @@ static int32_t parse_class(struct rparse *P)
 
 static int32_t parse_alt(struct rparse *P);
 
+/* `(?L<m>,<n>:x)` after "(?" (n may be empty: unbounded), counts up to 1,000,000,000. */
+static int32_t parse_len(struct rparse *P)
+{
+    P->i++; /* 'L' */
+    int64_t v[2] = {-1, -1};
+    for (int k = 0; k < 2; k++) {
+        while (P->i < P->len && P->p[P->i] >= '0' && P->p[P->i] <= '9') {
+            v[k] = (v[k] < 0 ? 0 : v[k]) * 10 + (P->p[P->i++] - '0');
+            if (v[k] > 1000000000) return perr(P, "length region bound above 1000000000");
+        }
+        if (P->i >= P->len || P->p[P->i] != (k ? ':' : ',') || v[0] < 0)
+            return perr(P, "bad length region (?L<m>,<n>:...)");
+        P->i++;
+    }
+    if (v[1] >= 0 && v[1] < v[0]) return perr(P, "length region (?L<m>,<n>:...) with n < m");
+    if (P->in_len) return perr(P, "nested length regions");
+    if (++P->depth > 200) return perr(P, "groups nested too deeply");
+    P->in_len = true;
+    int32_t r = parse_alt(P);
+    P->in_len = false;
+    P->depth--;
+    if (r < 0) return -1;
+    if (P->i >= P->len || P->p[P->i] != ')') return perr(P, "missing )");
+    P->i++;
+    int32_t x = node_new(P->a, RX_LEN);
+    if (x < 0) return perr(P, "out of memory");
+    P->a->nodes[x].a = r;
+    P->a->nodes[x].min = (int32_t)v[0];
+    P->a->nodes[x].max = (int32_t)v[1];
+    return x;
+}
+
 static int32_t parse_atom(struct rparse *P)
 {
     char c = P->p[P->i];
@@ -495,6 +528,13 @@ static int32_t parse_atom(struct rparse *P)
                 P->i++;
             } else if (P->i < P->len && (P->p[P->i] == '=' || P->p[P->i] == '!')) {
                 return perr(P, "lookahead is not supported");
+            } else if (P->i + 1 < P->len && P->p[P->i] == 'T' && P->p[P->i + 1] == ')') {
+                P->i += 2;
+                if (!P->in_len) return perr(P, "(?T) outside a length region (?L...)");
+                int32_t t = node_new(P->a, RX_TICK);
+                return t < 0 ? perr(P, "out of memory") : t;
+            } else if (P->i < P->len && P->p[P->i] == 'L') {
+                return parse_len(P);
             } else {
                 return perr(P, "inline flags / special groups (?...) are not supported");
             }
@@ -615,6 +655,7 @@ static int32_t parse_seq(struct rparse *P)
                 return perr(P, "possessive quantifiers are not supported");
             enum rx_kind k = P->a->nodes[x].kind;
             if (k == RX_BOL || k == RX_EOL) return perr(P, "quantified anchor");
+            if (k == RX_TICK || k == RX_LEN) return perr(P, "quantified (?T) or (?L...)");
             x = rx_repeat(P->a, x, min, max);
             if (x < 0) return perr(P, "out of memory");
         }
@@ -656,6 +697,10 @@ int32_t rx_parse(struct rx_ast *a, const char *pattern, size_t len, struct err *
 
 void rx_nfa_deinit(struct rx_nfa *n)
 {
+    for (int32_t i = 0; i < n->n_loops; i++) {
+        free(n->loops[i].tmin);
+        free(n->loops[i].tmax);
+    }
     free(n->s);
     free(n->loops);
     memset(n, 0, sizeof *n);
@@ -665,6 +710,8 @@ struct nbuild {
     struct rx_nfa *n;
     const struct rx_ast *a;
     struct err *e;
+    int32_t region;     /* loop id of the length region being emitted, -1 outside */
+    int32_t region_max; /* its max ticks (-1 unbounded) */
 };
 
 static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, int32_t out,
@@ -766,6 +813,10 @@ bool rx_ast_nullable(const struct rx_ast *a, int32_t x)
         return rx_ast_nullable(a, nd->a) || rx_ast_nullable(a, nd->b);
     case RX_REPEAT:
         return nd->min == 0 || rx_ast_nullable(a, nd->a);
+    case RX_TICK:
+        return true;
+    case RX_LEN: /* ticks follow characters: the empty string makes no tick */
+        return nd->min == 0 && rx_ast_nullable(a, nd->a);
     }
     return false;
 }
@@ -781,13 +832,98 @@ static bool has_big_repeat(const struct rx_ast *a, int32_t x)
     if (big_repeat(nd)) return true;
     if (nd->kind == RX_CAT || nd->kind == RX_ALT)
         return has_big_repeat(a, nd->a) || has_big_repeat(a, nd->b);
-    if (nd->kind == RX_REPEAT) return has_big_repeat(a, nd->a);
+    if (nd->kind == RX_REPEAT || nd->kind == RX_LEN) return has_big_repeat(a, nd->a) || nd->kind == RX_LEN;
     return false;
 }
 
 static int32_t emit(struct nbuild *B, int32_t x, int32_t next);
 
 /* x{m,n} with a counter: CNT_ENTER -> body -> CNT_END -> (body | continuation). */
+/* Successors of a region body state and the ticks each step makes. */
+static int succ_of(const struct rx_nstate *st, int32_t out[2], int *w)
+{
+    *w = st->kind == NS_CNT_TICK;
+    out[0] = st->out;
+    if (st->kind == NS_SPLIT) {
+        out[1] = st->out2;
+        return 2;
+    }
+    return st->kind == NS_ACCEPT || st->kind == NS_CNT_END || st->kind == NS_CNT_ENTER ? 0 : 1;
+}
+
+/* tmin / tmax of a length region (see struct rx_loop) by relaxation; states are built
+ * continuation-first, so in index order most successors are already final and few rounds are
+ * needed. Past 4096 rounds, the bounds give up (tmin 0, tmax = min: no pruning). */
+static int region_ticks(struct rx_nfa *n, struct rx_loop *L, int32_t end)
+{
+    int32_t lo = L->lo, hi = L->hi, nb = hi - lo;
+    L->tmin = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *L->tmin);
+    L->tmax = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *L->tmax);
+    if (!L->tmin || !L->tmax) return -1;
+    int32_t cap = L->min;
+    for (int32_t i = 0; i < nb; i++) {
+        L->tmin[i] = RX_TICKS_INF;
+        L->tmax[i] = -1;
+    }
+#define TMIN(s) ((s) == end ? 0 : (s) >= lo && (s) < hi ? L->tmin[(s)-lo] : RX_TICKS_INF)
+#define TMAX(s) ((s) == end ? 0 : (s) >= lo && (s) < hi ? L->tmax[(s)-lo] : -1)
+    bool changed = true;
+    for (int round = 0; changed; round++) {
+        if (round == 4096) {
+            for (int32_t i = 0; i < nb; i++) {
+                L->tmin[i] = 0;
+                L->tmax[i] = cap;
+            }
+            break;
+        }
+        changed = false;
+        for (int32_t s = lo; s < hi; s++) {
+            int32_t o[2];
+            int w;
+            int k = succ_of(&n->s[s], o, &w);
+            int32_t mn = L->tmin[s - lo], mx = L->tmax[s - lo];
+            for (int j = 0; j < k; j++) {
+                int32_t a = TMIN(o[j]), b = TMAX(o[j]);
+                if (a < RX_TICKS_INF && a + w < mn) mn = a + w;
+                if (b >= 0) {
+                    int32_t v = b + w > cap ? cap : b + w;
+                    if (v > mx) mx = v;
+                }
+            }
+            if (mn != L->tmin[s - lo] || mx != L->tmax[s - lo]) {
+                L->tmin[s - lo] = mn;
+                L->tmax[s - lo] = mx;
+                changed = true;
+            }
+        }
+    }
+#undef TMIN
+#undef TMAX
+    L->tmin_max = 0;
+    L->tmax_fin = 0;
+    for (int32_t i = 0; i < nb; i++) {
+        if (L->tmin[i] < RX_TICKS_INF && L->tmin[i] > L->tmin_max) L->tmin_max = L->tmin[i];
+        if (L->tmax[i] < cap && L->tmax[i] > L->tmax_fin) L->tmax_fin = L->tmax[i];
+    }
+    return 0;
+}
+
+/* Minimum number of ticks on any path through x (0 if a path has none). */
+static int64_t min_ticks(const struct rx_ast *a, int32_t x)
+{
+    const struct rx_node *nd = &a->nodes[x];
+    switch (nd->kind) {
+    case RX_TICK: return 1;
+    case RX_CAT: return min_ticks(a, nd->a) + min_ticks(a, nd->b);
+    case RX_ALT: {
+        int64_t l = min_ticks(a, nd->a), r = min_ticks(a, nd->b);
+        return l < r ? l : r;
+    }
+    case RX_REPEAT: return nd->min ? nd->min * min_ticks(a, nd->a) : 0;
+    default: return 0;
+    }
+}
+
 static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t next)
 {
     struct rx_nfa *n = B->n;
@@ -803,16 +939,32 @@ static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t 
     }
     int32_t id = n->n_loops++;
     int32_t min = nd->min, max = nd->max, child = nd->a;
+    bool len = nd->kind == RX_LEN;
+    n->loops[id] = (struct rx_loop){.min = min, .max = max, .len = len};
     int32_t end = ns_new(B, NS_CNT_END, 0, 0, -1, -1);
     if (end < 0) return -1;
     n->s[end].loop = id;
+    if (len) {
+        B->region = id;
+        B->region_max = max;
+    }
     int32_t body = emit(B, child, end);
+    B->region = -1;
     if (body < 0) return -1;
     int32_t enter = ns_new(B, NS_CNT_ENTER, 0, 0, body, next);
     if (enter < 0) return -1;
     n->s[enter].loop = id;
-    n->loops[id] = (struct rx_loop){
-        .min = min, .max = max, .body = body, .cont = next, .lo = end + 1, .hi = enter};
+    n->loops[id] = (struct rx_loop){.min = min,
+                                    .max = max,
+                                    .body = body,
+                                    .cont = next,
+                                    .lo = end + 1,
+                                    .hi = enter,
+                                    .len = len};
+    if (len && region_ticks(n, &n->loops[id], end)) {
+        err_set(B->e, ERR_NOMEM, "out of memory building regex automaton");
+        return -1;
+    }
     return enter;
 }
 
@@ -881,10 +1033,45 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
         return ns_new(B, NS_BOL, 0, 0, next, -1);
     case RX_EOL:
         return ns_new(B, NS_EOL, 0, 0, next, -1);
+    case RX_LEN:
+        if (B->region >= 0) {
+            err_set(B->e, ERR_INVALID, "regex: nested length regions");
+            return -1;
+        }
+        return emit_counted(B, nd, next);
+    case RX_TICK: {
+        if (B->region < 0) {
+            err_set(B->e, ERR_INVALID, "regex: (?T) outside a length region");
+            return -1;
+        }
+        int32_t t = ns_new(B, NS_CNT_TICK, 0, 0, next, -1);
+        if (t >= 0) B->n->s[t].loop = B->region;
+        return t;
+    }
     case RX_REPEAT: {
         int32_t s = next;
         int32_t min = nd->min, max = nd->max;
-        if (big_repeat(nd) && !rx_ast_nullable(B->a, nd->a) && !has_big_repeat(B->a, nd->a))
+        if (B->region >= 0) {
+            /* inside a length region: no counter of its own (x{m,n} is expanded; x* stays a
+             * loop, the ticks bound it); each iteration ticks at least once, so more than the
+             * region's max iterations can never pass */
+            int64_t mt = min_ticks(B->a, nd->a);
+            if (mt > 0 && B->region_max >= 0 && max >= 0) {
+                int64_t cap = B->region_max / mt + 1;
+                if (max > cap) max = (int32_t)cap;
+                if (min > max) min = max;
+            }
+            /* copies multiply the lexer states a count can meet: past the counted-loop
+             * threshold the masks would outgrow their budget, so refuse at compile time */
+            if (min > RX_NATIVE_COUNT || max > RX_NATIVE_COUNT) {
+                err_set(B->e, ERR_UNSUPPORTED,
+                        "regex: a repetition count above %d inside a length region "
+                        "(pattern or format with minLength/maxLength) is not supported",
+                        RX_NATIVE_COUNT);
+                return -1;
+            }
+        } else if (big_repeat(nd) && !rx_ast_nullable(B->a, nd->a) &&
+                   !has_big_repeat(B->a, nd->a))
             return emit_counted(B, nd, next);
         if (max < 0) {
             /* loop: L = split(child -> L, next) */
@@ -916,7 +1103,7 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
 int32_t rx_nfa_add(struct rx_nfa *n, const struct rx_ast *a, int32_t root, int32_t term,
                    struct err *e)
 {
-    struct nbuild B = {.n = n, .a = a, .e = e};
+    struct nbuild B = {.n = n, .a = a, .e = e, .region = -1, .region_max = -1};
     int32_t acc = ns_new(&B, NS_ACCEPT, 0, 0, term, -1);
     if (acc < 0) return -1;
     return emit(&B, root, acc);
@@ -942,11 +1129,18 @@ bool rx_nfa_nullable(const struct rx_nfa *n, int32_t start)
             break;
         case NS_BYTE:
             break;
-        case NS_CNT_END:
-            break; /* bodies of counted loops are never nullable */
-        case NS_CNT_ENTER:
-            if (n->loops[st->loop].min == 0) outs[0] = st->out2;
+        case NS_CNT_END: /* bodies of counted loops are never nullable */
+            if (n->loops[st->loop].len && n->loops[st->loop].min == 0)
+                outs[0] = n->loops[st->loop].cont;
             break;
+        case NS_CNT_ENTER:
+            if (n->loops[st->loop].len)
+                outs[0] = n->loops[st->loop].body;
+            else if (n->loops[st->loop].min == 0)
+                outs[0] = st->out2;
+            break;
+        case NS_CNT_TICK:
+            break; /* an empty path makes no tick (ticks follow characters) */
         case NS_SPLIT:
             outs[0] = st->out;
             outs[1] = st->out2;
@@ -1208,6 +1402,18 @@ static int push(struct rx_dfa *d, int32_t *sp, uint64_t v)
     return 0;
 }
 
+/* A thread inside a length region that can no longer leave it (too many ticks already, or too
+ * few left to reach min) is dropped. */
+static bool thread_can_finish(const struct rx_nfa *n, int32_t s, uint32_t c1)
+{
+    int32_t li = rx_nfa_loop_of(n, s);
+    if (li < 0 || !n->loops[li].len) return true;
+    const struct rx_loop *L = &n->loops[li];
+    int64_t cnt = (int64_t)c1 - 1;
+    if (L->max >= 0 && cnt + L->tmin[s - L->lo] > L->max) return false;
+    return cnt + L->tmax[s - L->lo] >= L->min;
+}
+
 /* Epsilon closure of the threads on d->stack[0..sp), adding byte-state threads to kbuf and
  * accepted terminals to abuf. `at_start`: BOL assertions pass. */
 static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, int32_t *na)
@@ -1226,6 +1432,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         switch (st->kind) {
         case NS_BYTE:
             if (end) break;
+            if (c1 && !thread_can_finish(d->nfa, s, c1)) break;
             if (*nk == d->kbuf_cap) {
                 int32_t nc = d->kbuf_cap * 2;
                 uint64_t *nb = realloc(d->kbuf, (size_t)nc * sizeof *nb);
@@ -1262,14 +1469,30 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         case NS_EOL:
             push(d, &sp, TH(st->out, 1, c1));
             break;
+        case NS_CNT_TICK: {
+            const struct rx_loop *L = &d->nfa->loops[st->loop];
+            int64_t cnt = (int64_t)c1; /* ticks so far, including this one */
+            if (L->max >= 0 && cnt > L->max) break;
+            if (L->max < 0 && cnt > L->min) cnt = L->min; /* all counts >= min alike */
+            push(d, &sp, TH(st->out, end, (uint32_t)cnt + 1));
+            break;
+        }
         case NS_CNT_ENTER: {
             const struct rx_loop *L = &d->nfa->loops[st->loop];
+            if (L->len) {
+                push(d, &sp, TH(L->body, end, 1));
+                break;
+            }
             if (L->max != 0) push(d, &sp, TH(L->body, end, 1));
             if (L->min == 0) push(d, &sp, TH(L->cont, end, 0));
             break;
         }
         case NS_CNT_END: {
             const struct rx_loop *L = &d->nfa->loops[st->loop];
+            if (L->len) { /* leaving a length region: c1 - 1 ticks */
+                if ((int64_t)c1 - 1 >= L->min) push(d, &sp, TH(L->cont, end, 0));
+                break;
+            }
             int64_t done = (int64_t)c1; /* iterations completed, including this one */
             if (done >= L->min) push(d, &sp, TH(L->cont, end, 0));
             if (L->max < 0 || done < L->max) {

@@ -29,7 +29,11 @@
 #define RX_UNKNOWN 0xffffffffu
 
 /* ---- AST ---- */
-enum rx_kind { RX_EMPTY, RX_CLASS, RX_BYTES, RX_CAT, RX_ALT, RX_REPEAT, RX_BOL, RX_EOL };
+/* RX_LEN: a length region `(?L<m>,<n>:x)` (a = x; min, max; max -1 unbounded): x must pass
+ * between m and n ticks; RX_TICK: `(?T)`, one tick of the innermost region (an epsilon step).
+ * Internal syntax: the JSON Schema compiler writes x with a tick after each character of the
+ * string content, so the region is "x intersected with minLength/maxLength" (issue 19). */
+enum rx_kind { RX_EMPTY, RX_CLASS, RX_BYTES, RX_CAT, RX_ALT, RX_REPEAT, RX_BOL, RX_EOL, RX_LEN, RX_TICK };
 
 struct rx_node {
     enum rx_kind kind;
@@ -62,7 +66,12 @@ int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root);
  * repetition inside x) are not expanded: x is emitted once between CNT_ENTER and CNT_END, and an
  * NFA thread inside x carries an iteration counter (DFA states are sets of (state, counter)). */
 #define RX_NATIVE_COUNT 32
-enum rx_nkind { NS_BYTE, NS_SPLIT, NS_EPS, NS_BOL, NS_EOL, NS_ACCEPT, NS_CNT_ENTER, NS_CNT_END };
+/* A length region is a loop (len = true) whose counter counts ticks instead of iterations:
+ * CNT_ENTER starts it at 0, CNT_TICK adds one (a thread past max dies), CNT_END leaves the
+ * region when the count is at least min. Regions and counted loops never nest (inside a region
+ * large repetitions are expanded, their bounds clamped to the region's max). */
+enum rx_nkind { NS_BYTE, NS_SPLIT, NS_EPS, NS_BOL, NS_EOL, NS_ACCEPT, NS_CNT_ENTER, NS_CNT_END,
+                NS_CNT_TICK };
 struct rx_nstate {
     uint8_t kind, lo, hi;
     int32_t out, out2; /* out2: SPLIT, CNT_ENTER (continuation); ACCEPT: out = terminal id */
@@ -72,7 +81,16 @@ struct rx_loop {
     int32_t min, max; /* max -1: unbounded */
     int32_t body, cont;
     int32_t lo, hi; /* NFA states [lo, hi) are the body's (loops never nest) */
+    bool len;       /* a length region (counts ticks), not an iteration count */
+    /* length regions, per body state s (index s - lo): the fewest ticks from s to the region's
+     * end (RX_TICKS_INF: none) and the most, capped at min (-1: the end is unreachable). A
+     * thread with `count` ticks dies when count + tmin > max or count + tmax < min, so a lexer
+     * state never keeps a thread that cannot finish (masks stay exact). tmin_max / tmax_fin:
+     * the largest finite tmin, the largest tmax below min (for the counter classes). */
+    int32_t *tmin, *tmax;
+    int32_t tmin_max, tmax_fin;
 };
+#define RX_TICKS_INF 0x3fffffff
 struct rx_nfa {
     struct rx_nstate *s;
     int32_t n, cap;

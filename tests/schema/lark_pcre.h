@@ -8,9 +8,11 @@
 #ifndef LMS_TESTS_SCHEMA_LARK_PCRE_H
 #define LMS_TESTS_SCHEMA_LARK_PCRE_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
+#include "grammar/jsonschema_internal.h"
 
 static inline int lark_pcre(const char *lark, struct buf *o)
 {
@@ -47,9 +49,23 @@ static inline int lark_pcre(const char *lark, struct buf *o)
                     if (*p == '\\') {
                         buf_append(o, p, 2);
                         p += 2;
+                    } else if (!strncmp(p, "(?T)", 4)) {
+                        p += 4; /* a tick: the lookahead below counts the characters */
+                    } else if (!strncmp(p, "(?L", 3)) {
+                        /* length region (jsonschema.c writes one only as a string's whole
+                         * content, before its closing quote): a lookahead on the length;
+                         * PCRE2 counts stop at 65535 (above: unbounded, checker only) */
+                        long lo = strtol(p + 3, (char **)&p, 10), hi = -1;
+                        p++; /* ',' */
+                        if (*p != ':') hi = strtol(p, (char **)&p, 10);
+                        p++; /* ':' */
+                        if (lo > 65535) lo = 65535;
+                        if (hi > 65535) hi = -1;
+                        if (hi < 0)
+                            buf_printf(o, "(?=(?:" JSRX_CHAR "){%ld,}\")(?:", lo);
+                        else
+                            buf_printf(o, "(?=(?:" JSRX_CHAR "){%ld,%ld}\")(?:", lo, hi);
                     } else {
-                        if (*p == '[') { /* copy a class verbatim ('/' may appear escaped only) */
-                        }
                         buf_append(o, p++, 1);
                     }
                 }

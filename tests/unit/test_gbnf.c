@@ -289,3 +289,20 @@ Test(gbnf, errors_name_rule_and_line)
     grammar_free(g);
     grammar_vocab_index_free(vi);
 }
+
+/* Review finding D1: each repetition suffix is written exactly once, the same way in a regex
+ * terminal and in a lark rule (one helper, emit_suffix). */
+Test(gbnf, repetition_suffix_written_once)
+{
+    const char *src = "root ::= \"a\"* \"b\"+ \"c\"? \"d\"{2} \"e\"{2,} \"f\"{2,3} x* x+ x? x{2} "
+                      "x{2,} x{2,3} x{,2}\nx ::= \"y\"\n";
+    struct buf out = {0};
+    struct err e = {0};
+    cr_assert_eq(gbnf_to_lark(src, strlen(src), &out, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(out.data,
+                     "start: g0\n"
+                     "g0: /(?:a)*(?:b)+(?:c)?(?:d){2,2}(?:e){2,}(?:f){2,3}/ (g1)* (g1)+ (g1)? "
+                     "(g1){2,2} (g1){2,} (g1){2,3} (g1){0,2}\n"
+                     "g1: /y/\n");
+    buf_free(&out);
+}

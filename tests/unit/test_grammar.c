@@ -284,6 +284,72 @@ Test(grammar_regex, errors_name_the_construct)
     }
 }
 
+/* Length regions (?L<m>,<n>:...) with (?T) ticks (the JSON Schema compiler's pattern/format ∩
+ * minLength/maxLength, issue 19): whole matches and masks against PCRE2 equivalents written
+ * without them (PCRE2's partial matching is not exact through lookaheads); bounds near and far from the counter's classes; repetition bounds clamped
+ * inside a region; errors. */
+static const char *len_pairs[][2] = {
+    {"(?L2,5:(?:[ab](?T))*c(?T)(?:[ab](?T))*)", "c[ab]{1,4}|[ab]c[ab]{0,3}|[ab]{2}c[ab]{0,2}|[ab]{3}c[ab]?|[ab]{4}c"},
+    {"(?L0,3:(?:(?:é|ab)(?T))+)", "(?:é|ab){1,3}"},
+    {"(?L40,45:(?:[ab](?T))*)c?", "[ab]{40,45}c?"},
+    {"(?L3,:(?:x(?T)){1,2}(?:[0-9](?T))*)", "x[0-9]{2,}|xx[0-9]+"},
+    {"(?L1,4:(?:[a-z](?T)){2,100})", "[a-z]{2,4}"},
+    {"a(?L0,0:(?:b(?T))*)c", "ac"},
+};
+
+static void masks_vs_pcre(const struct hv *h, const char *pat, pcre2_code *re, int n);
+
+Test(grammar_regex, length_regions_vs_pcre2)
+{
+    for (size_t p = 0; p < sizeof len_pairs / sizeof len_pairs[0]; p++) {
+        const char *pat = len_pairs[p][0];
+        pcre2_code *re = pcre_compile_full(len_pairs[p][1]);
+        for (int k = 0; k < 800; k++) {
+            char s[128];
+            size_t n = 0;
+            int len = (int)(rnd() % (p == 2 ? 60 : 9));
+            const char *pieces[] = {"a", "b", "c", "x", "1", "é", "ab", "z"};
+            for (int i = 0; i < len && n + 4 < sizeof s; i++) {
+                const char *pc = pieces[rnd() % (k % 2 ? 3 : 8)];
+                memcpy(s + n, pc, strlen(pc));
+                n += strlen(pc);
+            }
+            s[n] = 0;
+            struct err e = {0};
+            int mine = rx_match_full(pat, strlen(pat), s, n, &e);
+            cr_assert(mine >= 0, "%s: %s", pat, e.msg);
+            int ref = pcre_status(re, s, n) == 1;
+            cr_assert_eq(mine, ref, "/%s/ on \"%s\": ours %d, pcre2 %d", pat, s, mine, ref);
+        }
+        pcre2_code_free(re);
+    }
+    static const char *toks[] = {"<eos>", "a", "b", "c", "ab", "abab", "x", "1", "x1", "é", "aé"};
+    int n = sizeof toks / sizeof toks[0];
+    struct hv h;
+    hv_init(&h, toks, n, 1);
+    for (size_t p = 0; p < sizeof len_pairs / sizeof len_pairs[0]; p++) {
+        pcre2_code *re = pcre_compile_full(len_pairs[p][1]);
+        masks_vs_pcre(&h, len_pairs[p][0], re, n);
+        pcre2_code_free(re);
+    }
+    grammar_vocab_index_free(h.vi);
+    static const struct {
+        const char *pat, *needle;
+    } bad[] = {{"a(?T)", "outside a length region"},
+               {"(?L1,2:(?L0,1:a(?T)))", "nested length regions"},
+               {"(?L3,2:a)", "n < m"},
+               {"(?L1:a)", "bad length region"},
+               {"(?L1,2:a(?T)*)", "quantified"},
+               {"(?L0,200:(?:a(?T)){0,40})", "repetition count above 32 inside a length region"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct err e = {0};
+        int rc = rx_match_full(bad[i].pat, strlen(bad[i].pat), "a", 1, &e);
+        cr_assert_eq(rc, -1, "/%s/ accepted", bad[i].pat);
+        cr_assert(strstr(e.msg, bad[i].needle), "/%s/: '%s' lacks '%s'", bad[i].pat, e.msg,
+                  bad[i].needle);
+    }
+}
+
 /* Masks of `start: /R/` equal PCRE2's viable-prefix test for every token, along random paths. */
 Test(grammar_regex, masks_are_viable_prefixes)
 {
@@ -295,8 +361,18 @@ Test(grammar_regex, masks_are_viable_prefixes)
     struct hv h;
     hv_init(&h, toks, n, 1);
     for (size_t p = 0; p < sizeof rx_patterns / sizeof rx_patterns[0]; p++) {
-        const char *pat = rx_patterns[p];
-        pcre2_code *re = pcre_compile_full(pat);
+        pcre2_code *re = pcre_compile_full(rx_patterns[p]);
+        masks_vs_pcre(&h, rx_patterns[p], re, n);
+        pcre2_code_free(re);
+    }
+    grammar_vocab_index_free(h.vi);
+}
+
+static void masks_vs_pcre(const struct hv *hp, const char *pat, pcre2_code *re, int n)
+{
+    const struct hv h = *hp;
+    const char *const *toks = hp->tok;
+    {
         struct grammar *g = compile_ok(&h, GRAMMAR_REGEX, pat);
         for (int walk = 0; walk < 20; walk++) {
             struct err e = {0};
@@ -338,9 +414,7 @@ Test(grammar_regex, masks_are_viable_prefixes)
             matcher_free(m);
         }
         grammar_free(g);
-        pcre2_code_free(re);
     }
-    grammar_vocab_index_free(h.vi);
 }
 
 /* ---- lark ---- */

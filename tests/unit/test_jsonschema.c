@@ -681,11 +681,20 @@ Test(jsonschema, any_property_order)
           "\"required\":[\"b\"]}",
           L("{\"x\":1,\"b\":2,\"y\":3,\"a\":4,\"z\":5}", "{\"b\":null}", "{\"q\":1,\"b\":1}"),
           L("{\"x\":1}", "{\"b\":1,\"x\":2,\"b\":3}", "{\"a\":1,\"b\":1,\"a\":2}"));
-    /* more than JS_ANYORDER_MAX (8) members: declared order (logged) */
-    const char *nine = "{\"type\":\"object\",\"properties\":{\"p1\":{},\"p2\":{},\"p3\":{},"
-                       "\"p4\":{},\"p5\":{},\"p6\":{},\"p7\":{},\"p8\":{},\"p9\":{}},"
-                       "\"additionalProperties\":false}";
-    check(nine, L("{\"p1\":1,\"p9\":2}"), L("{\"p9\":2,\"p1\":1}"));
+    /* more than JS_ANYORDER_MAX (8) members: any order still (any_order_many_members); with
+     * more than JS_ANYORDER_REQ_MAX (12) of them required: declared order (logged) */
+    struct buf big = {0};
+    buf_puts(&big, "{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{");
+    for (int i = 0; i < 13; i++)
+        buf_printf(&big, "%s\"%c\":{}", i ? "," : "", 'a' + i);
+    buf_puts(&big, "},\"required\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\","
+                   "\"k\",\"l\",\"m\"]}");
+    check(big.data,
+          L("{\"a\":1,\"b\":1,\"c\":1,\"d\":1,\"e\":1,\"f\":1,\"g\":1,\"h\":1,\"i\":1,\"j\":1,"
+            "\"k\":1,\"l\":1,\"m\":1}"),
+          L("{\"b\":1,\"a\":1,\"c\":1,\"d\":1,\"e\":1,\"f\":1,\"g\":1,\"h\":1,\"i\":1,\"j\":1,"
+            "\"k\":1,\"l\":1,\"m\":1}"));
+    buf_free(&big);
     grammar_vocab_index_free(v->vi);
     free(v);
 }
@@ -729,4 +738,108 @@ Test(jsonschema, ref_siblings_by_draft)
     check("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$defs\":{\"n\":{\"type\":"
           "\"integer\"}},\"$ref\":\"#/$defs/n\",\"minimum\":5}",
           L("5", "7"), L("4", "\"x\""));
+}
+
+/* pattern / format intersected with minLength / maxLength (issue 19: length regions), checked
+ * at the language level (PCRE2) and through the engine, where masks must never lead into a
+ * dead end: every valid instance is accepted byte by byte. Formats JSON Schema does not define
+ * are annotations. */
+Test(jsonschema, pattern_and_format_with_lengths)
+{
+    const char *ident = "{\"type\":\"string\",\"pattern\":\"^[a-z][a-z0-9_]*$\",\"minLength\":2,"
+                        "\"maxLength\":5}";
+    const char *const ident_good[] = {"\"ab\"", "\"a_1\"", "\"abcde\"", NULL};
+    const char *const ident_bad[] = {"\"a\"", "\"abcdef\"", "\"1ab\"", "\"aB\"", "\"\"", NULL};
+    check(ident, ident_good, ident_bad);
+    /* unanchored: contains a hex run; lengths count escapes and non-ASCII as one character */
+    const char *hex = "{\"type\":\"string\",\"pattern\":\"[0-9a-f]+\",\"minLength\":3,\"maxLength\":4}";
+    const char *const hex_good[] = {"\"zz1\"", "\"\\n\\\"a\"", "\"é日a\"", "\"abcd\"", NULL};
+    const char *const hex_bad[] = {"\"zzz\"", "\"a1\"", "\"abcde\"", "\"\\u00e9\\n\\t\\r\"", NULL};
+    check(hex, hex_good, hex_bad);
+    const char *email = "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":12}";
+    const char *const email_good[] = {"\"a@b.co\"", "\"abc.d@ef.gh\"", NULL};
+    const char *const email_bad[] = {"\"abcde.f@gh.ij\"", "\"a@\"", "\"ab\"", NULL};
+    check(email, email_good, email_bad);
+    /* uri: `\/` is one character */
+    const char *uri = "{\"type\":\"string\",\"format\":\"uri\",\"minLength\":8,\"maxLength\":9}";
+    const char *const uri_good[] = {"\"http:\\/\\/a\"", "\"http:\\/\\/ab\"", "\"http://ab\"", NULL};
+    const char *const uri_bad[] = {"\"http://\"", "\"http://abc\"", "\"1ttp://ab\"", NULL};
+    check(uri, uri_good, uri_bad);
+    /* a format no draft defines constrains nothing; a defined one we cannot write is an error */
+    const char *const any_good[] = {"\"x\"", "\"\"", NULL};
+    const char *const any_bad[] = {"1", NULL};
+    check("{\"type\":\"string\",\"format\":\"int32-path\"}", any_good, any_bad);
+    expect_error("{\"type\":\"string\",\"format\":\"uri-reference\"}", "uri-reference");
+    expect_error("{\"type\":\"string\",\"format\":\"email\",\"pattern\":\"a\"}", "pattern");
+
+    struct bytevocab *v = calloc(1, sizeof *v);
+    bv_init(v);
+    engine_check(v, ident, ident_good, ident_bad);
+    engine_check(v, hex, hex_good, hex_bad);
+    engine_check(v, email, email_good, email_bad);
+    engine_check(v, uri, uri_good, uri_bad);
+    /* a long bound: the counter, not an expansion; its last characters are exact */
+    struct buf s60 = {0}, s61 = {0};
+    buf_puts(&s60, "\"x");
+    for (int i = 0; i < 59; i++)
+        buf_puts(&s60, "a");
+    buf_puts(&s60, "\"");
+    buf_printf(&s61, "\"xa%s", s60.data + 2);
+    const char *const long_good[] = {"\"xa\"", s60.data, NULL};
+    const char *const long_bad[] = {"\"ax\"", s61.data, NULL};
+    engine_check(v, "{\"type\":\"string\",\"pattern\":\"^x[a-z]+$\",\"maxLength\":60}", long_good,
+                 long_bad);
+    buf_free(&s60);
+    buf_free(&s61);
+    grammar_vocab_index_free(v->vi);
+    free(v);
+}
+
+/* More than 8 declared members: the required ones (up to 12) are tracked by sets, the optional
+ * ones join the extras, so any order of a duplicate-free object is accepted and every required
+ * member enforced (language level and through the engine). */
+Test(jsonschema, any_order_many_members)
+{
+    struct buf sch = {0};
+    buf_puts(&sch, "{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{");
+    for (int i = 0; i < 11; i++)
+        buf_printf(&sch, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    buf_puts(&sch, "},\"required\":[\"p1\",\"p5\",\"p9\"]}");
+    const char *const good[] = {"{\"p9\":1,\"p5\":2,\"p1\":3}",
+                                "{\"p10\":0,\"p9\":1,\"p0\":4,\"p5\":2,\"p3\":3,\"p1\":3}",
+                                "{\"p1\":1, \"p2\":2, \"p5\":3, \"p9\":4, \"p10\":5}", NULL};
+    const char *const bad[] = {"{\"p9\":1,\"p5\":2}", "{\"p9\":1,\"p5\":2,\"p1\":3,\"p1\":3}",
+                               "{\"p9\":1,\"p5\":2,\"p1\":3,\"p11\":3}",
+                               "{\"p9\":1,\"p5\":\"x\",\"p1\":3}", NULL};
+    check(sch.data, good, bad);
+    struct bytevocab *v = calloc(1, sizeof *v);
+    bv_init(v);
+    engine_check(v, sch.data, good, bad);
+    grammar_vocab_index_free(v->vi);
+    free(v);
+    buf_free(&sch);
+}
+
+/* patternProperties without additionalProperties for an unanchored one-class pattern (X, X+):
+ * the other keys are those with no character of X, and take any value. */
+Test(jsonschema, pattern_properties_contains_class)
+{
+    const char *a = "{\"type\":\"object\",\"patternProperties\":{\"a\":{\"type\":\"integer\"}}}";
+    const char *const a_good[] = {"{}", "{\"xay\":1,\"b\":\"s\"}", "{\"b\":[1],\"\":null}",
+                                  "{\"a\":1, \"ba\":2}", NULL};
+    const char *const a_bad[] = {"{\"xa\":\"s\"}", "{\"b\":1,\"a\":null}",
+                                 "{\"\\u0061\":\"s\"}", NULL};
+    check(a, a_good, a_bad);
+    const char *dot = "{\"type\":\"object\",\"patternProperties\":{\".+\":{\"type\":\"string\"}}}";
+    const char *const dot_good[] = {"{\"k\":\"v\"}", "{\"\":1}", "{\"\\n\":1}", NULL};
+    const char *const dot_bad[] = {"{\"k\":1}", "{\"\\nk\":1}", NULL};
+    check(dot, dot_good, dot_bad);
+    struct bytevocab *v = calloc(1, sizeof *v);
+    bv_init(v);
+    engine_check(v, a, a_good, a_bad);
+    engine_check(v, dot, dot_good, dot_bad);
+    grammar_vocab_index_free(v->vi);
+    free(v);
+    expect_error("{\"type\":\"object\",\"patternProperties\":{\"^ab\":{\"type\":\"integer\"}}}",
+                 "patternProperties");
 }
