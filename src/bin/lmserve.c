@@ -21,7 +21,7 @@ struct opts {
     const char *kv_cache_dir, *cors;
     long port, ctx, threads, queue, conns, conns_per_client, max_tokens, max_body, timeout;
     long header_timeout, body_timeout, body_min_rate, shutdown_grace;
-    long kv_slots, kv_disk_slots, prefill_chunk, spec;
+    long kv_slots, kv_disk_slots, prefill_chunk, spec, batch;
     bool kv_slots_force, reasoning, metrics;
 };
 
@@ -54,8 +54,10 @@ static void usage(FILE *f)
         "  --body-min-rate B slowest accepted body upload, bytes/s (default 65536)\n"
         "  --shutdown-grace S  on SIGTERM/SIGINT, seconds the running reply may take to\n"
         "                    finish before it is cut with an error ending (default 5)\n"
+        "  --batch N         requests decoded together, one weight pass per step (default 4;\n"
+        "                    raises --kv-slots to N; docs/batching.md)\n"
         "  --kv-slots N      resident KV caches reused across requests by common prefix\n"
-        "                    (default 1; docs/kv-cache.md)\n"
+        "                    (default 1; at least --batch; docs/kv-cache.md)\n"
         "  --kv-slots-force  keep --kv-slots even above available memory (still warns)\n"
         "  --kv-cache-dir D  spill evicted KV slots to sidecar files in D, restored on a\n"
         "                    match, also after a restart (default: off)\n"
@@ -99,6 +101,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"--kv-slots", offsetof(struct opts, kv_slots), 1, 1 << 16},
         {"--kv-disk-slots", offsetof(struct opts, kv_disk_slots), 1, 1 << 16},
         {"--prefill-chunk", offsetof(struct opts, prefill_chunk), 1, 1 << 16},
+        {"--batch", offsetof(struct opts, batch), 1, 64},
         {"--spec", offsetof(struct opts, spec), 0, 16},
         {"--conns-per-client", offsetof(struct opts, conns_per_client), 1, 1 << 16},
         {"--header-timeout", offsetof(struct opts, header_timeout), 1, 86400},
@@ -295,6 +298,7 @@ int main(int argc, char **argv)
                                   .kv_cache_dir = o.kv_cache_dir,
                                   .kv_disk_slots = (int)o.kv_disk_slots,
                                   .prefill_chunk = (int)o.prefill_chunk,
+                                  .batch = (int)o.batch,
                                   .spec = (int)o.spec,
                                   .alias = o.alias};
     struct backend *b = backend_llm_new(o.model, &bo, &e);

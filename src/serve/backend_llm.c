@@ -34,7 +34,8 @@ struct llm {
     struct kvslot *cur;   /* the slot the running request uses */
     struct kvdisk *disk;  /* R-KV-5 or NULL */
     int chunk;            /* --prefill-chunk */
-    float *logits;
+    int batch;            /* --batch: streams decoded together (<= n_slots) */
+    float *logits;        /* n_slots rows of n_vocab: one per stream of a step */
     char *out;      /* detokenizer output, TOK_STREAM_OUT_MAX(tok_max_len) */
     int32_t *pos;
     struct kv_cache **seq;
@@ -323,35 +324,34 @@ out:
     return rc;
 }
 
-static int forward(struct llm *L, const int32_t *toks, size_t n, int32_t pos0, struct err *e)
+/* One token of one slot through the model alone (speculation's fallback), its logits into out. */
+static int fwd1(struct llm *L, struct kvslot *s, int32_t tok, float *out, struct err *e)
 {
-    for (size_t i = 0; i < n; i++) {
-        L->pos[i] = pos0 + (int32_t)i;
-        L->seq[i] = L->cur->kv;
-    }
-    struct batch bt = {.token = toks, .pos = L->pos, .seq = L->seq, .n = (int64_t)n};
-    if (model_forward(L->m, &bt, L->logits, e) < 0) return -1;
-    memcpy(L->cur->shadow + pos0, toks, n * sizeof *toks);
-    L->cur->n_shadow = (size_t)pos0 + n;
+    int32_t pos = (int32_t)s->n_shadow;
+    struct kv_cache *kv = s->kv;
+    struct batch bt = {.token = &tok, .pos = &pos, .seq = &kv, .n = 1};
+    if (model_forward(L->m, &bt, out, e) < 0) return -1;
+    s->shadow[pos] = tok;
+    s->n_shadow = (size_t)pos + 1;
     return 0;
 }
 
-/* R-SPEC-1 (serve/spec.h, docs/speculation.md): the next logits after the chosen token tok. A
- * pending verify row that tok confirms is copied into L->logits with no forward; otherwise the rows
- * of unaccepted drafts are dropped (cache and shadow alike), and tok is fed with a new draft (the
- * context's own continuation, filtered through the grammar with rollback) in one forward that
- * yields logits for every position, or alone when nothing matches. left = tokens still wanted. */
-static int spec_step(struct llm *L, struct spec *sp, struct matcher *mt, int32_t tok, int left,
-                     struct err *e)
+/* R-SPEC-1 (serve/spec.h, docs/speculation.md): the next logits of slot s after the chosen token
+ * tok, into out. A pending verify row that tok confirms is copied with no forward; otherwise the
+ * rows of unaccepted drafts are dropped (cache and shadow alike), and tok is fed with a new draft
+ * (the context's own continuation, filtered through the grammar with rollback) in one forward that
+ * yields logits for every position, or alone when nothing matches. left = tokens still wanted.
+ * A speculating stream runs its own forward beside the batch's (docs/batching.md). */
+static int spec_step(struct llm *L, struct kvslot *s, struct spec *sp, float *vlogits,
+                     struct matcher *mt, int32_t tok, int left, float *out, struct err *e)
 {
     size_t nv = (size_t)L->cfg->n_vocab;
     int64_t keep;
     int row = spec_accept(sp, tok, &keep);
     if (row > 0) {
-        memcpy(L->logits, L->vlogits + (size_t)row * nv, nv * sizeof *L->logits);
+        memcpy(out, vlogits + (size_t)row * nv, nv * sizeof *out);
         return 0;
     }
-    struct kvslot *s = L->cur;
     if (keep >= 0) {
         kv_truncate(s->kv, (int)keep);
         s->n_shadow = (size_t)keep;
@@ -365,83 +365,29 @@ static int spec_step(struct llm *L, struct spec *sp, struct matcher *mt, int32_t
         n++;
     if (mt && n) matcher_rollback(mt, n);
     sp->n_draft = n;
-    if (!n) return forward(L, &tok, 1, pos0, e);
+    if (!n) return fwd1(L, s, tok, out, e);
     int32_t t[SPEC_MAX_DRAFT + 1];
     t[0] = tok;
     memcpy(t + 1, sp->draft, (size_t)n * sizeof *t);
-    if (model_verify(L->m, s->kv, t, n + 1, pos0, L->vlogits, e) < 0) return -1;
+    if (model_verify(L->m, s->kv, t, n + 1, pos0, vlogits, e) < 0) return -1;
     memcpy(s->shadow + pos0, t, (size_t)(n + 1) * sizeof *t);
     s->n_shadow = (size_t)pos0 + (size_t)n + 1;
-    memcpy(L->logits, L->vlogits, nv * sizeof *L->logits);
+    memcpy(out, vlogits, nv * sizeof *out);
     return 0;
 }
 
 /* A reply ended with drafts pending: their rows go, so the slot holds what plain decoding leaves. */
-static void spec_end(struct llm *L, struct spec *sp)
+static void spec_end(struct kvslot *s, struct spec *sp)
 {
     int64_t keep = spec_settle(sp);
     if (keep < 0) return;
-    kv_truncate(L->cur->kv, (int)keep);
-    L->cur->n_shadow = (size_t)keep;
-}
-
-/* Brings a slot to hold the prompt (R-KV-1/2/5: the plan of serve/kvpool, executed here), then
- * prefills the tokens past what it kept; logits of the last prompt token end up in L->logits.
- * Returns the reused row count via *cached. */
-static int prefill(struct llm *L, struct job *job, int64_t *cached, struct err *e)
-{
-    const struct request *req = &job->req;
-    size_t n = req->n_tokens;
-    const struct kvcand *dc = NULL;
-    int nd = kvdisk_cands(L->disk, &dc);
-    struct kvplan p;
-    kvpool_plan(L->slots, L->n_slots, dc, nd, req->tokens, n, &p);
-    struct kvslot *dst = &L->slots[p.dst];
-    if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow) &&
-        kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head) == 0)
-        L->kv_spills++;
-    size_t lcp = p.keep;
-    enum kvplan_kind done = p.kind;
-    if (p.kind == KVPLAN_RESTORE) {
-        size_t nn = 0, hh = 0;
-        if (kvdisk_restore(L->disk, p.disk, dst->kv, dst->shadow, &nn, &hh) == 0) dst->n_shadow = nn;
-        else { /* refused (logged): this request runs cold */
-            lcp = 0;
-            done = KVPLAN_COLD;
-        }
-    } else if (p.kind == KVPLAN_COPY && p.src != p.dst) {
-        const struct kvslot *src = &L->slots[p.src];
-        if (kv_copy_rows(dst->kv, src->kv, (int)lcp) < 0)
-            return err_set(e, ERR_INTERNAL, "kv: copying %zu rows from slot %d failed", lcp, p.src);
-        memcpy(dst->shadow, src->shadow, lcp * sizeof *src->shadow);
-    }
-    if (lcp > (size_t)kv_rows(dst->kv)) lcp = (size_t)kv_rows(dst->kv);
-    kv_truncate(dst->kv, (int)lcp);
-    dst->n_shadow = lcp;
-    dst->head = req->n_head;
-    dst->used = ++L->clock;
-    L->cur = dst;
-    *cached = (int64_t)lcp;
-    L->kv_plans[done]++;
-    /* debug: the request's own log line already carries cached= (one info line per request) */
-    log_debug("kv: %s -> slot %d%s, cached %zu of %zu (head %zu)", KVPLAN_NAMES[p.kind], p.dst,
-                 p.kind == KVPLAN_COPY && p.src != p.dst ? " (copied)" : "", lcp, n, req->n_head);
-    /* In chunks of at most L->chunk: bounded scratch in the forward pass, and a cancel
-     * point between chunks. The chunks are of equal size (513 tokens: 257 + 256, not 512 + 1),
-     * since a pass over all the weights costs about as much for 1 token as for 200. */
-    size_t todo = n - lcp, n_chunks = (todo + (size_t)L->chunk - 1) / (size_t)L->chunk;
-    for (size_t c = 0, at = lcp; c < n_chunks; c++) {
-        if (pipe_cancelled(job->pipe)) return err_set(e, ERR_CANCELLED, "the client went away");
-        size_t k = (todo - (at - lcp)) / (n_chunks - c);
-        if (forward(L, req->tokens + at, k, (int32_t)at, e) < 0) return -1;
-        at += k;
-    }
-    kv_publish(L); /* before the reply: a client that saw it sees the plan and the prompt rows */
-    return 0;
+    kv_truncate(s->kv, (int)keep);
+    s->n_shadow = (size_t)keep;
 }
 
 static int cancelled(struct job *job, struct err *e)
 {
+    (void)job;
     return err_set(e, ERR_CANCELLED, "the client went away");
 }
 
@@ -504,151 +450,535 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------- the batch (docs/batching.md)
+ *
+ * The worker runs every live stream (one per choice of each admitted request) through one forward
+ * per step: one token of each decoding stream plus a bounded chunk of each prefilling one, each
+ * token at its own position in its own KV slot. A step is: admit queued requests (up to --batch
+ * streams), end streams whose client left, give waiting streams a slot, build and run the
+ * forward, then sample every stream that got logits. Streams end alone; a request ends when its
+ * last stream did. */
+
+enum sstate {
+    SS_FREE,     /* unused entry */
+    SS_SHARE,    /* choice c > 0: waits for choice 0's prefill to copy its rows and logits */
+    SS_WAIT,     /* needs a slot (and room in the batch) to start */
+    SS_PREFILL,  /* has a slot; prompt rows [at, n_tokens) still to compute */
+    SS_DECODE,   /* next: feed tok, then sample from its logits */
+};
+
+struct bjob {
+    struct job *job;
+    bool taken;  /* from queue_take (queue_done when it ends); else run()'s own job */
+    int n_live;  /* streams not yet ended */
+    bool failed; /* one stream hit an error: every stream of the request ends, error reply */
+    struct err e;
+    struct usage u;
+};
+
+struct stream {
+    enum sstate st;
+    uint64_t order; /* admission order: waiting streams start first-come */
+    struct bjob *bj;
+    int choice;
+    struct kvslot *slot;
+    size_t at;    /* SS_PREFILL: next prompt token to compute */
+    int32_t tok;  /* SS_DECODE: the token to feed this step */
+    int k, budget;
+    int row;      /* logits row of this step, -1 = none */
+    float *own;   /* a shared prefill's logits (SS_SHARE -> SS_DECODE), n_vocab floats */
+    bool have_own;
+    struct sampler *smp;
+    struct matcher *mt;
+    struct emitter em;
+    bool em_live;
+    struct toolcall_scanner tc;
+    struct tok_stream ts;
+    struct spec sps; /* --spec: this stream's drafts */
+    float *vlog;     /* --spec: its verify rows, (spec + 1) x n_vocab */
+};
+
+struct sched {
+    struct llm *L;
+    struct stream *s; /* n_s entries (never moved: emitters point into them) */
+    struct bjob *j;   /* n_s entries */
+    int n_s;
+    uint64_t order;
+    /* the step's batch */
+    int32_t *tok, *pos;
+    struct kv_cache **seq;
+    bool *want;
+    int n_max;
+    int width; /* streams in the last step (the debug log line says when it changes) */
+    bool anchor_failed; /* run()'s own job failed: generate returns its error (anchor_e) */
+    struct err anchor_e;
+};
+
+/* Jobs that can join a batch: not embeddings, not several completions prompts (run_prompts). */
+static bool gen_job(const struct job *j) { return j->req.n_inputs == 0 && j->req.n_prompts <= 1; }
+
+static int live_streams(const struct sched *S, bool started_only)
+{
+    int n = 0;
+    for (int i = 0; i < S->n_s; i++)
+        n += S->s[i].st != SS_FREE &&
+             (!started_only || S->s[i].st == SS_PREFILL || S->s[i].st == SS_DECODE);
+    return n;
+}
+
+static bool free_slot(const struct llm *L)
+{
+    for (int i = 0; i < L->n_slots; i++)
+        if (!L->slots[i].busy) return true;
+    return false;
+}
+
+/* Sampler, matcher, emitter and tool-call scanner of one choice. */
+static int stream_open(struct llm *L, struct stream *s, struct err *e)
+{
+    struct request *req = &s->bj->job->req;
+    struct reply_sink *sink = &s->bj->job->sink;
+    struct sampler_params sp = req->sp;
+    sp.seed = req->sp.seed + (uint64_t)s->choice;
+    sp.no_logprob = !req->logprobs; /* only the logprobs encoders read them */
+    if (!(s->smp = sampler_new(&sp, L->cfg->n_vocab, e))) return -1;
+    if (req->grammar && !(s->mt = matcher_new(req->grammar, e))) {
+        snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
+        return -1;
+    }
+    for (size_t i = 0; i < req->n_tokens; i++) sampler_accept(s->smp, req->tokens[i]);
+    struct reply_sink *esink = sink;
+    if (req->tools && L->base.caps.tools) {
+        toolcall_init(&s->tc, sink);
+        esink = toolcall_sink(&s->tc);
+    }
+    emitter_init(&s->em, esink, req->choice_base + s->choice, L->base.caps.think && !req->raw,
+                 (const char *const *)req->stop, req->n_stop);
+    s->em_live = true;
+    int room = L->base.n_ctx - (int)req->n_tokens;
+    s->budget = req->max_tokens < room ? req->max_tokens : room;
+    spec_init(&s->sps, L->spec);
+    return 0;
+}
+
+/* The end of a request: its reply's ending (done, or the error), then the queue's. */
+static void bjob_end(struct sched *S, struct bjob *bj)
+{
+    struct job *job = bj->job;
+    job->usage = bj->u;
+    job->t_end = mono_seconds();
+    if (!bj->taken) { /* run()'s own: its caller reports the error (run_prompts goes on or not) */
+        S->anchor_failed = bj->failed;
+        S->anchor_e = bj->e;
+        if (!bj->failed && job->sink.done(job->sink.ctx, &bj->u) < 0) {
+            S->anchor_failed = true;
+            if (pipe_cancelled(job->pipe)) cancelled(job, &S->anchor_e);
+            else err_set(&S->anchor_e, ERR_NOMEM, "out of memory while streaming");
+        }
+    } else if (!bj->failed) {
+        if (job->sink.done(job->sink.ctx, &bj->u) < 0 && !pipe_cancelled(job->pipe)) {
+            struct err e;
+            err_set(&e, ERR_NOMEM, "out of memory while streaming");
+            log_warn("generate failed: %s", e.msg);
+            if (job->sink.error) job->sink.error(job->sink.ctx, &e);
+        }
+    } else if (!pipe_cancelled(job->pipe)) {
+        log_warn("generate failed: %s", bj->e.msg);
+        if (job->sink.error) job->sink.error(job->sink.ctx, &bj->e);
+    }
+    if (bj->taken) queue_done(job->queue, job);
+    bj->job = NULL;
+}
+
+/* Ends one stream: why >= 0 finishes its choice normally (flush + finish reason), why < 0 drops it
+ * (failure or cancellation). Frees its slot for the others. */
+static void stream_end(struct sched *S, struct stream *s, int why, bool stopped)
+{
+    struct llm *L = S->L;
+    struct bjob *bj = s->bj;
+    if (why >= 0 && !bj->failed && !stopped) {
+        size_t nb = tok_stream_flush(&s->ts, L->out);
+        if ((nb && emitter_feed(&s->em, L->out, nb, NULL) < 0) ||
+            emitter_finish(&s->em, (enum finish_reason)why) < 0) {
+            if (!pipe_cancelled(bj->job->pipe)) {
+                bj->failed = true;
+                err_set(&bj->e, ERR_NOMEM, "out of memory while streaming");
+            }
+        }
+    }
+    if (s->slot) spec_end(s->slot, &s->sps);
+    if (L->spec && s->sps.n_verify)
+        log_debug("spec: %lld verifies, %lld of %lld drafts accepted", (long long)s->sps.n_verify,
+                  (long long)s->sps.n_accepted, (long long)s->sps.n_proposed);
+    if (s->em_live) emitter_deinit(&s->em);
+    toolcall_deinit(&s->tc);
+    free(s->vlog);
+    sampler_free(s->smp);
+    matcher_free(s->mt);
+    free(s->own);
+    if (s->slot) {
+        s->slot->busy = false;
+        s->slot->used = ++L->clock;
+    }
+    *s = (struct stream){.st = SS_FREE, .row = -1};
+    if (--bj->n_live == 0) bjob_end(S, bj);
+}
+
+/* Fails the request of s (error e, unless its client left): every one of its streams ends. */
+static void bjob_fail(struct sched *S, struct bjob *bj, const struct err *e)
+{
+    if (!bj->failed) {
+        bj->failed = true;
+        bj->e = *e;
+    }
+    for (int i = 0; i < S->n_s && bj->job; i++)
+        if (S->s[i].st != SS_FREE && S->s[i].bj == bj) stream_end(S, &S->s[i], -1, false);
+}
+
+/* Admits one request: a stream per choice, choice 0 waiting for a slot, the others for its
+ * prefill. */
+static int admit(struct sched *S, struct job *job, bool taken)
+{
+    int bi = 0;
+    while (bi < S->n_s && S->j[bi].job) bi++;
+    int free_s = 0;
+    for (int i = 0; i < S->n_s; i++) free_s += S->s[i].st == SS_FREE;
+    if (bi == S->n_s || free_s < job->req.n) return -1; /* cannot happen: sized for it */
+    struct bjob *bj = &S->j[bi];
+    *bj = (struct bjob){.job = job, .taken = taken, .n_live = job->req.n,
+                        .u = {.prompt_tokens = (int64_t)job->req.n_tokens}};
+    job->sink.token_text = token_text;
+    job->sink.tctx = S->L->v;
+    for (int c = 0, i = 0; c < job->req.n; i++) {
+        if (S->s[i].st != SS_FREE) continue;
+        S->s[i] = (struct stream){.st = c ? SS_SHARE : SS_WAIT, .order = ++S->order, .bj = bj,
+                                  .choice = c, .row = -1};
+        c++;
+    }
+    return 0;
+}
+
+/* Brings a free slot to hold the prompt of s (R-KV-1/2/5: the plan of serve/kvpool); s then
+ * prefills what the slot does not hold. Choice 0 reports the reused rows as cached_tokens. */
+static int stream_start(struct sched *S, struct stream *s, struct err *e)
+{
+    struct llm *L = S->L;
+    const struct request *req = &s->bj->job->req;
+    size_t n = req->n_tokens;
+    const struct kvcand *dc = NULL;
+    int nd = kvdisk_cands(L->disk, &dc);
+    struct kvplan p;
+    kvpool_plan(L->slots, L->n_slots, dc, nd, req->tokens, n, &p);
+    struct kvslot *dst = &L->slots[p.dst];
+    if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow) &&
+        kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head) == 0)
+        L->kv_spills++;
+    size_t lcp = p.keep;
+    enum kvplan_kind done = p.kind;
+    if (p.kind == KVPLAN_RESTORE) {
+        size_t nn = 0, hh = 0;
+        if (kvdisk_restore(L->disk, p.disk, dst->kv, dst->shadow, &nn, &hh) == 0) dst->n_shadow = nn;
+        else { /* refused (logged): this request runs cold */
+            lcp = 0;
+            done = KVPLAN_COLD;
+        }
+    } else if (p.kind == KVPLAN_COPY && p.src != p.dst) {
+        const struct kvslot *src = &L->slots[p.src];
+        if (kv_copy_rows(dst->kv, src->kv, (int)lcp) < 0)
+            return err_set(e, ERR_INTERNAL, "kv: copying %zu rows from slot %d failed", lcp, p.src);
+        memcpy(dst->shadow, src->shadow, lcp * sizeof *src->shadow);
+    }
+    if (lcp > (size_t)kv_rows(dst->kv)) lcp = (size_t)kv_rows(dst->kv);
+    kv_truncate(dst->kv, (int)lcp);
+    dst->n_shadow = lcp;
+    dst->head = req->n_head;
+    dst->used = ++L->clock;
+    dst->busy = true;
+    L->cur = dst;
+    L->kv_plans[done]++;
+    s->slot = dst;
+    s->at = lcp;
+    s->st = SS_PREFILL;
+    if (s->choice == 0) {
+        s->bj->u.cached_tokens = (int64_t)lcp;
+        s->bj->job->usage = s->bj->u; /* the prompt side, known before the first event */
+    }
+    /* debug: the request's own log line already carries cached= (one info line per request) */
+    log_debug("kv: %s -> slot %d%s, cached %zu of %zu (head %zu)", KVPLAN_NAMES[p.kind], p.dst,
+              p.kind == KVPLAN_COPY && p.src != p.dst ? " (copied)" : "", lcp, n, req->n_head);
+    return stream_open(L, s, e);
+}
+
+/* n > 1: choice 0's prefill just ended (its rows [0, n_tokens) and the logits of the last prompt
+ * token are final): each waiting sibling that finds a free slot copies both instead of prefilling;
+ * the others start later through the pool like any request (finding the prompt there). */
+static void share_prefill(struct sched *S, struct stream *s0, const float *logits, int *active)
+{
+    struct llm *L = S->L;
+    const struct request *req = &s0->bj->job->req;
+    size_t n = req->n_tokens;
+    for (int i = 0; i < S->n_s; i++) {
+        struct stream *s = &S->s[i];
+        if (s->st != SS_SHARE || s->bj != s0->bj) continue;
+        s->st = SS_WAIT;
+        if (*active >= L->batch || !free_slot(L)) continue;
+        struct err e = {0};
+        struct kvplan p;
+        kvpool_plan(L->slots, L->n_slots, NULL, 0, req->tokens, n, &p);
+        struct kvslot *dst = &L->slots[p.dst];
+        if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow) &&
+            kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head) == 0)
+            L->kv_spills++;
+        if (!(s->own = malloc((size_t)L->cfg->n_vocab * sizeof *s->own)) ||
+            kv_copy_rows(dst->kv, s0->slot->kv, (int)n) < 0) {
+            free(s->own);
+            s->own = NULL;
+            continue; /* starts later the ordinary way */
+        }
+        memcpy(s->own, logits, (size_t)L->cfg->n_vocab * sizeof *s->own);
+        log_debug("batch: choice %d shares the prefill of choice 0 (%zu rows copied)", s->choice, n);
+        memcpy(dst->shadow, s0->slot->shadow, n * sizeof *dst->shadow);
+        dst->n_shadow = n;
+        dst->head = req->n_head;
+        dst->used = ++L->clock;
+        dst->busy = true;
+        s->slot = dst;
+        s->at = n;
+        s->have_own = true;
+        s->st = SS_DECODE;
+        L->kv_plans[KVPLAN_COPY]++;
+        (*active)++;
+        if (stream_open(L, s, &e) < 0) {
+            bjob_fail(S, s->bj, &e);
+            return;
+        }
+    }
+}
+
+/* Samples the next token of s from logits (modified in place: bias, mask) and streams it.
+ * Returns 0 to go on (s->tok is the next input), 1 when the choice ended (stream_end done), -1
+ * on an error in e (the caller fails the request). */
+static int stream_sample(struct sched *S, struct stream *s, float *logits, struct err *e)
+{
+    struct llm *L = S->L;
+    struct bjob *bj = s->bj;
+    struct job *job = bj->job;
+    const struct request *req = &job->req;
+    struct sampler_choice ch;
+    for (int i = 0; i < req->n_bias; i++) /* OpenAI logit_bias: before sampling */
+        logits[req->bias[i].token] += req->bias[i].bias;
+    if (s->mt) matcher_mask(s->mt, L->mask);
+    if (s->mt && matcher_status(s->mt, e)) { /* a grammar budget (docs/grammar.md) */
+        snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
+        return -1;
+    }
+    if (sampler_sample(s->smp, logits, s->mt ? L->mask : NULL, &ch) < 0) {
+        if (s->mt) { /* the grammar allows nothing here: end the reply where it is */
+            stream_end(S, s, FINISH_STOP, false);
+            return 1;
+        }
+        return err_set(e, ERR_INTERNAL, "no token can be sampled (all logits -inf or NaN)");
+    }
+    if (s->mt && matcher_consume(s->mt, ch.token) < 0) {
+        if (matcher_status(s->mt, e))
+            snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
+        else
+            err_set(e, ERR_INTERNAL, "the sampled token %d was not allowed by the grammar", ch.token);
+        return -1;
+    }
+    if (!job->t_first) job->t_first = mono_seconds();
+    if (tok_is_eog(L->v, ch.token)) {
+        stream_end(S, s, FINISH_STOP, false);
+        return 1;
+    }
+    sampler_accept(s->smp, ch.token);
+    bj->u.completion_tokens++;
+    if (emitter_in_reasoning(&s->em)) bj->u.reasoning_tokens++;
+    struct token_logprob lp = {.token = ch.token, .logprob = ch.logprob,
+                               .n_top = ch.n_top < REQ_MAX_TOP_LOGPROBS ? ch.n_top
+                                                                        : REQ_MAX_TOP_LOGPROBS};
+    memcpy(lp.top_token, ch.top_token, (size_t)lp.n_top * sizeof lp.top_token[0]);
+    memcpy(lp.top_logprob, ch.top_logprob, (size_t)lp.n_top * sizeof lp.top_logprob[0]);
+    size_t nb = tok_stream_feed(&s->ts, L->v, ch.token, L->out);
+    int er = emitter_feed(&s->em, L->out, nb, req->logprobs ? &lp : NULL);
+    if (er < 0) {
+        if (pipe_cancelled(job->pipe)) return err_set(e, ERR_CANCELLED, "the client went away");
+        return err_set(e, ERR_NOMEM, "out of memory while streaming");
+    }
+    if (er == 1) { /* a stop string fired: the emitter finished the choice */
+        stream_end(S, s, FINISH_STOP, true);
+        return 1;
+    }
+    if (s->mt && matcher_done(s->mt)) { /* only end-of-turn can follow: end here */
+        stream_end(S, s, FINISH_STOP, false);
+        return 1;
+    }
+    if (++s->k == s->budget) { /* no forward needed for a token we will not sample */
+        stream_end(S, s, FINISH_LENGTH, false);
+        return 1;
+    }
+    s->tok = ch.token;
+    return 0;
+}
+
+/* Prefill tokens one step may carry: --prefill-chunk when nothing decodes, else BATCH_CHUNK so
+ * the decoding streams keep flowing (chunk boundaries do not change logits: batch invariance). */
+#define BATCH_CHUNK 64
+
+/* One step: the forward over every started stream, then the sampling. Returns -1 only when the
+ * forward itself failed (e: every started stream's request fails). */
+static int step(struct sched *S, struct err *e)
+{
+    struct llm *L = S->L;
+    int64_t n = 0;
+    int rows = 0, n_dec = 0, n_pre = 0;
+    for (int i = 0; i < S->n_s && L->spec; i++) { /* speculating streams: their own verify */
+        struct stream *s = &S->s[i];
+        if (s->st != SS_DECODE || s->have_own) continue;
+        size_t nv = (size_t)L->cfg->n_vocab;
+        if (!s->own) s->own = malloc(nv * sizeof *s->own);
+        if (!s->vlog) s->vlog = malloc((size_t)(L->spec + 1) * nv * sizeof *s->vlog);
+        struct err se = {0};
+        if (!s->own || !s->vlog) err_set(&se, ERR_NOMEM, "out of memory");
+        else if (spec_step(L, s->slot, &s->sps, s->vlog, s->mt, s->tok, s->budget - s->k, s->own,
+                           &se) == 0) {
+            s->have_own = true;
+            continue;
+        }
+        bjob_fail(S, s->bj, &se);
+    }
+    for (int i = 0; i < S->n_s; i++) n_dec += S->s[i].st == SS_DECODE && !S->s[i].have_own;
+    for (int i = 0; i < S->n_s; i++) { /* decoding streams: one token each */
+        struct stream *s = &S->s[i];
+        s->row = -1;
+        if (s->st != SS_DECODE || s->have_own) continue;
+        S->tok[n] = s->tok;
+        S->pos[n] = (int32_t)s->slot->n_shadow;
+        S->seq[n] = s->slot->kv;
+        S->want[n++] = true;
+        s->row = rows++;
+    }
+    size_t cap = n_dec ? (BATCH_CHUNK < L->chunk ? BATCH_CHUNK : (size_t)L->chunk) : (size_t)L->chunk;
+    while (cap > 0) { /* prefilling streams, first-come */
+        struct stream *s = NULL;
+        for (int i = 0; i < S->n_s; i++) {
+            struct stream *c = &S->s[i];
+            if (c->st == SS_PREFILL && c->row == -1 && c->at < c->bj->job->req.n_tokens &&
+                (!s || c->order < s->order))
+                s = c;
+        }
+        if (!s) break;
+        const struct request *req = &s->bj->job->req;
+        /* equal chunks (513 = 257 + 256, not 512 + 1): a weight pass costs about as much for
+         * 1 token as for 200 */
+        size_t todo = req->n_tokens - s->at, nc = (todo + cap - 1) / cap, k = todo / nc;
+        for (size_t t = 0; t < k; t++) {
+            S->tok[n] = req->tokens[s->at + t];
+            S->pos[n] = (int32_t)(s->at + t);
+            S->seq[n] = s->slot->kv;
+            S->want[n++] = s->at + t + 1 == req->n_tokens;
+        }
+        s->row = s->at + k == req->n_tokens ? rows++ : -2; /* -2: in the batch, no logits */
+        n_pre++;
+        s->at += k;
+        cap -= k;
+    }
+    int width = n_dec + n_pre;
+    if (width != S->width) /* e2e tests read this to see that streams really shared steps */
+        log_debug("batch: %d streams in a step (%d decoding, %lld tokens)", width, n_dec,
+                  (long long)n);
+    S->width = width;
+    if (n > 0) {
+        struct batch bt = {.token = S->tok, .pos = S->pos, .seq = S->seq, .want_logits = S->want,
+                           .n = n};
+        if (model_forward(L->m, &bt, L->logits, e) < 0) return -1;
+        for (int64_t t = 0; t < n; t++) { /* the shadows follow the rows */
+            struct kvslot *sl = NULL;
+            for (int i = 0; i < L->n_slots && !sl; i++)
+                if (L->slots[i].kv == S->seq[t]) sl = &L->slots[i];
+            sl->shadow[S->pos[t]] = S->tok[t];
+            sl->n_shadow = (size_t)S->pos[t] + 1;
+        }
+    }
+    int active = live_streams(S, true);
+    for (int i = 0; i < S->n_s; i++) {
+        struct stream *s = &S->s[i];
+        float *lg;
+        if (s->st != SS_PREFILL && s->st != SS_DECODE) continue;
+        if (s->st == SS_DECODE && s->have_own) {
+            lg = s->own;
+            s->have_own = false;
+        } else if (s->row >= 0) {
+            lg = L->logits + (size_t)s->row * (size_t)L->cfg->n_vocab;
+        } else {
+            continue;
+        }
+        s->row = -1;
+        if (s->st == SS_PREFILL) {
+            s->st = SS_DECODE;
+            kv_publish(L); /* before the reply: a client that saw it sees the plan and the rows */
+            if (s->choice == 0 && s->bj->job->req.n > 1) share_prefill(S, s, lg, &active);
+            if (s->st != SS_DECODE) continue; /* its request failed while sharing */
+        }
+        struct err se = {0};
+        if (stream_sample(S, s, lg, &se) < 0) bjob_fail(S, s->bj, &se);
+    }
+    return 0;
+}
+
 static int llm_generate(struct backend *b, struct job *job, struct err *e)
 {
     if (job->req.n_inputs > 0) return llm_embed((struct llm *)b, job, e);
     struct llm *L = (struct llm *)b;
-    struct request *req = &job->req;
-    struct reply_sink *sink = &job->sink;
-    sink->token_text = token_text;
-    sink->tctx = L->v;
-    struct usage u = {.prompt_tokens = (int64_t)req->n_tokens};
-    int rc = -1;
-    struct sampler *smp = NULL;
-    struct matcher *mt = NULL;
-    struct emitter em;
-    struct toolcall_scanner tc = {0}; /* R-TOOL-2: between the emitter and the encoder */
-    bool em_live = false;
-    int budget = req->max_tokens;
-    int room = b->n_ctx - (int)req->n_tokens;
-    if (budget > room) budget = room;
-    for (int c = 0; c < req->n; c++) {
-        struct sampler_params sp = req->sp;
-        sp.seed = req->sp.seed + (uint64_t)c;
-        sp.no_logprob = !req->logprobs; /* only the logprobs encoders read them */
-        if (!(smp = sampler_new(&sp, L->cfg->n_vocab, e))) goto out;
-        if (req->grammar && !(mt = matcher_new(req->grammar, e))) {
-            snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
-            goto out;
-        }
-        int64_t cached = 0;
-        if (prefill(L, job, &cached, e) < 0) goto out;
-        if (c == 0) {
-            u.cached_tokens = cached;
-            job->usage = u; /* the prompt side, known before the first event (message_start) */
-        }
-        for (size_t i = 0; i < req->n_tokens; i++) sampler_accept(smp, req->tokens[i]);
-        struct reply_sink *esink = sink;
-        if (req->tools && b->caps.tools) {
-            toolcall_init(&tc, sink);
-            esink = toolcall_sink(&tc);
-        }
-        emitter_init(&em, esink, req->choice_base + c, b->caps.think && !req->raw,
-                     (const char *const *)req->stop,
-                     req->n_stop);
-        em_live = true;
-        struct tok_stream ts = {0};
-        struct spec sps;
-        spec_init(&sps, L->spec);
-        enum finish_reason why = FINISH_LENGTH;
-        bool stopped = false;
-        for (int k = 0; k < budget; k++) {
-            if (pipe_cancelled(job->pipe)) {
-                cancelled(job, e);
-                goto out;
-            }
-            struct sampler_choice ch;
-            for (int i = 0; i < req->n_bias; i++) /* OpenAI logit_bias: before sampling */
-                L->logits[req->bias[i].token] += req->bias[i].bias;
-            if (mt) matcher_mask(mt, L->mask);
-            if (mt && matcher_status(mt, e)) { /* a grammar budget (docs/grammar.md) */
-                snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
-                goto out;
-            }
-            if (sampler_sample(smp, L->logits, mt ? L->mask : NULL, &ch) < 0) {
-                if (mt) { /* the grammar allows nothing here: end the reply where it is */
-                    why = FINISH_STOP;
-                    break;
-                }
-                err_set(e, ERR_INTERNAL, "no token can be sampled (all logits -inf or NaN)");
-                goto out;
-            }
-            if (mt && matcher_consume(mt, ch.token) < 0) {
-                if (matcher_status(mt, e))
-                    snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
-                else
-                    err_set(e, ERR_INTERNAL, "the sampled token %d was not allowed by the grammar",
-                            ch.token);
-                goto out;
-            }
-            if (!job->t_first) job->t_first = mono_seconds();
-            if (tok_is_eog(L->v, ch.token)) {
-                why = FINISH_STOP;
-                break;
-            }
-            sampler_accept(smp, ch.token);
-            u.completion_tokens++;
-            if (emitter_in_reasoning(&em)) u.reasoning_tokens++;
-            struct token_logprob lp = {.token = ch.token, .logprob = ch.logprob,
-                                       .n_top = ch.n_top < REQ_MAX_TOP_LOGPROBS ? ch.n_top
-                                                                                : REQ_MAX_TOP_LOGPROBS};
-            memcpy(lp.top_token, ch.top_token, (size_t)lp.n_top * sizeof lp.top_token[0]);
-            memcpy(lp.top_logprob, ch.top_logprob, (size_t)lp.n_top * sizeof lp.top_logprob[0]);
-            size_t nb = tok_stream_feed(&ts, L->v, ch.token, L->out);
-            int er = emitter_feed(&em, L->out, nb, req->logprobs ? &lp : NULL);
-            if (er < 0) {
-                if (pipe_cancelled(job->pipe)) cancelled(job, e);
-                else err_set(e, ERR_NOMEM, "out of memory while streaming");
-                goto out;
-            }
-            if (er == 1) {
-                stopped = true;
-                break;
-            }
-            if (mt && matcher_done(mt)) { /* only end-of-turn can follow: end here */
-                why = FINISH_STOP;
-                break;
-            }
-            if (k + 1 == budget) break; /* no forward needed for a token we will not sample */
-            if ((L->spec ? spec_step(L, &sps, mt, ch.token, budget - k - 1, e)
-                         : forward(L, &ch.token, 1, (int32_t)L->cur->n_shadow, e)) < 0)
-                goto out;
-        }
-        spec_end(L, &sps);
-        if (L->spec && sps.n_verify)
-            log_debug("spec: %lld verifies, %lld of %lld drafts accepted", (long long)sps.n_verify,
-                      (long long)sps.n_accepted, (long long)sps.n_proposed);
-        if (!stopped) {
-            size_t nb = tok_stream_flush(&ts, L->out);
-            if ((nb && emitter_feed(&em, L->out, nb, NULL) < 0) || emitter_finish(&em, why) < 0) {
-                if (pipe_cancelled(job->pipe)) cancelled(job, e);
-                else err_set(e, ERR_NOMEM, "out of memory while streaming");
-                goto out;
-            }
-        }
-        emitter_deinit(&em);
-        toolcall_deinit(&tc);
-        em_live = false;
-        sampler_free(smp);
-        smp = NULL;
-        matcher_free(mt);
-        mt = NULL;
+    struct sched S = {.L = L, .n_s = L->batch + REQ_MAX_N};
+    S.n_max = L->n_slots + (L->chunk > BATCH_CHUNK ? L->chunk : BATCH_CHUNK);
+    S.s = calloc((size_t)S.n_s, sizeof *S.s);
+    S.j = calloc((size_t)S.n_s, sizeof *S.j);
+    S.tok = malloc((size_t)S.n_max * sizeof *S.tok);
+    S.pos = malloc((size_t)S.n_max * sizeof *S.pos);
+    S.seq = malloc((size_t)S.n_max * sizeof *S.seq);
+    S.want = malloc((size_t)S.n_max * sizeof *S.want);
+    if (!S.s || !S.j || !S.tok || !S.pos || !S.seq || !S.want) {
+        free(S.s), free(S.j), free(S.tok), free(S.pos), free(S.seq), free(S.want);
+        return err_set(e, ERR_NOMEM, "out of memory");
     }
-    job->usage = u;
-    job->t_end = mono_seconds();
-    if (sink->done(sink->ctx, &u) < 0) {
-        if (pipe_cancelled(job->pipe)) cancelled(job, e);
-        else err_set(e, ERR_NOMEM, "out of memory while streaming");
-        goto out;
+    admit(&S, job, false);
+    for (;;) {
+        /* requests already queued join now, later arrivals at the next step */
+        while (live_streams(&S, false) < L->batch && job->queue) {
+            struct job *j = queue_take(job->queue, gen_job);
+            if (!j) break;
+            if (pipe_cancelled(j->pipe)) {
+                queue_done(j->queue, j);
+                continue;
+            }
+            admit(&S, j, true);
+        }
+        for (int i = 0; i < S.n_s; i++) /* a client gone ends its streams alone */
+            if (S.s[i].st != SS_FREE && pipe_cancelled(S.s[i].bj->job->pipe)) {
+                struct err ce;
+                err_set(&ce, ERR_CANCELLED, "the client went away");
+                bjob_fail(&S, S.s[i].bj, &ce);
+            }
+        for (;;) { /* waiting streams start, first-come, while slots and room last */
+            int active = live_streams(&S, true);
+            struct stream *w = NULL;
+            for (int i = 0; i < S.n_s; i++)
+                if (S.s[i].st == SS_WAIT && (!w || S.s[i].order < w->order)) w = &S.s[i];
+            if (!w || active >= L->batch || !free_slot(L)) break;
+            struct err se = {0};
+            if (stream_start(&S, w, &se) < 0) bjob_fail(&S, w->bj, &se);
+        }
+        if (live_streams(&S, false) == 0) break;
+        struct err fe = {0};
+        if (step(&S, &fe) < 0)
+            for (int i = 0; i < S.n_s; i++)
+                if (S.s[i].st == SS_PREFILL || S.s[i].st == SS_DECODE) bjob_fail(&S, S.s[i].bj, &fe);
     }
-    rc = 0;
-out:
-    job->usage = u;
-    if (em_live) emitter_deinit(&em);
-    toolcall_deinit(&tc);
-    sampler_free(smp);
-    matcher_free(mt);
-    return rc;
+    free(S.s), free(S.j), free(S.tok), free(S.pos), free(S.seq), free(S.want);
+    if (!S.anchor_failed) return 0;
+    *e = S.anchor_e;
+    return -1;
 }
 
 static int no_done(void *ctx, const struct usage *u)
@@ -741,7 +1071,9 @@ static const struct backend_ops LLM_OPS = {
 static int kv_slots_new(struct llm *L, const struct backend_llm_opts *o, int n_ctx, long long avail,
                         struct err *e)
 {
+    int want_b = o->batch > 0 ? o->batch : BATCH_DEFAULT;
     int n = o->kv_slots > 0 ? o->kv_slots : 1;
+    if (n < want_b) n = want_b; /* every stream of a batch has its own slot */
     struct kv_cache *probe = kv_new(L->m, n_ctx, e);
     if (!probe) return -1;
     double per = (double)kv_bytes(probe), mib = 1048576.0;
@@ -769,6 +1101,10 @@ static int kv_slots_new(struct llm *L, const struct backend_llm_opts *o, int n_c
         return err_set(e, ERR_NOMEM, "out of memory");
     }
     L->n_slots = n;
+    L->batch = want_b < n ? want_b : n;
+    if (L->batch < want_b)
+        log_warn("--batch %d: only %d KV slots fit, so at most %d streams decode together (a "
+                 "smaller --ctx makes room for more)", want_b, n, L->batch);
     for (int i = 0; i < n; i++) {
         struct kvslot *s = &L->slots[i];
         s->kv = i == 0 ? probe : kv_new(L->m, n_ctx, e);
@@ -859,17 +1195,21 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     if (n_ctx <= 0) n_ctx = 4096;
     size_t row = kv_bytes_per_row(L->m);
     long long avail = mem_available();
+    /* the default context is priced for every slot a batch needs (as llama-server's -np shares
+     * its context); a given --ctx stands, and kv_slots_new clamps the slots instead */
+    int price = o->n_ctx > 0 ? 1 : o->batch > 0 ? o->batch : BATCH_DEFAULT;
+    if (o->n_ctx <= 0 && o->kv_slots > price) price = o->kv_slots;
     if (avail > 0 && row > 0) {
-        long long need = (long long)row * n_ctx;
+        long long need = (long long)row * n_ctx * price;
         if (need > avail / 2) {
-            int fit = (int)(avail / 2 / (long long)row);
+            int fit = (int)(avail / 2 / (long long)row / price);
             if (o->n_ctx > 0)
                 log_warn("KV cache: %d positions x %zu B = %.1f MiB exceeds half of available "
                          "memory (%.1f MiB)", n_ctx, row, need / 1048576.0, avail / 1048576.0);
             else {
-                log_warn("KV cache: %d positions x %zu B = %.1f MiB > half of available memory "
-                         "(%.1f MiB): context capped at %d", n_ctx, row, need / 1048576.0,
-                         avail / 1048576.0, fit);
+                log_warn("KV cache: %d slots x %d positions x %zu B = %.1f MiB > half of available "
+                         "memory (%.1f MiB): context capped at %d", price, n_ctx, row,
+                         need / 1048576.0, avail / 1048576.0, fit);
                 n_ctx = fit;
             }
         }
@@ -882,7 +1222,7 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     b->n_vocab = L->cfg->n_vocab;
     if (kv_slots_new(L, o, n_ctx, avail, e) < 0) goto fail;
     kv_publish(L);
-    L->logits = malloc((size_t)L->cfg->n_vocab * sizeof *L->logits);
+    L->logits = malloc((size_t)L->n_slots * (size_t)L->cfg->n_vocab * sizeof *L->logits);
     L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);
     L->pos = malloc((size_t)n_ctx * sizeof *L->pos);
     L->seq = malloc((size_t)n_ctx * sizeof *L->seq);

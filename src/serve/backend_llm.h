@@ -10,6 +10,10 @@
 
 #include "serve/backend.h"
 
+/* --batch default: on a 2-core machine a decode step of 4 streams reads the weights once, as one
+ * stream does, so 4 streams cost little more than 1 (docs/batching.md). */
+#define BATCH_DEFAULT 4
+
 struct backend_llm_opts {
     int n_threads;  /* 0 = physical cores */
     int n_ctx;      /* 0 = the model's training context, capped by the RAM guard */
@@ -19,6 +23,8 @@ struct backend_llm_opts {
     const char *kv_cache_dir; /* --kv-cache-dir: the disk tier (R-KV-5) or NULL */
     int kv_disk_slots;  /* --kv-disk-slots: at most this many sidecars, 0 = 8 */
     int prefill_chunk;  /* --prefill-chunk: tokens per prefill forward, 0 = 512 */
+    int batch;          /* --batch: streams decoded together (docs/batching.md), 0 = BATCH_DEFAULT;
+                           --kv-slots is raised to at least this */
     int spec;           /* --spec N: prompt-lookup drafts per verify (R-SPEC-1), 0 = off */
     const char *alias; /* model id to serve under (--alias); NULL = general.name, else file name */
 };

@@ -15,14 +15,17 @@ size_t kv_lcp(const int32_t *a, size_t na, const int32_t *b, size_t nb)
 /* lcp, or 0 below the similarity gate */
 static size_t gated(size_t lcp, size_t n) { return (double)lcp >= KVPOOL_GATE * (double)n ? lcp : 0; }
 
-/* An empty slot, else the least recently used one other than avoid (when there is another). */
+/* An empty slot, else the least recently used one other than avoid (when there is another);
+ * never a busy one. */
 static int target(const struct kvslot *s, int n_slots, int avoid)
 {
+    int n_free = 0;
+    for (int i = 0; i < n_slots; i++) n_free += !s[i].busy;
     for (int i = 0; i < n_slots; i++)
-        if (s[i].n_shadow == 0 && i != avoid) return i;
+        if (s[i].n_shadow == 0 && i != avoid && !s[i].busy) return i;
     int best = -1;
     for (int i = 0; i < n_slots; i++) {
-        if (i == avoid && n_slots > 1) continue;
+        if (s[i].busy || (i == avoid && n_free > 1)) continue;
         if (best < 0 || s[i].used < s[best].used) best = i;
     }
     return best;
@@ -54,7 +57,7 @@ void kvpool_plan(const struct kvslot *slots, int n_slots, const struct kvcand *d
         out->disk = d;
         out->dst = target(slots, n_slots, r);
         out->keep = ld;
-    } else if (r >= 0 && lr >= slots[r].head) {
+    } else if (r >= 0 && lr >= slots[r].head && !slots[r].busy) {
         out->kind = KVPLAN_ADOPT;
         out->src = out->dst = r;
         out->keep = lr;

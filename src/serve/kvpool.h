@@ -22,6 +22,7 @@ struct kvslot {
     size_t n_shadow;
     size_t head;
     uint64_t used; /* 0 = never used */
+    bool busy;     /* a live stream of the batch runs in it (docs/batching.md): never a target */
 };
 
 /* A candidate that is not resident (a sidecar of the disk tier). */
@@ -52,8 +53,9 @@ struct kvplan {
 /* Longest common prefix of a[0..na) and b[0..nb). */
 size_t kv_lcp(const int32_t *a, size_t na, const int32_t *b, size_t nb);
 
-/* The plan for a request of tokens t[0..n) (n >= 1) over slots[0..n_slots) (n_slots >= 1) and
- * disk candidates disk[0..n_disk). */
+/* The plan for a request of tokens t[0..n) (n >= 1) over slots[0..n_slots) (at least one of them
+ * not busy) and disk candidates disk[0..n_disk). A busy slot is never dst: a continuation of one
+ * becomes a COPY of its prefix (its rows below its shadow's end do not change while it runs). */
 void kvpool_plan(const struct kvslot *slots, int n_slots, const struct kvcand *disk, int n_disk,
                  const int32_t *t, size_t n, struct kvplan *out);
 

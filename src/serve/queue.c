@@ -55,7 +55,8 @@ struct queue {
     struct job *head, *tail;
     int len, cap;
     bool stopping, stopped;
-    struct job *running;
+    struct job *running;               /* the job run() was called with */
+    struct job *extra[QUEUE_MAX_TAKEN]; /* jobs run() took beside it (queue_take), NULL = free */
     queue_run_fn run;
     void *arg;
     pthread_t thread;
@@ -71,6 +72,7 @@ static void check_locked(const struct queue *q)
     const struct job *last = NULL;
     for (const struct job *j = q->head; j; j = j->next) {
         assert(j->queued && atomic_load(&j->refs) >= 1 && j != q->running);
+        for (int i = 0; i < QUEUE_MAX_TAKEN; i++) assert(j != q->extra[i]);
         last = j;
         n++;
     }
@@ -131,6 +133,7 @@ static void *worker_main(void *arg)
 
         pthread_mutex_lock(&q->mu);
         q->running = NULL;
+        for (int i = 0; i < QUEUE_MAX_TAKEN; i++) assert(!q->extra[i]); /* run() ended them */
         pthread_cond_broadcast(&q->cv);
         pthread_mutex_unlock(&q->mu);
         job_unref(j);
@@ -180,6 +183,7 @@ int queue_push(struct queue *q, struct job *j, struct err *e)
         return err_set(e, ERR_BUSY, "the request queue is full (%d waiting); retry later", q->cap);
     }
     job_ref(j);
+    j->queue = q;
     j->t_enqueue = mono_seconds();
     j->next = NULL;
     j->queued = true;
@@ -225,6 +229,40 @@ bool queue_remove(struct queue *q, struct job *j)
         job_unref(j);
     }
     return was;
+}
+
+struct job *queue_take(struct queue *q, bool (*ok)(const struct job *j))
+{
+    pthread_mutex_lock(&q->mu);
+    struct job *j = q->head;
+    int at = 0;
+    while (at < QUEUE_MAX_TAKEN && q->extra[at]) at++;
+    if (!j || q->stopping || at == QUEUE_MAX_TAKEN || (ok && !ok(j))) {
+        pthread_mutex_unlock(&q->mu);
+        return NULL;
+    }
+    q->head = j->next;
+    if (!q->head) q->tail = NULL;
+    j->next = NULL;
+    j->queued = false;
+    q->len--;
+    q->extra[at] = j;
+    check_locked(q);
+    pthread_mutex_unlock(&q->mu);
+    j->t_start = mono_seconds();
+    return j;
+}
+
+void queue_done(struct queue *q, struct job *j)
+{
+    if (!j->t_end) j->t_end = mono_seconds();
+    finish_job(j);
+    pthread_mutex_lock(&q->mu);
+    for (int i = 0; i < QUEUE_MAX_TAKEN; i++)
+        if (q->extra[i] == j) q->extra[i] = NULL;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    job_unref(j);
 }
 
 int queue_len(struct queue *q)
@@ -284,6 +322,8 @@ void queue_drain(struct queue *q, int grace_ms)
     while (q->running && grace_ms > 0)
         if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT) break;
     if (q->running) pipe_interrupt(q->running->pipe);
+    for (int i = 0; i < QUEUE_MAX_TAKEN; i++)
+        if (q->extra[i]) pipe_interrupt(q->extra[i]->pipe);
     pthread_mutex_unlock(&q->mu);
     pthread_join(q->thread, NULL);
     pthread_mutex_lock(&q->mu);

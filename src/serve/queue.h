@@ -27,6 +27,7 @@ struct job {
     double t_enqueue, t_start, t_first, t_end; /* monotonic seconds; 0 = not reached */
     struct job *next;
     bool queued;
+    struct queue *queue; /* the queue it was pushed to (queue_take / queue_done from run) */
 };
 
 /* A fresh job with one reference and a new pipe; NULL on OOM. The request is initialized empty. */
@@ -45,6 +46,14 @@ int queue_push(struct queue *q, struct job *j, struct err *e);
 /* Unlinks a job that is still waiting (its pipe is failed, the queue's reference dropped).
  * Returns true if it was removed, false if it already runs or ran. Thread-safe. */
 bool queue_remove(struct queue *q, struct job *j);
+/* Continuous batching (docs/batching.md): from inside run() only (the worker thread), takes the
+ * job at the head of the queue if there is one, ok(job) accepts it (NULL = any) and fewer than
+ * QUEUE_MAX_TAKEN are taken; it then runs beside run()'s own job until queue_done(q, job), which
+ * gives its pipe an ending if it has none (as after run) and drops the queue's reference. Every
+ * taken job is done before run() returns. NULL when nothing is taken (also while stopping). */
+#define QUEUE_MAX_TAKEN 64
+struct job *queue_take(struct queue *q, bool (*ok)(const struct job *j));
+void queue_done(struct queue *q, struct job *j);
 int queue_len(struct queue *q);
 bool queue_busy(struct queue *q); /* the worker is running a job */
 /* Shutdown (R-CONC-5): refuses new jobs (ERR_CANCELLED), fails every queued one with its

@@ -11,7 +11,7 @@ let srv, oai;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 before(async () => {
-  srv = await startServer(['--queue', '1']);
+  srv = await startServer(['--queue', '1', '--batch', '1']); // one stream at a time: queue counts
   oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
 });
 after(async () => {

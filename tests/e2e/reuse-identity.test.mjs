@@ -39,7 +39,7 @@ const cold = {};
 // The reference: every answer computed from an empty cache (an unrelated request in between
 // leaves nothing above the 0.1 gate to reuse; asserted through cached_tokens = 0).
 before(async () => {
-  const srv = await startServer(['--kv-slots', '1']);
+  const srv = await startServer(['--kv-slots', '1', '--batch', '1']);
   try {
     const flush = async () => assert.equal((await ask(srv, X, 1)).cached > 0, false);
     cold.A1 = await ask(srv, A1);
@@ -63,7 +63,7 @@ const same = (got, want, what) => {
 for (const threads of [1, 2, 3]) {
   for (const chunk of [16, 100, 512]) {
     test(`adopt and copy paths equal a cold server (--threads ${threads} --prefill-chunk ${chunk})`, async () => {
-      const srv = await startServer(['--kv-slots', '2', '--threads', String(threads), '--prefill-chunk', String(chunk)]);
+      const srv = await startServer(['--kv-slots', '2', '--batch', '1', '--threads', String(threads), '--prefill-chunk', String(chunk)]);
       try {
         same(await ask(srv, A1), cold.A1, 'cold at this chunk size and thread count');
         const r2 = await ask(srv, a2);
@@ -87,7 +87,7 @@ for (const threads of [1, 2, 3]) {
 for (const [threads, chunk] of [[1, 64], [2, 16], [3, 100]]) {
   test(`disk restore and restart restore equal a cold server (--threads ${threads} --prefill-chunk ${chunk})`, async () => {
     const dir = fs.mkdtempSync(path.join(tmp, 'd-'));
-    const args = ['--kv-slots', '1', '--kv-cache-dir', dir, '--threads', String(threads), '--prefill-chunk', String(chunk)];
+    const args = ['--kv-slots', '1', '--batch', '1', '--kv-cache-dir', dir, '--threads', String(threads), '--prefill-chunk', String(chunk)];
     let srv = await startServer(args);
     try {
       same(await ask(srv, A1), cold.A1, 'cold');

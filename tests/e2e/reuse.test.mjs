@@ -68,7 +68,7 @@ test('two conversations sharing a long system prompt: the second copies the pref
 
 test('interleaved conversations with --kv-slots 2 both stay warm; with one slot they evict each other', async () => {
   for (const slots of [2, 1]) {
-    const srv = await startServer(['--kv-slots', String(slots)]);
+    const srv = await startServer(['--kv-slots', String(slots), '--batch', '1']);
     try {
       const conv = { A: { sys: systemPrompt('red'), turns: [], prev: null }, B: { sys: systemPrompt('blue'), turns: [], prev: null } };
       const cached = [];

@@ -77,7 +77,7 @@ async function untilQueued(s, n) {
 
 test('SIGTERM with 10 streaming and 10 queued clients: every reply ends well-formed, exit 0 within grace + 1 s', { timeout: 60000 }, async () => {
   const GRACE = 1;
-  const s = await startServer(['--queue', '32', '--shutdown-grace', String(GRACE)]);
+  const s = await startServer(['--queue', '32', '--batch', '1', '--shutdown-grace', String(GRACE)]);
   const names = Object.keys(DIALECTS);
   const clients = [];
   clients.push(client(s.port, 'chat', true, 20000)); // runs past the grace period
@@ -98,7 +98,7 @@ test('SIGTERM with 10 streaming and 10 queued clients: every reply ends well-for
 
 test('SIGTERM: the running reply may finish within --shutdown-grace (complete, in every dialect)', { timeout: 60000 }, async () => {
   for (const d of Object.keys(DIALECTS)) {
-    const s = await startServer(['--shutdown-grace', '30']);
+    const s = await startServer(['--shutdown-grace', '30', '--batch', '1']);
     const run = client(s.port, d, true, 200);
     await untilQueued(s, 0);
     const queued = client(s.port, d, false, 10);

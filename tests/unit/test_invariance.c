@@ -262,6 +262,36 @@ static void feed_lockstep(struct model *m, struct kv_cache *a, struct kv_cache *
     free(two);
 }
 
+/* The continuous batch's shape (serve/backend_llm, docs/batching.md): a decodes one token per
+ * forward from the start, b joins at step 5 and prefills 7 tokens per forward behind a's token,
+ * c joins at step 30 decoding one per forward; each forward holds whatever is live. */
+static void feed_mixed(struct model *m, struct kv_cache *kv[3], float *out[3])
+{
+    int V = model_config(m)->n_vocab;
+    static const int start[3] = {0, 5, 30}, per[3] = {1, 7, 1};
+    int at[3] = {0, 0, 0};
+    float *rows = malloc(sizeof(float) * (size_t)V * 16);
+    struct err e = {0};
+    for (int step = 0; at[0] < NT || at[1] < NT || at[2] < NT; step++) {
+        int32_t tok[16], pos[16];
+        bool want[16];
+        struct kv_cache *seq[16];
+        int n = 0, who[16], wpos[16], nw = 0;
+        for (int s = 0; s < 3; s++) {
+            if (step < start[s] || at[s] >= NT) continue;
+            for (int k = 0; k < per[s] && at[s] < NT; k++, at[s]++) {
+                tok[n] = tok_at(at[s], V), pos[n] = at[s], want[n] = true, seq[n] = kv[s];
+                who[nw] = s, wpos[nw++] = at[s], n++;
+            }
+        }
+        struct batch bt = {.token = tok, .pos = pos, .seq = seq, .want_logits = want, .n = n};
+        cr_assert(model_forward(m, &bt, rows, &e) == 0, "%s", e.msg);
+        for (int r = 0; r < nw; r++)
+            memcpy(out[who[r]] + (int64_t)wpos[r] * V, rows + (int64_t)r * V, sizeof(float) * (size_t)V);
+    }
+    free(rows);
+}
+
 static void expect_same(const float *want, const float *got, int V, const char *what, int threads,
                         const char *model)
 {
@@ -314,6 +344,17 @@ static void model_case(const struct mkmodel_shape *sh, enum mkmodel_type type)
         feed_lockstep(m, kv, kv2, got, got2);
         expect_same(ref, got, V, "lockstep with a second sequence (1st)", threads, name);
         expect_same(ref, got2, V, "lockstep with a second sequence (2nd)", threads, name);
+        struct kv_cache *kv3 = kv_new(m, 128, &e);
+        cr_assert(kv3, "%s", e.msg);
+        float *got3 = malloc(sizeof(float) * (size_t)NT * V);
+        kv_truncate(kv, 0);
+        kv_truncate(kv2, 0);
+        feed_mixed(m, (struct kv_cache *[3]){kv, kv2, kv3}, (float *[3]){got, got2, got3});
+        expect_same(ref, got, V, "mixed batch: decoding from the start", threads, name);
+        expect_same(ref, got2, V, "mixed batch: prefilling in 7s beside decodes", threads, name);
+        expect_same(ref, got3, V, "mixed batch: decoding, joined at step 30", threads, name);
+        free(got3);
+        kv_free(kv3);
         kv_free(kv);
         kv_free(kv2);
         model_free(m);

@@ -73,6 +73,27 @@ Test(kvpool, continuation_adopts_in_place)
     cr_expect(p.kind == KVPLAN_ADOPT && p.keep == 51);
 }
 
+/* Batching (docs/batching.md): a slot a live stream runs in is never the target; a continuation of
+ * it (n > 1 siblings, or the same prompt twice in one batch) copies its prefix instead. */
+Test(kvpool, busy_slots_are_never_targets)
+{
+    fill();
+    struct kvslot s[3] = {slot_of(A, 60, 50, 3), slot_of(B, 60, 50, 1), slot_of(SYS, 0, 0, 0)};
+    struct kvplan p;
+    s[0].busy = true;
+    kvpool_plan(s, 3, NULL, 0, A, 60, &p);
+    cr_expect(p.kind == KVPLAN_COPY && p.src == 0 && p.dst == 2 && p.keep == 59,
+              "kind %d src %d dst %d keep %zu", p.kind, p.src, p.dst, p.keep);
+    s[2] = slot_of(SYS, 40, 40, 2); /* no empty slot: the LRU one that is not busy */
+    s[1].busy = true;
+    kvpool_plan(s, 3, NULL, 0, A, 60, &p);
+    cr_expect(p.kind == KVPLAN_COPY && p.src == 0 && p.dst == 2, "dst %d", p.dst);
+    int32_t C[60]; /* cold: still never a busy slot, even the least recently used one */
+    for (int i = 0; i < 60; i++) C[i] = 9000 + i;
+    kvpool_plan(s, 3, NULL, 0, C, 60, &p);
+    cr_expect(p.kind == KVPLAN_COLD && p.dst == 2, "dst %d", p.dst);
+}
+
 Test(kvpool, shared_prefix_copies_and_leaves_the_donor)
 {
     fill();
