@@ -134,7 +134,7 @@ test('metrics: KV slots in use, rows held, sidecars, plans and spills', async ()
   const path = await import('node:path');
   const { systemPrompt } = await import('./kv.mjs');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lmserve-kvmetrics-'));
-  const kv = await startServer(['--metrics', '--kv-slots', '2', '--kv-cache-dir', dir, '--ctx', '1024']);
+  const kv = await startServer(['--metrics', '--kv-slots', '2', '--batch', '1', '--kv-cache-dir', dir, '--ctx', '1024']);
   try {
     const get = async () => {
       const r = await req(kv.port, 'GET', '/metrics');
