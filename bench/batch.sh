@@ -6,12 +6,13 @@
 # started fresh per N. The bandwidth ceiling is printed first (the machine may be shared).
 # A benchmark: it prints figures, it never fails on them.
 #   env: BENCH_MODEL (default qwen3_0.6b-q8_0), THREADS (2), CLIENTS ("1 2 4 8"), GEN (128),
-#        CTX (per-slot context, 1024)
+#        CTX (per-slot context, 1024), SOLO ("2 4 8": the client counts also run on --batch 1)
 set -eu
 THREADS=${THREADS:-2}
 CLIENTS=${CLIENTS:-1 2 4 8}
 GEN=${GEN:-128}
 CTX=${CTX:-1024}
+SOLO=${SOLO-2 4 8}
 M=${BENCH_MODEL:-qwen3_0.6b-q8_0}
 f="$MODELDIR/$M.gguf"
 $MAKE --no-print-directory BUILD="$BUILD" "$f" "$BUILD/lmserve" "$BUILD/lmserve-kbench" >/dev/null
@@ -32,7 +33,7 @@ run() { # label, then the server command line (its port goes last)
 }
 for n in $CLIENTS; do
   run "lmserve --batch $n" "$n" "$BUILD/lmserve" "$f" --threads "$THREADS" --ctx "$CTX" --batch "$n" --queue 64
-  [ "$n" -gt 1 ] && run "lmserve --batch 1 ($n clients)" "$n" "$BUILD/lmserve" "$f" --threads "$THREADS" --ctx "$CTX" --batch 1 --queue 64
+  case " $SOLO " in *" $n "*) run "lmserve --batch 1 ($n clients)" "$n" "$BUILD/lmserve" "$f" --threads "$THREADS" --ctx "$CTX" --batch 1 --queue 64 ;; esac
   if [ -n "${LLAMA_SERVER:-}" ]; then
     run "llama-server -np $n" "$n" "$LLAMA_SERVER" -m "$f" --host 127.0.0.1 -t "$THREADS" -c $((CTX * n)) -np "$n"
   fi
