@@ -122,6 +122,7 @@ $(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/format/gguf.c src/base/err
 FUZZ_BASE_SRC := $(filter-out src/base/faultsim.c,$(wildcard src/base/*.c))
 FUZZ_REQ_SRC := tests/fuzz/fuzz_request.c $(wildcard src/api/*.c) src/serve/request.c src/serve/queue.c \
                 src/serve/pipe.c src/serve/forced.c $(FUZZ_BASE_SRC) src/engine/text/chat.c src/engine/text/chat_qwen3.c \
+                src/engine/text/family.c \
                 $(wildcard src/grammar/*.c)
 fuzz: $(BUILD)/fuzz-request
 $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)

@@ -51,6 +51,14 @@ int api_read_grammar_ext(const struct api_ctx *ctx, json_t *root, struct request
 /* logit_bias {"<token id>": bias in [-100, 100]} (OpenAI's shape) -> req->bias; ids are checked
  * against the vocabulary by the backend's validate. */
 int api_read_logit_bias(json_t *root, struct request *req, struct err *e);
+/* Reads the dialect's tool_choice from the request body root (api/tool_choice.c) and, when it
+ * forces a call (chat/responses: "required", {"type":"function",…name…}; messages:
+ * {"type":"any"}, {"type":"tool","name":…}), makes it the request's constraint with the family's
+ * forced-call grammar (serve/forced.h). Call after every other constraint field was read. The
+ * backend's caps decide: no grammar: 400 unsupported; no tool convention: 400. Returns 0 (forced
+ * or not) or -1 with e naming tool_choice. */
+int api_read_tool_choice(const struct api_ctx *ctx, enum dialect d, const json_t *root,
+                         struct request *req, struct err *e);
 
 int api_parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e);
 int api_parse_responses(const struct api_ctx *ctx, json_t *root, struct request *req, struct err *e);

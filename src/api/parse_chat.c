@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "api/api_internal.h"
-#include "serve/forced.h"
 
 static const char *const TEXT_PARTS[] = {"text", NULL};
 
@@ -123,7 +122,7 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
             !json_is_object(choice))
             return err_set_param(e, ERR_INVALID, "tool_choice",
                                  "'tool_choice' must be none, auto, required or a function choice");
-        /* forced: compiled to a grammar by forced_read (serve/forced.h) */
+        /* forced: compiled to a grammar by api_read_tool_choice (api/tool_choice.c) */
     }
     if (!tools || json_is_null(tools)) return 0;
     if (!json_is_array(tools)) return err_set_param(e, ERR_INVALID, "tools", "'tools' must be an array");
@@ -204,8 +203,7 @@ int api_parse_chat(const struct api_ctx *ctx, json_t *root, struct request *req,
         return -1;
     if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1;
     if (api_read_logit_bias(root, req, e) < 0) return -1;
-    if (forced_read(DIALECT_CHAT, root, ctx->backend->caps.grammar, ctx->backend->caps.tools, req,
-                    e) < 0)
+    if (api_read_tool_choice(ctx, DIALECT_CHAT, root, req, e) < 0)
         return -1;
     if (api_finalize(ctx, root, req, mct ? mct : mt, e) < 0) return -1;
     return 0;

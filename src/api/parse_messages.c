@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "api/api_internal.h"
-#include "serve/forced.h"
 
 static const char *const TEXT_BLOCKS[] = {"text", NULL};
 
@@ -226,7 +225,7 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
         json_t *ct = json_is_object(choice) ? json_object_get(choice, "type") : NULL;
         const char *t = json_is_string(ct) ? json_string_value(ct) : "";
         if (!strcmp(t, "any") || !strcmp(t, "tool"))
-            ; /* forced: compiled to a grammar by forced_read (serve/forced.h) */
+            ; /* forced: compiled to a grammar by api_read_tool_choice (api/tool_choice.c) */
         else if (!strcmp(t, "none"))
             none = true;
         else if (strcmp(t, "auto"))
@@ -295,8 +294,7 @@ int api_parse_messages(const struct api_ctx *ctx, json_t *root, struct request *
     if (api_read_constraint(ctx, json_object_get(root, "output_format"), "output_format", req, e) < 0)
         return -1;
     if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1; /* regex / lark, as on the OpenAI dialects */
-    if (forced_read(DIALECT_MESSAGES, root, ctx->backend->caps.grammar, ctx->backend->caps.tools,
-                    req, e) < 0)
+    if (api_read_tool_choice(ctx, DIALECT_MESSAGES, root, req, e) < 0)
         return -1;
     return api_finalize(ctx, root, req, mt, e);
 }

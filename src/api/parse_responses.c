@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "api/api_internal.h"
-#include "serve/forced.h"
 
 static const char *const MSG_PARTS[] = {"input_text", "output_text", "text", NULL};
 
@@ -198,7 +197,7 @@ static int read_tools(const struct api_ctx *ctx, json_t *root, struct request *r
             strcmp(json_string_value(ct), "allowed_tools"))
             return err_set_param(e, ERR_INVALID, "tool_choice", "hosted tool '%s' is not supported",
                                  json_string_value(ct));
-        /* a forced function: compiled to a grammar by forced_read (serve/forced.h) */
+        /* a forced function: compiled to a grammar by api_read_tool_choice (api/tool_choice.c) */
     }
     bool required = json_is_string(choice) && !strcmp(json_string_value(choice), "required");
     if (choice && !json_is_null(choice) && !none && !required && !json_is_object(choice) &&
@@ -283,8 +282,7 @@ int api_parse_responses(const struct api_ctx *ctx, json_t *root, struct request 
     }
     if (api_read_grammar_ext(ctx, root, req, e) < 0) return -1;
     if (api_read_logit_bias(root, req, e) < 0) return -1;
-    if (forced_read(DIALECT_RESPONSES, root, ctx->backend->caps.grammar, ctx->backend->caps.tools,
-                    req, e) < 0)
+    if (api_read_tool_choice(ctx, DIALECT_RESPONSES, root, req, e) < 0)
         return -1;
     json_t *md = json_object_get(root, "metadata");
     if (json_is_object(md)) req->metadata = json_incref(md);

@@ -13,12 +13,15 @@
 #include <stdbool.h>
 
 #include "base/err.h"
+#include "engine/text/family.h"
 #include "serve/queue.h"
 #include "serve/request.h"
 
+/* What the backend can honor: the family's capabilities (engine/text/family.h) and what this
+ * backend built (the grammar index). The api layer rejects the rest (R-MAP-3). */
 struct backend_caps {
-    bool think;       /* <think> reasoning (R-THINK-1) */
-    bool tools;       /* a tool convention (hermes) */
+    bool think;       /* reasoning (R-THINK-1): the family has think markers */
+    bool tools;       /* the family has a tool-call convention */
     bool grammar;     /* token-level constraints */
     bool stop;        /* stop strings */
     bool system_role;
@@ -45,6 +48,7 @@ struct backend_ops {
 struct backend {
     const struct backend_ops *ops;
     struct backend_caps caps;
+    const struct family *family; /* the model family's descriptor; NULL for a backend without one */
     char model_id[128];
     bool random_weights; /* the file says its weights are seeded noise (lmserve-mkmodel) */
     int n_ctx;

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "engine/text/chat.h"
+#include "engine/text/family.h"
 #include "engine/format/mkmodel_gen.h" /* MKMODEL_KEY_RANDOM */
 #include "engine/model.h"
 #include "engine/sample/sampler.h"
@@ -27,6 +28,9 @@ struct llm {
     struct model *m;
     struct vocab *v;
     const struct model_config *cfg;
+    const struct family *fam; /* the descriptor: markers, end of turn, defaults, caps */
+    int32_t eot[8];           /* the family's end-of-turn ids in this vocabulary */
+    int n_eot;
     /* worker-only state */
     struct kvslot *slots; /* R-KV-1: the resident pool (docs/kv-cache.md) */
     int n_slots;
@@ -385,6 +389,14 @@ static void spec_end(struct kvslot *s, struct spec *sp)
     s->n_shadow = (size_t)keep;
 }
 
+/* One of the family's end-of-turn tokens (the vocabulary's own eos/eot are tok_is_eog's). */
+static bool is_eot(const struct llm *L, int32_t id)
+{
+    for (int i = 0; i < L->n_eot; i++)
+        if (L->eot[i] == id) return true;
+    return false;
+}
+
 static int cancelled(struct job *job, struct err *e)
 {
     (void)job;
@@ -549,10 +561,11 @@ static int stream_open(struct llm *L, struct stream *s, struct err *e)
     for (size_t i = 0; i < req->n_tokens; i++) sampler_accept(s->smp, req->tokens[i]);
     struct reply_sink *esink = sink;
     if (req->tools && L->base.caps.tools) {
-        toolcall_init(&s->tc, sink);
+        toolcall_init(&s->tc, sink, family_tool_markers(L->fam));
         esink = toolcall_sink(&s->tc);
     }
-    emitter_init(&s->em, esink, req->choice_base + s->choice, L->base.caps.think && !req->raw,
+    emitter_init(&s->em, esink, req->choice_base + s->choice,
+                 L->base.caps.think && !req->raw ? family_think(L->fam) : NULL,
                  (const char *const *)req->stop, req->n_stop);
     s->em_live = true;
     int room = L->base.n_ctx - (int)req->n_tokens;
@@ -669,6 +682,7 @@ static int stream_start(struct sched *S, struct stream *s, struct err *e)
     int nd = kvdisk_cands(L->disk, &dc);
     struct kvplan p;
     kvpool_plan(L->slots, L->n_slots, dc, nd, req->tokens, n, &p);
+    if (!L->fam->caps.kv_reuse) p.kind = KVPLAN_COLD, p.keep = 0; /* family.h: no prefix reuse */
     struct kvslot *dst = &L->slots[p.dst];
     if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow) &&
         kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head) == 0)
@@ -787,7 +801,7 @@ static int stream_sample(struct sched *S, struct stream *s, float *logits, struc
         return -1;
     }
     if (!job->t_first) job->t_first = mono_seconds();
-    if (tok_is_eog(L->v, ch.token)) {
+    if (tok_is_eog(L->v, ch.token) || is_eot(L, ch.token)) {
         stream_end(S, s, FINISH_STOP, false);
         return 1;
     }
@@ -1158,12 +1172,22 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
                 vocab_size(L->v), L->cfg->n_vocab);
         goto fail;
     }
-    struct chat_caps cc;
-    if (chat_family_caps(L->cfg->arch, &cc, e) < 0) goto fail;
+    if (!(L->fam = family_find(L->cfg->arch))) {
+        err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'", L->cfg->arch);
+        goto fail;
+    }
+    for (const char *const *t = L->fam->end_of_turn; t && *t && L->n_eot < 8; t++) {
+        int32_t id = tok_find(L->v, *t, strlen(*t));
+        if (id >= 0 && tok_is_special(L->v, id)) L->eot[L->n_eot++] = id;
+    }
     struct backend *b = &L->base;
     b->ops = &LLM_OPS;
-    b->caps = (struct backend_caps){.think = cc.thinking, .tools = cc.tools, .grammar = false,
-                                    .stop = true, .system_role = cc.system};
+    b->family = L->fam;
+    b->caps = (struct backend_caps){.think = family_think(L->fam) != NULL,
+                                    .tools = family_tool_markers(L->fam) && L->fam->forced_call,
+                                    .grammar = false, /* until the vocabulary index is built */
+                                    .stop = L->fam->caps.stop,
+                                    .system_role = L->fam->caps.system_role};
     /* model id: --alias, else general.name, else the file name; whitespace becomes '-' (an id
      * is a single word in clients' model fields and URLs: /v1/models/ID) */
     char *name = gguf_get_str(model_gguf(L->m), "general.name", NULL);
@@ -1180,14 +1204,9 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     if (b->random_weights)
         log_warn("model %s has RANDOM weights (made by lmserve-mkmodel for tests): its replies are noise; "
                  "serve a trained GGUF instead (README: \"Serving a real model\")", b->model_id);
-    /* R-MAP-2: qwen3 recommended settings (no-think 0.7/20/0.8; think 0.6/20/0.95) */
-    sampler_params_init(&b->defaults);
-    b->defaults.temperature = 0.7f;
-    b->defaults.top_k = 20;
-    b->defaults.top_p = 0.8f;
-    b->defaults_think = b->defaults;
-    b->defaults_think.temperature = 0.6f;
-    b->defaults_think.top_p = 0.95f;
+    /* R-MAP-2: the family's recommended settings, then the file's own general.sampling.* */
+    family_sampling_params(&L->fam->sampling, model_gguf(L->m), &b->defaults);
+    family_sampling_params(&L->fam->sampling_think, model_gguf(L->m), &b->defaults_think);
     b->max_tokens_cap = o->max_tokens > 0 ? o->max_tokens : 1024;
     L->chunk = o->prefill_chunk > 0 ? o->prefill_chunk : PREFILL_CHUNK;
 
@@ -1259,8 +1278,8 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }
-    b->caps.grammar = true;
-    b->caps.gbnf = true; /* GRAMMAR_GBNF */
+    b->caps.grammar = L->fam->caps.grammar;
+    b->caps.gbnf = L->fam->caps.grammar; /* GRAMMAR_GBNF */
     log_info("grammar vocabulary index: %d tokens in %.0f ms", nv, (mono_seconds() - t0) * 1e3);
     log_info("model %s: arch %s, %d layers, vocab %d, context %d (KV %.1f MiB)", b->model_id,
              L->cfg->arch, L->cfg->n_layer, L->cfg->n_vocab, n_ctx,

@@ -6,16 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char THINK_OPEN[] = "<think>";
-static const char THINK_CLOSE[] = "</think>";
-
-void emitter_init(struct emitter *em, struct reply_sink *sink, int choice, bool think_markers,
-                  const char *const *stop, int n_stop)
+void emitter_init(struct emitter *em, struct reply_sink *sink, int choice,
+                  const struct family_markers *think, const char *const *stop, int n_stop)
 {
     memset(em, 0, sizeof *em);
     em->sink = sink;
     em->choice = choice;
-    em->mode = think_markers ? EM_HEAD : EM_TEXT;
+    if (think && think->open && think->close && think->open[0] && think->close[0]) {
+        em->think_open = think->open;
+        em->think_close = think->close;
+        em->n_open = strlen(think->open);
+        em->n_close = strlen(think->close);
+    }
+    em->mode = em->think_open ? EM_HEAD : EM_TEXT;
     em->stop = stop;
     em->n_stop = n_stop;
     em->fired = -1;
@@ -119,8 +122,8 @@ static int step_head(struct emitter *em, bool *progress)
     size_t rest = n - i;
     if (rest == 0) return 0;
     const char *t = s + i;
-    size_t lo = sizeof THINK_OPEN - 1, lc = sizeof THINK_CLOSE - 1;
-    if (rest >= lo && memcmp(t, THINK_OPEN, lo) == 0) {
+    size_t lo = em->n_open, lc = em->n_close;
+    if (rest >= lo && memcmp(t, em->think_open, lo) == 0) {
         consume(em, i + lo);
         em->mode = EM_REASONING;
         em->strip_nl = true;
@@ -128,15 +131,15 @@ static int step_head(struct emitter *em, bool *progress)
         *progress = true;
         return 0;
     }
-    if (rest >= lc && memcmp(t, THINK_CLOSE, lc) == 0) {
+    if (rest >= lc && memcmp(t, em->think_close, lc) == 0) {
         consume(em, i + lc); /* stray closer of a primed empty think block */
         em->mode = EM_TEXT;
         em->strip_ws = true;
         *progress = true;
         return 0;
     }
-    if ((rest < lo && memcmp(t, THINK_OPEN, rest) == 0) ||
-        (rest < lc && memcmp(t, THINK_CLOSE, rest) == 0))
+    if ((rest < lo && memcmp(t, em->think_open, rest) == 0) ||
+        (rest < lc && memcmp(t, em->think_close, rest) == 0))
         return 0; /* still undecided */
     em->mode = EM_TEXT;
     *progress = true;
@@ -153,8 +156,8 @@ static int step_reasoning(struct emitter *em, bool *progress)
         if (em->pend.len == 0) return 0;
         em->strip_nl = false;
     }
-    size_t lc = sizeof THINK_CLOSE - 1;
-    char *hit = memmem(em->pend.data, em->pend.len, THINK_CLOSE, lc);
+    size_t lc = em->n_close;
+    char *hit = memmem(em->pend.data, em->pend.len, em->think_close, lc);
     if (hit) {
         size_t pos = (size_t)(hit - em->pend.data), end = pos;
         while (end > 0 && is_ws(em->pend.data[end - 1]))
@@ -168,7 +171,7 @@ static int step_reasoning(struct emitter *em, bool *progress)
         return 0;
     }
     size_t n = em->pend.len;
-    size_t hold = partial_suffix(em->pend.data, n, THINK_CLOSE, lc);
+    size_t hold = partial_suffix(em->pend.data, n, em->think_close, lc);
     while (hold < n && is_ws(em->pend.data[n - hold - 1]))
         hold++;
     size_t out = n - hold;

@@ -84,7 +84,8 @@ static void check_locked(const struct queue *q)
 
 /* After run: a pipe still open gets its ending here. Interrupted (shutdown) with the client
  * still reading: the dialect's own error ending (an in-band frame once streaming, else a whole
- * 503 body). Client gone: 499, nobody reads it. Neither: a backend bug, 500. */
+ * 503 body). Client gone: 499, nobody reads it. Neither: a backend bug, 500, also in the
+ * dialect's shape (the sink's error hook). */
 static void finish_job(struct job *j)
 {
     if (pipe_state(j->pipe) != PIPE_OPEN) return;
@@ -96,10 +97,12 @@ static void finish_job(struct job *j)
         if (j->sink.error) j->sink.error(j->sink.ctx, &e);
         pipe_fail(j->pipe, 503, NULL); /* in case the sink wrote nothing */
     } else {
+        /* the dialect's own error body (api/), as for every other failure: no wire shape here */
         log_error("worker: job finished without ending its stream");
-        pipe_fail(j->pipe, 500,
-                  "{\"error\":{\"message\":\"internal error: reply not finished\","
-                  "\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+        struct err e;
+        err_set(&e, ERR_INTERNAL, "internal error: reply not finished");
+        if (j->sink.error) j->sink.error(j->sink.ctx, &e);
+        pipe_fail(j->pipe, 500, NULL); /* in case the sink wrote nothing */
     }
 }
 

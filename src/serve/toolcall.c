@@ -6,9 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const size_t OPEN_LEN = sizeof TOOLCALL_OPEN - 1;
-static const size_t CLOSE_LEN = sizeof TOOLCALL_CLOSE - 1;
-
 static bool is_ws(char c)
 {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -133,12 +130,12 @@ static void tc_check(const struct toolcall_scanner *sc)
         size_t n = sc->pend.len, i = 0;
         while (i < n && is_ws(sc->pend.data[i]))
             i++;
-        /* non-blank held text: at most the marker prefix (< OPEN_LEN) after its whitespace */
+        /* non-blank held text: at most the marker prefix (< n_open) after its whitespace */
         if (i < n) {
             size_t j = n;
             while (j > 0 && !is_ws(sc->pend.data[j - 1]))
                 j--;
-            assert(n - j < OPEN_LEN);
+            assert(n - j < sc->n_open);
         }
     }
 #endif
@@ -153,9 +150,15 @@ static int s_start(void *ctx);
 static int s_done(void *ctx, const struct usage *u);
 static void s_error(void *ctx, const struct err *e);
 
-void toolcall_init(struct toolcall_scanner *sc, struct reply_sink *out)
+void toolcall_init(struct toolcall_scanner *sc, struct reply_sink *out,
+                   const struct family_markers *m)
 {
     memset(sc, 0, sizeof *sc);
+    assert(m && m->open && m->close && m->open[0] && m->close[0]);
+    sc->open = m->open;
+    sc->close = m->close;
+    sc->n_open = strlen(m->open);
+    sc->n_close = strlen(m->close);
     sc->out = out;
     sc->mode = TC_TEXT;
     sc->sink = (struct reply_sink){.ctx = sc,
@@ -231,8 +234,8 @@ static int out_region_as_text(struct toolcall_scanner *sc, int choice, const cha
 {
     struct buf t = {0};
     if (buf_append(&t, sc->lead.data ? sc->lead.data : "", sc->lead.len) < 0 ||
-        buf_append(&t, TOOLCALL_OPEN, OPEN_LEN) < 0 || buf_append(&t, body ? body : "", n) < 0 ||
-        (closed && buf_append(&t, TOOLCALL_CLOSE, CLOSE_LEN) < 0)) {
+        buf_append(&t, sc->open, sc->n_open) < 0 || buf_append(&t, body ? body : "", n) < 0 ||
+        (closed && buf_append(&t, sc->close, sc->n_close) < 0)) {
         buf_free(&t);
         return -1;
     }
@@ -255,7 +258,7 @@ static int step_text(struct toolcall_scanner *sc, int choice, bool *progress)
 {
     char *s = sc->pend.data;
     size_t n = sc->pend.len;
-    char *hit = n ? memmem(s, n, TOOLCALL_OPEN, OPEN_LEN) : NULL;
+    char *hit = n ? memmem(s, n, sc->open, sc->n_open) : NULL;
     if (hit) {
         size_t pos = (size_t)(hit - s), end = pos;
         while (end > 0 && is_ws(s[end - 1]))
@@ -267,13 +270,13 @@ static int step_text(struct toolcall_scanner *sc, int choice, bool *progress)
         } else {
             sc->n_lp = 0; /* only marker / whitespace tokens: not content */
         }
-        drop_front(&sc->pend, pos + OPEN_LEN);
+        drop_front(&sc->pend, pos + sc->n_open);
         sc->mode = TC_CALL;
         *progress = true;
         return 0;
     }
     /* hold back a possible marker start and the whitespace before it */
-    size_t hold = partial_suffix(s, n, TOOLCALL_OPEN, OPEN_LEN);
+    size_t hold = partial_suffix(s, n, sc->open, sc->n_open);
     while (hold < n && is_ws(s[n - hold - 1]))
         hold++;
     size_t out = n - hold;
@@ -287,7 +290,7 @@ static int step_call(struct toolcall_scanner *sc, int choice, bool *progress)
 {
     char *s = sc->pend.data;
     size_t n = sc->pend.len;
-    char *hit = n ? memmem(s, n, TOOLCALL_CLOSE, CLOSE_LEN) : NULL;
+    char *hit = n ? memmem(s, n, sc->close, sc->n_close) : NULL;
     if (!hit) return 0;
     size_t pos = (size_t)(hit - s);
     char *name = NULL;
@@ -305,7 +308,7 @@ static int step_call(struct toolcall_scanner *sc, int choice, bool *progress)
         rc = out_region_as_text(sc, choice, s, pos, true);
     }
     if (rc < 0) return -1;
-    drop_front(&sc->pend, pos + CLOSE_LEN);
+    drop_front(&sc->pend, pos + sc->n_close);
     sc->mode = TC_TEXT;
     *progress = true;
     return 0;

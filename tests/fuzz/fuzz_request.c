@@ -22,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                               .repeat_penalty = 1, .repeat_last_n = 64};
         be.defaults_think = be.defaults;
     }
+    be.family = &family_qwen3;
     be.caps = (struct backend_caps){.think = data[0] & 4, .tools = data[0] & 8, .grammar = data[0] & 16,
                                     .stop = !(data[0] & 32), .system_role = !(data[0] & 64)};
     struct api_ctx ctx = {.backend = &be, .count_only = data[0] & 128};

@@ -25,6 +25,10 @@
 #include "serve/emitter.h"
 #include "serve/toolcall.h"
 
+/* qwen3's markers (as its descriptor states them; the target links only the reply path) */
+static const struct family_markers THINK_MARKERS = {"<think>", "</think>"};
+static const struct family_markers TOOL_MARKERS = {"<tool_call>", "</tool_call>"};
+
 #define MAX_TOKS 512
 
 struct rec {
@@ -139,11 +143,11 @@ static int run(bool think, bool tools, bool logprobs, enum finish_reason why,
     struct toolcall_scanner sc;
     struct reply_sink *sink = &out;
     if (tools) {
-        toolcall_init(&sc, &out);
+        toolcall_init(&sc, &out, &TOOL_MARKERS);
         sink = toolcall_sink(&sc);
     }
     struct emitter em;
-    emitter_init(&em, sink, 0, think, stop, n_stop);
+    emitter_init(&em, sink, 0, think ? &THINK_MARKERS : NULL, stop, n_stop);
     int rc = 0;
     bool stopped = false;
     for (int i = 0; i < n_tok && rc == 0; i++) {

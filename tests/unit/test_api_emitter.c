@@ -5,6 +5,13 @@
 
 #include "base/buf.h"
 #include "serve/emitter.h"
+#include "engine/text/family.h"
+
+/* qwen3's think markers (the descriptor's), or none */
+static const struct family_markers *TH(bool think)
+{
+    return think ? family_think(&family_qwen3) : NULL;
+}
 
 struct rec {
     struct buf log; /* "R[..]" reasoning deltas, "T[..]" text deltas, "F<why>:<stop>" */
@@ -48,7 +55,7 @@ static const char *run(bool think, const char *const *stop, int n_stop, const ch
     static char out[1024];
     struct reply_sink s = sink_of(r);
     struct emitter em;
-    emitter_init(&em, &s, 0, think, stop, n_stop);
+    emitter_init(&em, &s, 0, TH(think), stop, n_stop);
     int rc = 0;
     for (int i = 0; toks[i] && rc == 0; i++) {
         struct token_logprob lp = {.token = i};
@@ -134,7 +141,7 @@ Test(emitter, refusing_sink_stops)
     r.refuse = true;
     struct reply_sink s = sink_of(&r);
     struct emitter em;
-    emitter_init(&em, &s, 0, false, NULL, 0);
+    emitter_init(&em, &s, 0, NULL, NULL, 0);
     cr_assert_eq(emitter_feed(&em, "a", 1, NULL), -1);
     emitter_deinit(&em);
     buf_free(&r.log);
@@ -167,7 +174,7 @@ Test(emitter, empty_reply_every_mode)
                 s.text = strict_text;
                 s.reasoning = strict_reason;
                 struct emitter em;
-                emitter_init(&em, &s, 0, think, stop, ns);
+                emitter_init(&em, &s, 0, TH(think), stop, ns);
                 cr_assert_eq(emitter_finish(&em, why), 0);
                 cr_assert_eq(emitter_finish(&em, why), 0, "a second finish is a no-op");
                 emitter_deinit(&em);
@@ -246,8 +253,54 @@ Test(emitter, invariant_violation_aborts, .signal = SIGABRT)
     struct rec r = {0};
     struct reply_sink s = sink_of(&r);
     struct emitter em;
-    emitter_init(&em, &s, 0, false, NULL, 0);
+    emitter_init(&em, &s, 0, NULL, NULL, 0);
     cr_assert_eq(emitter_feed(&em, "ab", 2, NULL), 0);
     em.fired = 2; /* a stop string index past the list, in a live emitter */
     emitter_feed(&em, "c", 1, NULL);
+}
+
+/* The seam (issue 14): the emitter splits reasoning on the markers the family's descriptor
+ * names, and knows no family's markers of its own. A fake family with other markers: */
+static const struct family fake_family = {
+    .name = "fake",
+    .caps = {.reasoning = true},
+    .think = {"[THINK]", "[/THINK]"},
+};
+
+static const char *run_with(const struct family_markers *m, const char *const *toks,
+                            struct rec *r)
+{
+    static char out[1024];
+    struct reply_sink s = sink_of(r);
+    struct emitter em;
+    emitter_init(&em, &s, 0, m, NULL, 0);
+    int rc = 0;
+    for (int i = 0; toks[i] && rc == 0; i++)
+        rc = emitter_feed(&em, toks[i], strlen(toks[i]), NULL);
+    if (rc == 0) emitter_finish(&em, FINISH_STOP);
+    emitter_deinit(&em);
+    snprintf(out, sizeof out, "%s", r->log.data ? r->log.data : "");
+    buf_free(&r->log);
+    return out;
+}
+
+Test(emitter, descriptor_markers_drive_the_reasoning_split)
+{
+    const struct family_markers *m = family_think(&fake_family);
+    cr_assert_not_null(m);
+    struct rec r = {0};
+    /* markers split across tokens, whitespace around them is layout */
+    const char *toks[] = {"[TH", "INK]", "\n", "plan", " it", " [/TH", "INK]", "\n\n", "done", NULL};
+    cr_assert_str_eq(run_with(m, toks, &r), "R[plan]R[ it]T[done]F1:");
+    /* qwen3's markers mean nothing to this family: text */
+    struct rec r2 = {0};
+    const char *q[] = {"<think>", "x", "</think>", "y", NULL};
+    cr_assert_str_eq(run_with(m, q, &r2), "T[<think>]T[x]T[</think>]T[y]F1:");
+    /* and the stray-closer rule uses the family's closer */
+    struct rec r3 = {0};
+    const char *c[] = {"[/THINK]", "\n", "z", NULL};
+    cr_assert_str_eq(run_with(m, c, &r3), "T[z]F1:");
+    /* a family without think markers has no reasoning section at all */
+    static const struct family plain = {.name = "plain"};
+    cr_assert_null(family_think(&plain));
 }

@@ -1,6 +1,8 @@
 /* api encoders: event sequences -> exact wire shapes (R-STREAM-1..3, R-ERR-1). */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/api_internal.h"
@@ -364,4 +366,89 @@ Test(api_encode, json_shortest_reals)
     cr_assert_str_eq(b.data, "{\"a\":0.7,\"b\":1e16,\"c\":1.0,\"d\":-2.5e-7,\"t\":0.7,\"n\":null,"
                              "\"s\":\"q\\\"\\\\\\u0001/\xc3\xa9\\n\",\"i\":42}");
     buf_free(&b);
+}
+
+/* ---- failures the queue reports get each dialect's shape (serve/queue.c writes none) ---- */
+
+static void run_nothing(void *arg, struct job *j)
+{
+    (void)arg;
+    (void)j; /* a backend bug: returns without ending the stream */
+}
+
+static void wait_ended(struct job *j)
+{
+    for (int i = 0; i < 5000 && pipe_state(j->pipe) == PIPE_OPEN; i++)
+        usleep(1000);
+    cr_assert_neq(pipe_state(j->pipe), PIPE_OPEN, "the queue never ended the stream");
+}
+
+Test(api_encode, unfinished_reply_error_has_the_dialects_shape)
+{
+    struct err e = {0};
+    struct queue *q = queue_new(4, run_nothing, NULL, &e);
+    cr_assert_not_null(q, "%s", e.msg);
+    struct job *a = mkjob(DIALECT_MESSAGES, false), *o = mkjob(DIALECT_CHAT, false);
+    cr_assert_eq(queue_push(q, a, &e), 0);
+    cr_assert_eq(queue_push(q, o, &e), 0);
+    wait_ended(a);
+    wait_ended(o);
+    int status = 0;
+    json_t *ja = json_loads(drain(a, &status), 0, NULL);
+    cr_assert_eq(status, 500);
+    cr_assert_not_null(ja);
+    /* Anthropic: {"type":"error","error":{"type":"api_error","message":…}} (was OpenAI-shaped) */
+    cr_assert_str_eq(json_string_value(json_object_get(ja, "type")), "error");
+    json_t *er = json_object_get(ja, "error");
+    cr_assert_str_eq(json_string_value(json_object_get(er, "type")), "api_error");
+    cr_assert(strstr(json_string_value(json_object_get(er, "message")), "not finished"));
+    cr_assert_null(json_object_get(er, "param"));
+    json_t *jo = json_loads(drain(o, &status), 0, NULL);
+    cr_assert_eq(status, 500);
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(jo, "error"), "type")), "server_error");
+    cr_assert_null(json_object_get(jo, "type"));
+    json_decref(ja);
+    json_decref(jo);
+    queue_free(q);
+    job_unref(a);
+    job_unref(o);
+}
+
+static void run_block(void *arg, struct job *j)
+{
+    atomic_int *go = arg;
+    while (!atomic_load(go))
+        usleep(1000);
+    pipe_close(j->pipe);
+}
+
+Test(api_encode, queue_full_error_has_the_dialects_shape)
+{
+    struct err e = {0};
+    static atomic_int go;
+    atomic_store(&go, 0);
+    struct queue *q = queue_new(1, run_block, &go, &e);
+    cr_assert_not_null(q, "%s", e.msg);
+    struct job *r = mkjob(DIALECT_CHAT, false), *w = mkjob(DIALECT_CHAT, false),
+               *x = mkjob(DIALECT_MESSAGES, false);
+    cr_assert_eq(queue_push(q, r, &e), 0);
+    while (!queue_busy(q))
+        usleep(1000);
+    cr_assert_eq(queue_push(q, w, &e), 0);
+    cr_assert_eq(queue_push(q, x, &e), -1);
+    cr_assert_eq(err_http_status(e.code), 429);
+    struct buf b = {0};
+    api_error_body(DIALECT_MESSAGES, &e, &b); /* what the server sends for the refused push */
+    json_t *j = json_loads(b.data, 0, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "error");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(j, "error"), "type")), "rate_limit_error");
+    json_decref(j);
+    buf_free(&b);
+    atomic_store(&go, 1);
+    queue_free(q);
+    job_unref(r);
+    job_unref(w);
+    job_unref(x);
 }

@@ -3,9 +3,12 @@
  * formatting, structure spans, the OpenAI JSON mapping and its errors, and that user text cannot
  * forge control tokens once tokenized with the spans. */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/text/chat.h"
+#include "engine/text/family.h"
 #include "engine/text/hf_tokenizer.h"
 #include "engine/text/vocab.h"
 
@@ -191,12 +194,13 @@ Test(chat, exact_small_renderings)
 
 Test(chat, families_and_errors)
 {
-    struct chat_caps caps;
     struct err e = {0};
-    cr_assert_eq(chat_family_caps("qwen3moe", &caps, &e), 0);
-    cr_assert(caps.tools && caps.thinking && caps.system);
-    cr_assert_eq(chat_family_caps("gpt2", &caps, &e), -1);
-    cr_assert_eq(e.code, ERR_UNSUPPORTED);
+    const struct family *f = family_find("qwen3moe");
+    cr_assert(f && f == family_find("qwen3") && !strcmp(f->name, "qwen3"));
+    cr_assert(f->caps.reasoning && f->caps.system_role && f->tool_style == FAMILY_TOOLS_JSON_REGION);
+    cr_assert_str_eq(family_think(f)->open, "<think>");
+    cr_assert_str_eq(family_tool_markers(f)->close, "</tool_call>");
+    cr_assert_null(family_find("gpt2"));
 
     struct chat_msg m = {.role = CHAT_USER, .content = "x"};
     struct chat_prompt p = {0}, q = {0};
@@ -456,4 +460,39 @@ Test(chat, template_fingerprint_recognizes_qwen3_only)
     cr_assert_not(chat_template_known("qwen3", edited));
     free(edited);
     json_decref(cfg);
+}
+
+/* The descriptor's sampling settings, and a GGUF's general.sampling.* over them (issue 14). */
+#include "engine/format/gguf.h"
+#include "engine/sample/sampler.h"
+
+Test(chat, family_sampling_defaults_and_gguf_override)
+{
+    struct sampler_params p;
+    family_sampling_params(&family_qwen3.sampling, NULL, &p);
+    cr_assert(p.temperature == 0.7f && p.top_k == 20 && p.top_p == 0.8f && p.min_p == 0);
+    cr_assert(p.repeat_penalty == 1.0f); /* everything else neutral */
+    family_sampling_params(&family_qwen3.sampling_think, NULL, &p);
+    cr_assert(p.temperature == 0.6f && p.top_p == 0.95f);
+
+    struct gguf_writer *w = gguf_writer_new(32);
+    cr_assert(w);
+    cr_assert_eq(gguf_w_str(w, "general.architecture", "qwen3"), 0);
+    cr_assert_eq(gguf_w_f32(w, "general.sampling.temp", 0.33f), 0);
+    cr_assert_eq(gguf_w_i32(w, "general.sampling.top_k", 17), 0);
+    cr_assert_eq(gguf_w_f32(w, "general.sampling.top_p", 7.0f), 0); /* out of range: ignored */
+    char path[] = "/tmp/lms-family-sampling-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    struct err e = {0};
+    cr_assert_eq(gguf_writer_save(w, path, &e), 0, "%s", e.msg);
+    gguf_writer_free(w);
+    struct gguf g;
+    cr_assert_eq(gguf_open(&g, path, &e), 0, "%s", e.msg);
+    family_sampling_params(&family_qwen3.sampling_think, &g, &p);
+    cr_assert(p.temperature == 0.33f && p.top_k == 17, "%g %d", p.temperature, p.top_k);
+    cr_assert(p.top_p == 0.95f && p.min_p == 0);
+    gguf_close(&g);
+    unlink(path);
 }

@@ -153,6 +153,7 @@ static int op_parse(void *ctx, struct err *e)
 Test(faultsim, request_parse)
 {
     memset(&be, 0, sizeof be);
+    be.family = &family_qwen3;
     be.caps = (struct backend_caps){
         .think = true, .tools = true, .grammar = true, .stop = true, .system_role = true};
     strcpy(be.model_id, "test-model");

@@ -242,7 +242,7 @@ Test(grammar_budget, forced_tool_schema_checked_when_forced)
         s = json_pack("{s:s, s:o}", "type", "array", "items", s);
     struct forced_tool ft = {"deep", s};
     struct err e = {0};
-    char *lark = forced_lark(&ft, 1, &e);
+    char *lark = forced_lark(&family_qwen3, &ft, 1, &e);
     cr_assert_null(lark, "a schema nested 5000 deep was accepted");
     cr_assert_eq(e.code, ERR_INVALID, "%d %s", e.code, e.msg);
     cr_assert(strstr(e.msg, "tool 'deep'") && strstr(e.msg, "nested deeper"), "%s", e.msg);
@@ -250,7 +250,7 @@ Test(grammar_budget, forced_tool_schema_checked_when_forced)
     /* an ordinary schema still works */
     s = json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties", "a", "type", "integer");
     ft.schema = s;
-    lark = forced_lark(&ft, 1, &e);
+    lark = forced_lark(&family_qwen3, &ft, 1, &e);
     cr_assert(lark, "%s", e.msg);
     free(lark);
     json_decref(s);

@@ -8,6 +8,7 @@
 #include "base/buf.h"
 #include "serve/emitter.h"
 #include "serve/toolcall.h"
+#include "engine/text/family.h"
 
 struct rec {
     struct buf log; /* "T[..]" text, "C<name>(<args>)" calls, "F<why>:<stop>" */
@@ -65,7 +66,7 @@ static char *run(const char *const *toks, enum finish_reason why, const char *st
     struct rec r = {0};
     struct reply_sink out = sink_of(&r);
     struct toolcall_scanner sc;
-    toolcall_init(&sc, &out);
+    toolcall_init(&sc, &out, family_tool_markers(&family_qwen3));
     struct reply_sink *in = toolcall_sink(&sc);
     for (int i = 0; toks[i]; i++) {
         struct token_logprob lp = {.token = i};
@@ -213,7 +214,7 @@ Test(toolcall, no_marker_byte_leaks_before_decided)
     struct rec r = {0};
     struct reply_sink out = sink_of(&r);
     struct toolcall_scanner sc;
-    toolcall_init(&sc, &out);
+    toolcall_init(&sc, &out, family_tool_markers(&family_qwen3));
     struct reply_sink *in = toolcall_sink(&sc);
     in->text(in->ctx, 0, "ok <tool_c", 10, NULL, 0);
     cr_assert_str_eq(r.log.data, "T[ok]", "only text before the possible marker (and its space)");
@@ -231,7 +232,7 @@ Test(toolcall, no_tool_call_hook_keeps_regions_as_text)
     struct reply_sink out = sink_of(&r);
     out.tool_call = NULL;
     struct toolcall_scanner sc;
-    toolcall_init(&sc, &out);
+    toolcall_init(&sc, &out, family_tool_markers(&family_qwen3));
     struct reply_sink *in = toolcall_sink(&sc);
     const char *t = "<tool_call>{\"name\":\"z\"}</tool_call>";
     in->text(in->ctx, 0, t, strlen(t), NULL, 0);
@@ -246,7 +247,7 @@ Test(toolcall, sink_refusal_propagates)
     struct rec r = {.refuse = true};
     struct reply_sink out = sink_of(&r);
     struct toolcall_scanner sc;
-    toolcall_init(&sc, &out);
+    toolcall_init(&sc, &out, family_tool_markers(&family_qwen3));
     struct reply_sink *in = toolcall_sink(&sc);
     const char *t = "<tool_call>{\"name\":\"z\"}</tool_call>";
     cr_assert_eq(in->text(in->ctx, 0, t, strlen(t), NULL, 0), -1);
@@ -259,7 +260,7 @@ Test(toolcall, logprobs_follow_content_only)
     struct rec r = {0};
     struct reply_sink out = sink_of(&r);
     struct toolcall_scanner sc;
-    toolcall_init(&sc, &out);
+    toolcall_init(&sc, &out, family_tool_markers(&family_qwen3));
     struct reply_sink *in = toolcall_sink(&sc);
     struct token_logprob lp = {0};
     in->text(in->ctx, 0, "Hi", 2, &lp, 1);
@@ -278,9 +279,9 @@ Test(toolcall, behind_the_emitter)
     struct rec r = {0};
     struct reply_sink out = sink_of(&r);
     struct toolcall_scanner sc;
-    toolcall_init(&sc, &out);
+    toolcall_init(&sc, &out, family_tool_markers(&family_qwen3));
     struct emitter em;
-    emitter_init(&em, toolcall_sink(&sc), 0, true, NULL, 0);
+    emitter_init(&em, toolcall_sink(&sc), 0, family_think(&family_qwen3), NULL, 0);
     const char *toks[] = {"<think>",
                           "\nhmm\n",
                           "</think>",
@@ -395,7 +396,17 @@ Test(toolcall, random_replies_split_invariant)
 
 #include <jansson.h>
 
+#include "api/api_internal.h"
 #include "serve/forced.h"
+
+/* The dialect's tool_choice read as the api does, for a backend with these caps (qwen3). */
+static int read_tc(enum dialect d, const json_t *root, bool grammar, bool tools, struct request *r,
+                   struct err *e)
+{
+    struct backend be = {.caps = {.grammar = grammar, .tools = tools}, .family = &family_qwen3};
+    struct api_ctx ctx = {.backend = &be};
+    return api_read_tool_choice(&ctx, d, root, r, e);
+}
 
 Test(forced, lark_one_alternative_per_tool)
 {
@@ -403,7 +414,7 @@ Test(forced, lark_one_alternative_per_tool)
         json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", 0, NULL);
     struct forced_tool t[2] = {{"get_weather", schema}, {"say \"hi\"\\", NULL}};
     struct err e = {0};
-    char *src = forced_lark(t, 2, &e);
+    char *src = forced_lark(&family_qwen3, t, 2, &e);
     cr_assert_not_null(src, "%s", e.msg);
     cr_assert_str_eq(
         src, "start: call_0 | call_1\n"
@@ -417,13 +428,13 @@ Test(forced, lark_one_alternative_per_tool)
              "args_1: %json{\"type\":\"object\"}\n");
     free(src);
     json_decref(schema);
-    cr_assert_null(forced_lark(t, 0, &e));
+    cr_assert_null(forced_lark(&family_qwen3, t, 0, &e));
     struct forced_tool empty = {"", NULL};
-    cr_assert_null(forced_lark(&empty, 1, &e));
+    cr_assert_null(forced_lark(&family_qwen3, &empty, 1, &e));
     cr_assert_eq(e.code, ERR_INVALID);
     json_t *bad = json_integer(3);
     struct forced_tool b = {"f", bad};
-    cr_assert_null(forced_lark(&b, 1, &e));
+    cr_assert_null(forced_lark(&family_qwen3, &b, 1, &e));
     cr_assert_eq(e.code, ERR_INVALID);
     json_decref(bad);
 }
@@ -434,7 +445,7 @@ static int read_choice(enum dialect d, const char *body, struct request *r, stru
     memset(e, 0, sizeof *e);
     json_t *root = json_loads(body, 0, NULL);
     cr_assert_not_null(root, "bad test JSON: %s", body);
-    int rc = forced_read(d, root, true, true, r, e);
+    int rc = read_tc(d, root, true, true, r, e);
     json_decref(root);
     return rc;
 }
@@ -571,16 +582,16 @@ Test(forced, errors_name_tool_choice)
         json_loads("{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
                    "{\"name\":\"a\"}}]}",
                    0, NULL);
-    cr_assert_eq(forced_read(DIALECT_CHAT, root, true, true, &r, &e), -1);
+    cr_assert_eq(read_tc(DIALECT_CHAT, root, true, true, &r, &e), -1);
     cr_assert_str_eq(e.param, "tool_choice");
     cr_assert(strstr(e.msg, "'regex'"));
     request_free(&r);
     request_init(&r);
-    cr_assert_eq(forced_read(DIALECT_CHAT, root, false, true, &r, &e), -1);
+    cr_assert_eq(read_tc(DIALECT_CHAT, root, false, true, &r, &e), -1);
     cr_assert_eq(err_http_status(e.code), 400);
     request_free(&r);
     request_init(&r);
-    cr_assert_eq(forced_read(DIALECT_CHAT, root, true, false, &r, &e), -1);
+    cr_assert_eq(read_tc(DIALECT_CHAT, root, true, false, &r, &e), -1);
     cr_assert_eq(err_http_status(e.code), 400);
     request_free(&r);
     json_decref(root);
@@ -596,9 +607,9 @@ Test(toolcall, empty_reply_through_emitter)
             struct rec r = {0};
             struct reply_sink out = sink_of(&r);
             struct toolcall_scanner sc;
-            toolcall_init(&sc, &out);
+            toolcall_init(&sc, &out, family_tool_markers(&family_qwen3));
             struct emitter em;
-            emitter_init(&em, toolcall_sink(&sc), 0, think, stop, ns);
+            emitter_init(&em, toolcall_sink(&sc), 0, think ? family_think(&family_qwen3) : NULL, stop, ns);
             cr_assert_eq(emitter_finish(&em, FINISH_STOP), 0);
             emitter_deinit(&em);
             toolcall_deinit(&sc);

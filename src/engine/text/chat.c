@@ -10,55 +10,13 @@
 
 #include "base/hash.h"
 #include "engine/text/chat_internal.h"
+#include "engine/text/family.h"
 
-/* ---- family table ---- */
-
-typedef int (*chat_render_fn)(const struct chat_msg *, int, const struct chat_prompt_opts *,
-                              struct chat_prompt *, struct err *);
-
-/* FNV-1a 64 fingerprints of the chat_template texts each renderer reproduces byte for byte. */
-#define QWEN3_TEMPLATES                                                                            \
-    {                                                                                              \
-        0x2bfdb7aa9754484eull /* Qwen3 release tokenizer_config.json, 4116 bytes */                \
-    }
-
-static const struct chat_family {
-    const char *arch;
-    chat_render_fn render;
-    struct chat_caps caps;
-    uint64_t templates[4]; /* known fingerprints, 0-terminated */
-} chat_families[] = {
-    {"qwen3",
-     chat_render_qwen3,
-     {.tools = true, .thinking = true, .system = true},
-     QWEN3_TEMPLATES},
-    {"qwen3moe",
-     chat_render_qwen3,
-     {.tools = true, .thinking = true, .system = true},
-     QWEN3_TEMPLATES},
-};
-
-static const struct chat_family *chat_family_find(const char *arch)
-{
-    if (!arch) return NULL;
-    for (size_t i = 0; i < sizeof chat_families / sizeof chat_families[0]; i++)
-        if (strcmp(chat_families[i].arch, arch) == 0) return &chat_families[i];
-    return NULL;
-}
-
-int chat_family_caps(const char *arch, struct chat_caps *caps, struct err *e)
-{
-    const struct chat_family *f = chat_family_find(arch);
-    if (!f)
-        return err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'",
-                       arch ? arch : "(null)");
-    *caps = f->caps;
-    return 0;
-}
+/* ---- family dispatch (the registry: family.c) ---- */
 
 bool chat_template_known(const char *arch, const char *tmpl)
 {
-    const struct chat_family *f = chat_family_find(arch);
+    const struct family *f = family_find(arch);
     if (!f || !tmpl) return false;
     uint64_t h = hash_fnv1a64_str(tmpl);
     for (int i = 0; i < 4 && f->templates[i]; i++)
@@ -69,7 +27,7 @@ bool chat_template_known(const char *arch, const char *tmpl)
 int chat_render(const char *arch, const struct chat_msg *msgs, int n_msgs,
                 const struct chat_prompt_opts *opts, struct chat_prompt *out, struct err *e)
 {
-    const struct chat_family *f = chat_family_find(arch);
+    const struct family *f = family_find(arch);
     if (!f)
         return err_set(e, ERR_UNSUPPORTED, "no chat template for architecture '%s'",
                        arch ? arch : "(null)");

@@ -5,7 +5,8 @@
  * tool-call arguments, tool results, tool JSON) is tokenized as plain text, so user text can never
  * forge a role switch.
  *
- * There is no Jinja engine: each family has a C renderer (chat_qwen3.c for qwen3 / qwen3moe) that
+ * There is no Jinja engine: each family has a C renderer (chat_qwen3.c for qwen3 / qwen3moe), named
+ * by its descriptor (engine/text/family.h; what the template supports is there too), that
  * reproduces its template byte for byte, proven against the real template rendered by Jinja2
  * (tests/suites/45-chat.sh, tests/chat/<case>.json, tests/ref/render_jinja.py).
  *
@@ -55,16 +56,6 @@ struct chat_prompt {
     size_t n_spans, cap_spans;
     bool failed; /* an allocation failed while rendering (chat_render then returns ERR_NOMEM) */
 };
-
-/* What a family's template supports (the api layer rejects what is not there, R-MAP-3). */
-struct chat_caps {
-    bool tools;    /* has a tool-call convention (qwen3: hermes <tool_call> JSON) */
-    bool thinking; /* can reason (<think> blocks, enable_thinking) */
-    bool system;   /* has a system role */
-};
-
-/* Returns 0 and fills caps when `arch` has a renderer; else -1 (ERR_UNSUPPORTED naming arch). */
-int chat_family_caps(const char *arch, struct chat_caps *caps, struct err *e);
 
 /* Whether tmpl (a model's tokenizer.chat_template) is one the family renderer is known to
  * reproduce byte for byte (fingerprints of the templates it was proven against). False for NULL,

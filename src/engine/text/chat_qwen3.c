@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/text/chat_internal.h"
+#include "engine/text/family.h"
 
 struct sv {
     const char *p;
@@ -206,3 +207,47 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
     if (out->failed) return err_set(e, ERR_NOMEM, "out of memory rendering the prompt");
     return 0;
 }
+
+/* ---- the family descriptor (engine/text/family.h) ---- */
+
+/* The forced call in the hermes shape the template teaches (see the tool_calls branch above):
+ *     <tool_call>\n{"name": <name>, "arguments": <args>}\n</tool_call>
+ * with <tool_call> / </tool_call> as special-token terminals (the real model emits each as one
+ * token), one alternative per candidate, <args> a %json sub-grammar of the tool's schema. */
+static int qwen3_forced_call(const struct family_tool *tools, int n, struct buf *b)
+{
+    if (buf_puts(b, "start: ") < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (buf_printf(b, "%scall_%d", i ? " | " : "", i) < 0) return -1;
+    if (buf_puts(b, "\n") < 0) return -1;
+    for (int i = 0; i < n; i++) {
+        const char *jn = tools[i].json_name;
+        if (buf_printf(b, "call_%d: <tool_call> \"\\n{\\\"name\\\": ", i) < 0 ||
+            family_lark_str(b, jn, strlen(jn)) < 0 ||
+            buf_printf(b, ", \\\"arguments\\\": \" args_%d \"}\\n\" </tool_call>\n", i) < 0 ||
+            buf_printf(b, "args_%d: %%json%s\n", i, tools[i].schema) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static const char *const QWEN3_ARCHS[] = {"qwen3", "qwen3moe", NULL};
+static const char *const QWEN3_END_OF_TURN[] = {"<|im_end|>", "<|endoftext|>", NULL};
+
+const struct family family_qwen3 = {
+    .name = "qwen3",
+    .archs = QWEN3_ARCHS,
+    .render = chat_render_qwen3,
+    /* FNV-1a 64 of the Qwen3 release tokenizer_config.json chat_template (4116 bytes) */
+    .templates = {0x2bfdb7aa9754484eull},
+    .caps = {.grammar = true, .reasoning = true, .stop = true, .system_role = true,
+             .kv_reuse = true},
+    .think = {"<think>", "</think>"},
+    .tool_style = FAMILY_TOOLS_JSON_REGION,
+    .tool_call = {"<tool_call>", "</tool_call>"},
+    .forced_call = qwen3_forced_call,
+    .end_of_turn = QWEN3_END_OF_TURN,
+    /* R-MAP-2: the model card's settings (no-think 0.7/20/0.8; think 0.6/20/0.95) */
+    .sampling = {.temperature = 0.7f, .top_k = 20, .top_p = 0.8f, .min_p = 0},
+    .sampling_think = {.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .min_p = 0},
+};
