@@ -521,8 +521,9 @@ static void wake(struct guard *g)
 }
 
 struct guard *guard_new(const struct guard_opts *o, int listen_fd, guard_admit_fn admit,
-                        guard_reply_fn reply, void *arg, struct err *e)
+                        guard_reply_fn reply, void *arg, struct guard **publish, struct err *e)
 {
+    if (publish) *publish = NULL;
     struct guard *g = calloc(1, sizeof *g);
     if (!g) {
         close(listen_fd);
@@ -542,7 +543,9 @@ struct guard *guard_new(const struct guard_opts *o, int listen_fd, guard_admit_f
         goto fail;
     }
     fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
+    if (publish) *publish = g; /* before the thread: it may admit a queued connection at once */
     if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
+        if (publish) *publish = NULL;
         err_set(e, ERR_INTERNAL, "cannot start the accept thread");
         close(g->wake[0]);
         close(g->wake[1]);

@@ -67,9 +67,11 @@ typedef void (*guard_reply_fn)(void *arg, enum guard_why why, int limit, const c
 struct guard;
 struct guard_conn;
 
-/* Takes ownership of listen_fd (bound and listening) and starts the thread. */
+/* Takes ownership of listen_fd (bound and listening) and starts the thread. *publish (when not
+ * NULL) is set to the guard before the thread starts (NULL on failure): a connection queued on
+ * listen_fd is admitted at once, and admit's callbacks may already need the pointer. */
 struct guard *guard_new(const struct guard_opts *o, int listen_fd, guard_admit_fn admit,
-                        guard_reply_fn reply, void *arg, struct err *e);
+                        guard_reply_fn reply, void *arg, struct guard **publish, struct err *e);
 /* Stops accepting and closes the listening socket (new connections are refused by the kernel);
  * deadlines keep being enforced. */
 void guard_quiesce(struct guard *g);

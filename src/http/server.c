@@ -905,8 +905,9 @@ struct http_server *http_start(const struct http_opts *o, struct http_app *app, 
                             .body_min_rate = s->o.body_min_rate,
                             .max_body = s->o.max_body,
                             .idle_timeout_s = s->o.timeout_s};
-    s->g = guard_new(&go, lfd, admit, guard_reply, s, e);
-    if (!s->g) goto fail;
+    /* s->g is published before the accept thread starts: notify_conn reads it for the first
+     * connection (a client already waiting in the backlog raced the assignment: a NULL guard) */
+    if (!guard_new(&go, lfd, admit, guard_reply, s, &s->g, e)) goto fail;
     return s;
 fail:
     if (s->d) MHD_stop_daemon(s->d);
