@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { startServer } from './harness.mjs';
+import { startServer, rawStream } from './harness.mjs';
 
 let srv, solo;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -82,18 +82,6 @@ test('greedy replies are byte-identical batched and solo, every dialect (with co
   assert.ok(Math.max(...widths(srv)) >= 3, `streams shared steps: widths ${widths(srv)}`);
 });
 
-function rawStream(port, body) {
-  const sock = net.connect(port, '127.0.0.1');
-  const payload = Buffer.from(JSON.stringify(body));
-  sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\nConnection: close\r\n\r\n`);
-  sock.write(payload);
-  const st = { sock, data: Buffer.alloc(0), ended: false };
-  sock.on('data', (d) => { st.data = Buffer.concat([st.data, d]); });
-  sock.on('end', () => { st.ended = true; });
-  sock.on('close', () => { st.ended = true; });
-  sock.on('error', () => {});
-  return st;
-}
 async function until(pred, what) {
   for (let i = 0; i < 3000; i++) { if (await pred()) return; await sleep(10); }
   assert.fail(`timed out waiting for ${what}`);

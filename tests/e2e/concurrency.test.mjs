@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer, USER } from './harness.mjs';
+import { startServer, USER, rawStream } from './harness.mjs';
 
 let srv, oai;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -25,20 +25,6 @@ async function until(pred, what) {
   assert.fail(`timed out waiting for ${what}`);
 }
 
-// A streaming request on a raw socket (so the test controls reading); resolves once the head
-// and the first body bytes arrived.
-function rawStream(port, body) {
-  const sock = net.connect(port, '127.0.0.1');
-  const payload = Buffer.from(JSON.stringify(body));
-  sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\nConnection: close\r\n\r\n`);
-  sock.write(payload);
-  const st = { sock, data: Buffer.alloc(0), ended: false };
-  sock.on('data', (d) => { st.data = Buffer.concat([st.data, d]); });
-  sock.on('end', () => { st.ended = true; });
-  sock.on('close', () => { st.ended = true; });
-  sock.on('error', () => {});
-  return st;
-}
 
 // The request log line the server wrote for a finished request (status, completion tokens).
 function logLines() {

@@ -137,3 +137,18 @@ export function parseReply(buf) {
   }
   return { status: Number(/^HTTP\/1\.[01] (\d+)/.exec(head)?.[1] ?? 0), head, body: body.toString('utf8'), terminated };
 }
+
+// A streaming request on a raw socket (so the test controls reading); resolves once the head
+// and the first body bytes arrived.
+export function rawStream(port, body) {
+  const sock = net.connect(port, '127.0.0.1');
+  const payload = Buffer.from(JSON.stringify(body));
+  sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${payload.length}\r\nConnection: close\r\n\r\n`);
+  sock.write(payload);
+  const st = { sock, data: Buffer.alloc(0), ended: false };
+  sock.on('data', (d) => { st.data = Buffer.concat([st.data, d]); });
+  sock.on('end', () => { st.ended = true; });
+  sock.on('close', () => { st.ended = true; });
+  sock.on('error', () => {});
+  return st;
+}
