@@ -11,8 +11,8 @@ let srv, solo;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 before(async () => {
-  srv = await startServer(['--batch', '4', '--log-level', 'debug']);
-  solo = await startServer(['--batch', '1']);
+  srv = await startServer(['--batch', '4', '--log-level', 'debug', '--max-tokens', '40000']);
+  solo = await startServer(['--batch', '1', '--max-tokens', '40000']);
 });
 after(async () => {
   for (const s of [srv, solo]) {

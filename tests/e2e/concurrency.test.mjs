@@ -11,7 +11,7 @@ let srv, oai;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 before(async () => {
-  srv = await startServer(['--queue', '1', '--batch', '1']); // one stream at a time: queue counts
+  srv = await startServer(['--queue', '1', '--batch', '1', '--max-tokens', '40000']); // one stream at a time: queue counts
   oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
 });
 after(async () => {
@@ -100,7 +100,7 @@ test('a client that reads nothing does not hold up a sibling; it later gets the 
 });
 
 test('SIGTERM during generation exits 0 and ends the stream', async () => {
-  const s2 = await startServer();
+  const s2 = await startServer(['--max-tokens', '40000']);
   const st = rawStream(s2.port, { messages: USER, max_tokens: 5000, stream: true, temperature: 0 });
   await until(async () => st.data.length > 0, 'stream start');
   const r = await s2.stop('SIGTERM');
@@ -110,7 +110,7 @@ test('SIGTERM during generation exits 0 and ends the stream', async () => {
 });
 
 test('SIGTERM with a client that reads nothing still exits 0', { timeout: 60000 }, async () => {
-  const s3 = await startServer();
+  const s3 = await startServer(['--max-tokens', '40000']);
   const st = rawStream(s3.port, { messages: USER, max_tokens: 3000, stream: true, temperature: 0, logprobs: true, top_logprobs: 20 });
   st.sock.pause();
   await until(async () => (await health(s3)).busy, 'generation to run');

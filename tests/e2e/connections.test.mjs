@@ -193,7 +193,7 @@ test('a half-closed client (shutdown(SHUT_WR) after its request) still gets its 
 });
 
 test('a client that closes for good while queued is still cancelled (the 100-continue probe draws its reset)', { timeout: 60000 }, async () => {
-  const s = await server(['--queue', '2', '--batch', '1']);
+  const s = await server(['--queue', '2', '--batch', '1', '--max-tokens', '40000']);
   const long = conn(s.port);
   const lb = Buffer.from(JSON.stringify({ messages: USER, max_tokens: 3000, stream: true, temperature: 0 }));
   long.sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${lb.length}\r\n\r\n`);

@@ -20,6 +20,9 @@ function freePort() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Returns { url, port, proc, log(), stop(signal) -> exit code }. opts.model overrides MODEL.
+// The server caps every reply at --max-tokens (default 1024): a test whose long stream must outlast
+// other steps passes '--max-tokens', '40000', since 1,024 tiny-model tokens take ~1 s here and far
+// less on a fast machine.
 export async function startServer(extraArgs = [], { model = MODEL } = {}) {
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();

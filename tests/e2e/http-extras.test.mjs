@@ -9,7 +9,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ORIGIN = 'http://app.example:3000';
 
 before(async () => {
-  srv = await startServer(['--cors', `http://other.example, ${ORIGIN}`, '--metrics', '--api-key', 'k', '--queue', '1', '--batch', '1']);
+  srv = await startServer(['--cors', `http://other.example, ${ORIGIN}`, '--metrics', '--api-key', 'k', '--queue', '1', '--batch', '1', '--max-tokens', '40000']);
   plain = await startServer();
 });
 after(async () => {

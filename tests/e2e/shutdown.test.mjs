@@ -6,6 +6,10 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { startServer, parseSSE, parseReply, USER } from './harness.mjs';
 
+// A reply that outlasts any grace period on any machine: without raising --max-tokens (default
+// 1024) the server caps it, and 1,024 tokens of the tiny model take ~1.2 s here but under the 1 s
+// grace on a faster machine (CI saw the "running" stream complete).
+const LONG = 40000;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const DIALECTS = {
   chat: (stream, n) => ['/v1/chat/completions', { messages: USER, max_tokens: n, stream, temperature: 0 }],
@@ -77,10 +81,10 @@ async function untilQueued(s, n) {
 
 test('SIGTERM with 10 streaming and 10 queued clients: every reply ends well-formed, exit 0 within grace + 1 s', { timeout: 60000 }, async () => {
   const GRACE = 1;
-  const s = await startServer(['--queue', '32', '--batch', '1', '--shutdown-grace', String(GRACE)]);
+  const s = await startServer(['--queue', '32', '--batch', '1', '--shutdown-grace', String(GRACE), '--max-tokens', String(LONG)]);
   const names = Object.keys(DIALECTS);
   const clients = [];
-  clients.push(client(s.port, 'chat', true, 20000)); // runs past the grace period
+  clients.push(client(s.port, 'chat', true, LONG)); // runs past the grace period
   await untilQueued(s, 0);
   for (let i = 1; i < 10; i++) clients.push(client(s.port, names[i % 3], true, 5000));
   for (let i = 0; i < 10; i++) clients.push(client(s.port, names[i % 3], false, 5000));
@@ -111,8 +115,8 @@ test('SIGTERM: the running reply may finish within --shutdown-grace (complete, i
 });
 
 test('SIGTERM with a non-streaming reply running past the grace: a complete 503 body', { timeout: 60000 }, async () => {
-  const s = await startServer(['--shutdown-grace', '0']);
-  const run = client(s.port, 'messages', false, 20000);
+  const s = await startServer(['--shutdown-grace', '0', '--max-tokens', String(LONG)]);
+  const run = client(s.port, 'messages', false, LONG);
   await untilQueued(s, 0);
   await sleep(100);
   const r = await s.stop('SIGTERM');
