@@ -117,6 +117,12 @@ $(BUILD)/fuzz-gguf: tests/fuzz/fuzz_gguf.c src/engine/format/gguf.c src/base/err
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(filter %.c,$^) -o $@
 
+# safetensors header reader; run by tests/suites/20-safetensors-fuzz.sh
+fuzz: $(BUILD)/fuzz-safetensors
+$(BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c src/engine/format/safetensors.c src/base/err.c src/engine/format/safetensors.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(filter %.c,$^) -o $@ $(PKG_LIBS)
+
 # request decoders + encoders (server); run by tests/suites/61-api-fuzz.sh
 # the fuzz targets compile base/ directly: faultsim.c's wrappers need the unit tests' --wrap link
 FUZZ_BASE_SRC := $(filter-out src/base/faultsim.c,$(wildcard src/base/*.c))
