@@ -39,7 +39,7 @@ struct llm {
     struct kvdisk *disk;  /* R-KV-5 or NULL */
     int chunk;            /* --prefill-chunk */
     int batch;            /* --batch: streams decoded together (<= n_slots) */
-    float *logits;        /* n_slots rows of n_vocab: one per stream of a step */
+    float *logits;        /* n_slots x (spec + 1) rows of n_vocab: a step's (verify) rows */
     char *out;      /* detokenizer output, TOK_STREAM_OUT_MAX(tok_max_len) */
     int32_t *pos;
     struct kv_cache **seq;
@@ -52,7 +52,6 @@ struct llm {
     uint32_t *mask; /* worker: allowed-token bitset over n_vocab logits */
     size_t mask_words;
     int spec;       /* --spec: max drafts per verify (R-SPEC-1), 0 = off */
-    float *vlogits; /* (spec + 1) x n_vocab: the verify forward's rows */
     /* GET /metrics: the KV state, counted on the worker (plans, spills) and published under
      * kv_mu after each prefill and each job for the connection threads to read */
     uint64_t kv_plans[KVPLAN_KIND_COUNT], kv_spills;
@@ -328,26 +327,37 @@ out:
     return rc;
 }
 
-/* One token of one slot through the model alone (speculation's fallback), its logits into out. */
-static int fwd1(struct llm *L, struct kvslot *s, int32_t tok, float *out, struct err *e)
+/* One of the family's end-of-turn tokens (the vocabulary's own eos/eot are tok_is_eog's). */
+static bool is_eot(const struct llm *L, int32_t id)
 {
-    int32_t pos = (int32_t)s->n_shadow;
-    struct kv_cache *kv = s->kv;
-    struct batch bt = {.token = &tok, .pos = &pos, .seq = &kv, .n = 1};
-    if (model_forward(L->m, &bt, out, e) < 0) return -1;
-    s->shadow[pos] = tok;
-    s->n_shadow = (size_t)pos + 1;
-    return 0;
+    for (int i = 0; i < L->n_eot; i++)
+        if (L->eot[i] == id) return true;
+    return false;
 }
 
-/* R-SPEC-1 (serve/spec.h, docs/speculation.md): the next logits of slot s after the chosen token
- * tok, into out. A pending verify row that tok confirms is copied with no forward; otherwise the
- * rows of unaccepted drafts are dropped (cache and shadow alike), and tok is fed with a new draft
- * (the context's own continuation, filtered through the grammar with rollback) in one forward that
- * yields logits for every position, or alone when nothing matches. left = tokens still wanted.
- * A speculating stream runs its own forward beside the batch's (docs/batching.md). */
-static int spec_step(struct llm *L, struct kvslot *s, struct spec *sp, float *vlogits,
-                     struct matcher *mt, int32_t tok, int left, float *out, struct err *e)
+/* The one token the grammar allows in mt's state, or -1 (several, or none). mask: scratch. */
+static int32_t forced_token(struct matcher *mt, uint32_t *mask, size_t words)
+{
+    matcher_mask(mt, mask);
+    int32_t tok = -1;
+    for (size_t w = 0; w < words; w++) {
+        if (!mask[w]) continue;
+        if (tok >= 0 || (mask[w] & (mask[w] - 1))) return -1;
+        tok = (int32_t)(w * 32 + (size_t)__builtin_ctz(mask[w]));
+    }
+    return tok;
+}
+
+/* R-SPEC-1 (serve/spec.h, docs/speculation.md): what slot s feeds this step after the chosen
+ * token tok. A pending verify row that tok confirms is copied into out: returns 0, no forward.
+ * Otherwise the rows of unaccepted drafts are dropped (cache and shadow alike), and tok goes into
+ * t[0] with a new draft after it: the context's own continuation, cut where the grammar refuses
+ * (consume, then rollback), then the tokens the grammar forces (the only one it allows, up to the
+ * cap). Returns the count written to t (1 = no draft); the step's one forward runs them at
+ * positions n_shadow.. with logits for every one — beside the other streams' tokens, in the
+ * batch's single weight pass (docs/batching.md). left = tokens the reply may still produce. */
+static int spec_plan(struct llm *L, struct kvslot *s, struct spec *sp, const float *vlogits,
+                     struct matcher *mt, int32_t tok, int left, float *out, int32_t *t)
 {
     size_t nv = (size_t)L->cfg->n_vocab;
     int64_t keep;
@@ -362,22 +372,25 @@ static int spec_step(struct llm *L, struct kvslot *s, struct spec *sp, float *vl
     }
     int32_t pos0 = (int32_t)s->n_shadow;
     int room = kv_capacity(s->kv) - pos0 - 1, cap = left - 1 < room ? left - 1 : room;
-    s->shadow[pos0] = tok; /* the context to match includes tok (fed just below either way) */
+    s->shadow[pos0] = tok; /* the context to match includes tok (fed either way) */
     int k = spec_draft(sp, s->shadow, (size_t)pos0 + 1, cap, pos0);
     int n = 0;
     while (n < k && !tok_is_eog(L->v, sp->draft[n]) && (!mt || matcher_consume(mt, sp->draft[n]) == 0))
         n++;
-    if (mt && n) matcher_rollback(mt, n);
     sp->n_draft = n;
-    if (!n) return fwd1(L, s, tok, out, e);
-    int32_t t[SPEC_MAX_DRAFT + 1];
+    if (mt && n == k) { /* the grammar's forced continuation: accepted whatever the logits */
+        int32_t f;
+        while (sp->n_draft < cap && sp->n_draft < sp->max_draft &&
+               (f = forced_token(mt, L->mask, L->mask_words)) >= 0 && !tok_is_eog(L->v, f) &&
+               !is_eot(L, f) && matcher_consume(mt, f) == 0) {
+            spec_force(sp, f, pos0);
+            n++;
+        }
+    }
+    if (mt && n) matcher_rollback(mt, n);
     t[0] = tok;
     memcpy(t + 1, sp->draft, (size_t)n * sizeof *t);
-    if (model_verify(L->m, s->kv, t, n + 1, pos0, vlogits, e) < 0) return -1;
-    memcpy(s->shadow + pos0, t, (size_t)(n + 1) * sizeof *t);
-    s->n_shadow = (size_t)pos0 + (size_t)n + 1;
-    memcpy(out, vlogits, nv * sizeof *out);
-    return 0;
+    return n + 1;
 }
 
 /* A reply ended with drafts pending: their rows go, so the slot holds what plain decoding leaves. */
@@ -387,14 +400,6 @@ static void spec_end(struct kvslot *s, struct spec *sp)
     if (keep < 0) return;
     kv_truncate(s->kv, (int)keep);
     s->n_shadow = (size_t)keep;
-}
-
-/* One of the family's end-of-turn tokens (the vocabulary's own eos/eot are tok_is_eog's). */
-static bool is_eot(const struct llm *L, int32_t id)
-{
-    for (int i = 0; i < L->n_eot; i++)
-        if (L->eot[i] == id) return true;
-    return false;
 }
 
 static int cancelled(struct job *job, struct err *e)
@@ -498,6 +503,7 @@ struct stream {
     int32_t tok;  /* SS_DECODE: the token to feed this step */
     int k, budget;
     int row;      /* logits row of this step, -1 = none */
+    int n_rows;   /* rows from row on: 1, or a --spec verify's token + drafts */
     float *own;   /* a shared prefill's logits (SS_SHARE -> SS_DECODE), n_vocab floats */
     bool have_own;
     struct sampler *smp;
@@ -522,6 +528,7 @@ struct sched {
     bool *want;
     int n_max;
     int width; /* streams in the last step (the debug log line says when it changes) */
+    int64_t shared_verifies; /* --spec verifies that ran in a step with other streams' tokens */
     bool anchor_failed; /* run()'s own job failed: generate returns its error (anchor_e) */
     struct err anchor_e;
 };
@@ -620,9 +627,10 @@ static void stream_end(struct sched *S, struct stream *s, int why, bool stopped)
         }
     }
     if (s->slot) spec_end(s->slot, &s->sps);
-    if (L->spec && s->sps.n_verify)
-        log_debug("spec: %lld verifies, %lld of %lld drafts accepted", (long long)s->sps.n_verify,
-                  (long long)s->sps.n_accepted, (long long)s->sps.n_proposed);
+    if (L->spec && (s->sps.n_verify || s->sps.n_forced_total))
+        log_debug("spec: %lld verifies, %lld of %lld drafts accepted, %lld forced by the grammar",
+                  (long long)s->sps.n_verify, (long long)s->sps.n_accepted,
+                  (long long)s->sps.n_proposed, (long long)s->sps.n_forced_total);
     if (s->em_live) emitter_deinit(&s->em);
     toolcall_deinit(&s->tc);
     free(s->vlog);
@@ -846,31 +854,42 @@ static int step(struct sched *S, struct err *e)
     struct llm *L = S->L;
     int64_t n = 0;
     int rows = 0, n_dec = 0, n_pre = 0;
-    for (int i = 0; i < S->n_s && L->spec; i++) { /* speculating streams: their own verify */
+    for (int i = 0; i < S->n_s && L->spec; i++) { /* speculating streams: their verify rows */
         struct stream *s = &S->s[i];
-        if (s->st != SS_DECODE || s->have_own) continue;
+        if (s->st != SS_DECODE) continue;
         size_t nv = (size_t)L->cfg->n_vocab;
         if (!s->own) s->own = malloc(nv * sizeof *s->own);
         if (!s->vlog) s->vlog = malloc((size_t)(L->spec + 1) * nv * sizeof *s->vlog);
-        struct err se = {0};
-        if (!s->own || !s->vlog) err_set(&se, ERR_NOMEM, "out of memory");
-        else if (spec_step(L, s->slot, &s->sps, s->vlog, s->mt, s->tok, s->budget - s->k, s->own,
-                           &se) == 0) {
-            s->have_own = true;
-            continue;
+        if (!s->own || !s->vlog) {
+            struct err se = {0};
+            err_set(&se, ERR_NOMEM, "out of memory");
+            bjob_fail(S, s->bj, &se);
         }
-        bjob_fail(S, s->bj, &se);
     }
-    for (int i = 0; i < S->n_s; i++) n_dec += S->s[i].st == SS_DECODE && !S->s[i].have_own;
-    for (int i = 0; i < S->n_s; i++) { /* decoding streams: one token each */
+    for (int i = 0; i < S->n_s; i++) { /* decoding streams: their token (+ drafts with --spec) */
         struct stream *s = &S->s[i];
         s->row = -1;
+        s->n_rows = 1;
         if (s->st != SS_DECODE || s->have_own) continue;
-        S->tok[n] = s->tok;
-        S->pos[n] = (int32_t)s->slot->n_shadow;
-        S->seq[n] = s->slot->kv;
-        S->want[n++] = true;
-        s->row = rows++;
+        int32_t t[SPEC_MAX_DRAFT + 1] = {s->tok};
+        int nt = 1;
+        if (L->spec) {
+            nt = spec_plan(L, s->slot, &s->sps, s->vlog, s->mt, s->tok, s->budget - s->k, s->own, t);
+            if (nt == 0) { /* a verify row confirmed: no forward */
+                s->have_own = true;
+                continue;
+            }
+        }
+        for (int j = 0; j < nt; j++) {
+            S->tok[n] = t[j];
+            S->pos[n] = (int32_t)s->slot->n_shadow + j;
+            S->seq[n] = s->slot->kv;
+            S->want[n++] = true;
+        }
+        s->row = rows;
+        s->n_rows = nt;
+        rows += nt;
+        n_dec++;
     }
     size_t cap = n_dec ? (BATCH_CHUNK < L->chunk ? BATCH_CHUNK : (size_t)L->chunk) : (size_t)L->chunk;
     while (cap > 0) { /* prefilling streams, first-come */
@@ -898,6 +917,8 @@ static int step(struct sched *S, struct err *e)
         cap -= k;
     }
     int width = n_dec + n_pre;
+    for (int i = 0; i < S->n_s && width > 1; i++)
+        S->shared_verifies += S->s[i].row >= 0 && S->s[i].n_rows > 1;
     if (width != S->width) /* e2e tests read this to see that streams really shared steps */
         log_debug("batch: %d streams in a step (%d decoding, %lld tokens)", width, n_dec,
                   (long long)n);
@@ -923,7 +944,10 @@ static int step(struct sched *S, struct err *e)
             lg = s->own;
             s->have_own = false;
         } else if (s->row >= 0) {
-            lg = L->logits + (size_t)s->row * (size_t)L->cfg->n_vocab;
+            size_t nv = (size_t)L->cfg->n_vocab;
+            lg = L->logits + (size_t)s->row * nv;
+            if (s->n_rows > 1) /* a verify: its rows wait for the choices that confirm drafts */
+                memcpy(s->vlog, lg, (size_t)s->n_rows * nv * sizeof *s->vlog);
         } else {
             continue;
         }
@@ -945,7 +969,8 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
     if (job->req.n_inputs > 0) return llm_embed((struct llm *)b, job, e);
     struct llm *L = (struct llm *)b;
     struct sched S = {.L = L, .n_s = L->batch + REQ_MAX_N};
-    S.n_max = L->n_slots + (L->chunk > BATCH_CHUNK ? L->chunk : BATCH_CHUNK);
+    /* a step: every stream's token and drafts, plus one prefill chunk */
+    S.n_max = L->n_slots * (L->spec + 1) + (L->chunk > BATCH_CHUNK ? L->chunk : BATCH_CHUNK);
     S.s = calloc((size_t)S.n_s, sizeof *S.s);
     S.j = calloc((size_t)S.n_s, sizeof *S.j);
     S.tok = malloc((size_t)S.n_max * sizeof *S.tok);
@@ -990,6 +1015,8 @@ static int llm_generate(struct backend *b, struct job *job, struct err *e)
                 if (S.s[i].st == SS_PREFILL || S.s[i].st == SS_DECODE) bjob_fail(&S, S.s[i].bj, &fe);
     }
     free(S.s), free(S.j), free(S.tok), free(S.pos), free(S.seq), free(S.want);
+    if (S.shared_verifies) /* e2e tests read this: verifies rode the batch's weight pass */
+        log_debug("batch: %lld verifies shared a step with other streams", (long long)S.shared_verifies);
     if (!S.anchor_failed) return 0;
     *e = S.anchor_e;
     return -1;
@@ -1062,7 +1089,6 @@ static void llm_free(struct backend *b)
     free(L->slots);
     kvdisk_free(L->disk);
     free(L->logits);
-    free(L->vlogits);
     free(L->out);
     free(L->pos);
     free(L->seq);
@@ -1241,14 +1267,13 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     b->n_vocab = L->cfg->n_vocab;
     if (kv_slots_new(L, o, n_ctx, avail, e) < 0) goto fail;
     kv_publish(L);
-    L->logits = malloc((size_t)L->n_slots * (size_t)L->cfg->n_vocab * sizeof *L->logits);
+    L->spec = o->spec > SPEC_MAX_DRAFT ? SPEC_MAX_DRAFT : o->spec;
+    L->logits = malloc((size_t)L->n_slots * (size_t)(L->spec + 1) * (size_t)L->cfg->n_vocab *
+                       sizeof *L->logits);
     L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);
     L->pos = malloc((size_t)n_ctx * sizeof *L->pos);
     L->seq = malloc((size_t)n_ctx * sizeof *L->seq);
-    L->spec = o->spec > SPEC_MAX_DRAFT ? SPEC_MAX_DRAFT : o->spec;
-    if (L->spec)
-        L->vlogits = malloc((size_t)(L->spec + 1) * (size_t)L->cfg->n_vocab * sizeof *L->vlogits);
-    if (!L->logits || !L->out || !L->pos || !L->seq || (L->spec && !L->vlogits)) {
+    if (!L->logits || !L->out || !L->pos || !L->seq) {
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }

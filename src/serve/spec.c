@@ -34,7 +34,7 @@ int spec_match(const int32_t *ctx, size_t n, size_t *from)
 
 int spec_draft(struct spec *s, const int32_t *ctx, size_t n, int cap, int64_t pos0)
 {
-    s->n_draft = s->at = 0;
+    s->n_draft = s->at = s->n_forced = 0;
     if (cap < 1) return 0;
     if (s->cool > 0) {
         s->cool--;
@@ -70,21 +70,36 @@ void spec_feedback(struct spec *s, int proposed, int accepted)
     }
 }
 
+int spec_force(struct spec *s, int32_t tok, int64_t pos0)
+{
+    if (s->n_draft >= SPEC_MAX_DRAFT) return -1;
+    s->draft[s->n_draft++] = tok;
+    s->n_forced++;
+    s->n_forced_total++;
+    s->pos0 = pos0;
+    return 0;
+}
+
+/* The verify is over after `accepted` of its drafts: feed back the lookup part only (forced tokens
+ * say nothing about how well the context predicts the reply). */
+static void verify_over(struct spec *s, int accepted)
+{
+    int lookup = s->n_draft - s->n_forced;
+    if (lookup > 0) spec_feedback(s, lookup, accepted < lookup ? accepted : lookup);
+    s->n_draft = s->at = s->n_forced = 0;
+}
+
 int spec_accept(struct spec *s, int32_t chosen, int64_t *keep)
 {
     *keep = -1;
     if (!s->n_draft) return 0;
     if (chosen == s->draft[s->at]) {
         int row = ++s->at;
-        if (s->at == s->n_draft) { /* all taken: the cache holds exactly the accepted rows */
-            spec_feedback(s, s->n_draft, s->at);
-            s->n_draft = s->at = 0;
-        }
+        if (s->at == s->n_draft) verify_over(s, s->at); /* all taken: the cache holds them */
         return row;
     }
     *keep = s->pos0 + s->at + 1;
-    spec_feedback(s, s->n_draft, s->at);
-    s->n_draft = s->at = 0;
+    verify_over(s, s->at);
     return 0;
 }
 
@@ -92,6 +107,6 @@ int64_t spec_settle(struct spec *s)
 {
     if (!s->n_draft) return -1;
     int64_t keep = s->pos0 + s->at + 1;
-    s->n_draft = s->at = 0; /* not fed back: the reply ended, not the draft */
+    s->n_draft = s->at = s->n_forced = 0; /* not fed back: the reply ended, not the draft */
     return keep;
 }

@@ -33,9 +33,11 @@ struct spec {
     int backoff;   /* the next pause after a verify that accepted nothing (doubles) */
     int32_t draft[SPEC_MAX_DRAFT];
     int n_draft;   /* drafts pending in the last verify forward (0: none pending) */
+    int n_forced;  /* of which the last n_forced are grammar-forced (spec_force): not fed back */
     int at;        /* of which the target has accepted this many */
     int64_t pos0;  /* cache position of that forward's first token (the last chosen one) */
-    int64_t n_verify, n_proposed, n_accepted; /* totals of this reply */
+    int64_t n_verify, n_proposed, n_accepted; /* totals of this reply (lookup drafts) */
+    int64_t n_forced_total;                   /* forced tokens drafted in this reply */
 };
 
 /* A reply's state: max_draft clamped to [1, SPEC_MAX_DRAFT]. */
@@ -51,6 +53,12 @@ int spec_match(const int32_t *ctx, size_t n, size_t *from);
  * failed drafts); the caller runs the verify forward at position pos0 and calls spec_accept per
  * chosen token. */
 int spec_draft(struct spec *s, const int32_t *ctx, size_t n, int cap, int64_t pos0);
+
+/* Appends a token the grammar forces (the only one it allows after the draft so far) to the draft
+ * of a verify at pos0 (also when spec_draft found none). The target's masked choice there can only
+ * be tok, so it is always accepted; it is not fed back into the adaptive length. Returns 0, or -1
+ * when the draft is full (SPEC_MAX_DRAFT). */
+int spec_force(struct spec *s, int32_t tok, int64_t pos0);
 
 /* The target chose `chosen` from the latest row. Returns the verify row (1..n_draft) whose logits
  * come next when chosen is the next pending draft (no forward needed); else 0, with *keep the

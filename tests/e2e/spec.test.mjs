@@ -17,12 +17,13 @@ const PASSAGE = 'The quick brown fox jumps over the lazy dog. The dog sleeps in 
 const GROUNDED = [{ role: 'user', content: `Repeat this passage exactly: ${PASSAGE}` }];
 const OPEN = [{ role: 'user', content: 'Tell me about the sea.' }];
 const LP = { logprobs: true, top_logprobs: 2 };
-let plain, spec;
+let plain, spec, specb;
 const cl = {};
 
 before(async () => {
   plain = await startServer(['--kv-slots', '1', '--threads', '2'], { model: DEMO });
   spec = await startServer(['--kv-slots', '1', '--threads', '2', '--spec', '8', '--log-level', 'debug'], { model: DEMO });
+  specb = await startServer(['--batch', '4', '--threads', '2', '--spec', '8', '--log-level', 'debug'], { model: DEMO });
   for (const [k, s] of [['plain', plain], ['spec', spec]]) {
     cl[k] = {
       oai: new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 }),
@@ -35,6 +36,7 @@ after(async () => {
   const acc = stats.reduce((a, m) => a + Number(m[2]), 0), prop = stats.reduce((a, m) => a + Number(m[3]), 0);
   assert.equal((await plain.stop()).code, 0, plain.log());
   assert.equal((await spec.stop()).code, 0, spec.log());
+  assert.equal((await specb.stop()).code, 0, specb.log());
   // the comparisons above ran through accepted and rejected drafts
   assert.ok(acc > 20, `drafts accepted: ${acc} of ${prop}`);
   assert.ok(prop - acc > 5, `drafts rejected: ${prop - acc} of ${prop}`);
@@ -116,4 +118,18 @@ test('a JSON-schema constraint: drafts filtered through the grammar, the same re
     return [c.choices[0].message.content, c.choices[0].finish_reason];
   }, 'constrained');
   if (r[1] === 'stop') JSON.parse(r[0]);
+});
+
+test('--batch 4 --spec 8: concurrent streams verify their drafts in the batch\'s one forward, replies unchanged', async () => {
+  const asks = [GROUNDED, OPEN, [{ role: 'user', content: `Repeat: ${PASSAGE.slice(0, 90)}` }],
+    [{ role: 'user', content: 'What does river mean?' }]];
+  const body = (messages) => ({ model: 'm', messages, max_tokens: 60, temperature: 0, logprobs: true, top_logprobs: 1 });
+  const ref = [];
+  for (const m of asks) ref.push((await cl.plain.oai.chat.completions.create(body(m))).choices[0]);
+  const oai = new OpenAI({ baseURL: `${specb.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const got = await Promise.all(asks.map((m) => oai.chat.completions.create(body(m)).then((c) => c.choices[0])));
+  for (let i = 0; i < asks.length; i++) assert.deepEqual(got[i], ref[i], `request ${i} differs batched with --spec`);
+  const shared = [...specb.log().matchAll(/batch: (\d+) verifies shared a step with other streams/g)]
+    .reduce((a, m) => a + Number(m[1]), 0);
+  assert.ok(shared > 0, 'no verify shared a step with another stream');
 });
