@@ -348,6 +348,74 @@ static int32_t forced_token(struct matcher *mt, uint32_t *mask, size_t words)
     return tok;
 }
 
+/* The bytes the grammar forces from mt's state (every allowed token starts with the same byte,
+ * none is special), at most max, into out; mt is left as it was. Found one byte at a time: mask,
+ * check the first bytes, consume that byte's own one-byte token, then roll all of them back.
+ * mask: scratch. Returns the count. */
+static size_t forced_bytes(const struct llm *L, struct matcher *mt, uint32_t *mask, char *out,
+                           size_t max)
+{
+    size_t nf = 0;
+    int consumed = 0;
+    while (nf < max) {
+        matcher_mask(mt, mask);
+        int c = -1;
+        int32_t one = -1; /* an allowed token that is exactly the byte c */
+        bool stop = false;
+        for (size_t w = 0; w < L->mask_words && !stop; w++)
+            for (uint32_t bits = mask[w]; bits && !stop; bits &= bits - 1) {
+                int32_t t = (int32_t)(w * 32 + (size_t)__builtin_ctz(bits));
+                if (L->g_special[t] || !L->g_lens[t]) { stop = true; break; }
+                int b = (unsigned char)L->g_bytes[t][0];
+                if (c >= 0 && b != c) { stop = true; break; }
+                c = b;
+                if (L->g_lens[t] == 1) one = t;
+            }
+        if (stop || c < 0 || one < 0 || matcher_consume(mt, one) != 0) break;
+        consumed++;
+        out[nf++] = (char)c;
+    }
+    if (consumed) matcher_rollback(mt, consumed);
+    return nf;
+}
+
+/* Drafts what the grammar forces after sp's draft so far (mt already past it), up to cap drafts in
+ * all. First the tokens that are certain: while the mask allows exactly one token, that token (the
+ * target's masked choice can be nothing else). Then, while this reply's grammar drafts are mostly
+ * accepted (a weak model spells keys its own way, and rejected rows are wasted work), the forced
+ * bytes as the tokenizer spells them, each kept while the grammar allows it, the last one dropped:
+ * the model's own token there usually runs on past the forced bytes (`"` is forced before a key,
+ * the model writes `"name`). Returns how many tokens it consumed in mt (the caller rolls back). */
+static int grammar_draft(struct llm *L, struct matcher *mt, struct spec *sp, int cap, int64_t pos0)
+{
+    enum { MAX_FORCED = 64, TRIAL = 8 };
+    int n = 0;
+    int32_t f;
+    while (sp->n_draft < cap && sp->n_draft < sp->max_draft &&
+           (f = forced_token(mt, L->mask, L->mask_words)) >= 0 && !L->g_special[f] &&
+           matcher_consume(mt, f) == 0) {
+        spec_force(sp, f, pos0);
+        n++;
+    }
+    if (sp->n_draft >= cap || sp->n_draft >= sp->max_draft ||
+        (sp->n_forced_total >= TRIAL && 2 * sp->n_forced_accepted < sp->n_forced_total))
+        return n;
+    char fb[MAX_FORCED];
+    size_t nb = forced_bytes(L, mt, L->mask, fb, sizeof fb);
+    if (!nb) return n;
+    int32_t *toks = NULL;
+    size_t nt = 0, tcap = 0;
+    struct err e = {0};
+    if (tok_encode(L->v, fb, nb, NULL, 0, false, &toks, &nt, &tcap, &e) == 0)
+        for (size_t i = 0; i + 1 < nt && sp->n_draft < cap && sp->n_draft < sp->max_draft; i++) {
+            if (matcher_consume(mt, toks[i]) != 0) break;
+            n++;
+            spec_force(sp, toks[i], pos0);
+        }
+    free(toks);
+    return n;
+}
+
 /* R-SPEC-1 (serve/spec.h, docs/speculation.md): what slot s feeds this step after the chosen
  * token tok. A pending verify row that tok confirms is copied into out: returns 0, no forward.
  * Otherwise the rows of unaccepted drafts are dropped (cache and shadow alike), and tok goes into
@@ -378,15 +446,7 @@ static int spec_plan(struct llm *L, struct kvslot *s, struct spec *sp, const flo
     while (n < k && !tok_is_eog(L->v, sp->draft[n]) && (!mt || matcher_consume(mt, sp->draft[n]) == 0))
         n++;
     sp->n_draft = n;
-    if (mt && n == k) { /* the grammar's forced continuation: accepted whatever the logits */
-        int32_t f;
-        while (sp->n_draft < cap && sp->n_draft < sp->max_draft &&
-               (f = forced_token(mt, L->mask, L->mask_words)) >= 0 && !tok_is_eog(L->v, f) &&
-               !is_eot(L, f) && matcher_consume(mt, f) == 0) {
-            spec_force(sp, f, pos0);
-            n++;
-        }
-    }
+    if (mt && n == k) n += grammar_draft(L, mt, sp, cap, pos0); /* JSON keys, punctuation */
     if (mt && n) matcher_rollback(mt, n);
     t[0] = tok;
     memcpy(t + 1, sp->draft, (size_t)n * sizeof *t);
@@ -628,9 +688,10 @@ static void stream_end(struct sched *S, struct stream *s, int why, bool stopped)
     }
     if (s->slot) spec_end(s->slot, &s->sps);
     if (L->spec && (s->sps.n_verify || s->sps.n_forced_total))
-        log_debug("spec: %lld verifies, %lld of %lld drafts accepted, %lld forced by the grammar",
+        log_debug("spec: %lld verifies, %lld of %lld drafts accepted, %lld of %lld grammar drafts",
                   (long long)s->sps.n_verify, (long long)s->sps.n_accepted,
-                  (long long)s->sps.n_proposed, (long long)s->sps.n_forced_total);
+                  (long long)s->sps.n_proposed, (long long)s->sps.n_forced_accepted,
+                  (long long)s->sps.n_forced_total);
     if (s->em_live) emitter_deinit(&s->em);
     toolcall_deinit(&s->tc);
     free(s->vlog);

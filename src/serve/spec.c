@@ -86,6 +86,7 @@ static void verify_over(struct spec *s, int accepted)
 {
     int lookup = s->n_draft - s->n_forced;
     if (lookup > 0) spec_feedback(s, lookup, accepted < lookup ? accepted : lookup);
+    if (accepted > lookup) s->n_forced_accepted += accepted - lookup;
     s->n_draft = s->at = s->n_forced = 0;
 }
 

@@ -2,7 +2,7 @@
  *
  * No second model: a draft is what followed the most recent earlier occurrence of the longest
  * suffix of the request's own context (prompt + reply so far). The backend feeds the last chosen
- * token plus the draft in one forward that returns logits for every position (model_verify), then
+ * token plus the draft in one forward that returns logits for every position (the batch step), then
  * lets the target choose at each row in order, exactly as it would without speculation (same
  * logits by batch invariance, same sampler, same grammar mask); a draft token is accepted while it
  * equals the target's choice. The first mismatch ends the verify: the rows of the drafts after it
@@ -33,11 +33,11 @@ struct spec {
     int backoff;   /* the next pause after a verify that accepted nothing (doubles) */
     int32_t draft[SPEC_MAX_DRAFT];
     int n_draft;   /* drafts pending in the last verify forward (0: none pending) */
-    int n_forced;  /* of which the last n_forced are grammar-forced (spec_force): not fed back */
+    int n_forced;  /* of which the last n_forced come from the grammar (spec_force): not fed back */
     int at;        /* of which the target has accepted this many */
     int64_t pos0;  /* cache position of that forward's first token (the last chosen one) */
     int64_t n_verify, n_proposed, n_accepted; /* totals of this reply (lookup drafts) */
-    int64_t n_forced_total;                   /* forced tokens drafted in this reply */
+    int64_t n_forced_total, n_forced_accepted; /* grammar drafts of this reply, and taken */
 };
 
 /* A reply's state: max_draft clamped to [1, SPEC_MAX_DRAFT]. */
@@ -54,10 +54,11 @@ int spec_match(const int32_t *ctx, size_t n, size_t *from);
  * chosen token. */
 int spec_draft(struct spec *s, const int32_t *ctx, size_t n, int cap, int64_t pos0);
 
-/* Appends a token the grammar forces (the only one it allows after the draft so far) to the draft
- * of a verify at pos0 (also when spec_draft found none). The target's masked choice there can only
- * be tok, so it is always accepted; it is not fed back into the adaptive length. Returns 0, or -1
- * when the draft is full (SPEC_MAX_DRAFT). */
+/* Appends a token of the grammar's forced continuation (the bytes every allowed path writes next,
+ * as the tokenizer spells them) to the draft of a verify at pos0, also when spec_draft found none.
+ * The target rejects it only when it spells those bytes otherwise. Not fed back into the adaptive
+ * length (it says nothing of how well the context predicts the reply). Returns 0, or -1 when the
+ * draft is full (SPEC_MAX_DRAFT). */
 int spec_force(struct spec *s, int32_t tok, int64_t pos0);
 
 /* The target chose `chosen` from the latest row. Returns the verify row (1..n_draft) whose logits

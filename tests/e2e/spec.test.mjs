@@ -118,6 +118,9 @@ test('a JSON-schema constraint: drafts filtered through the grammar, the same re
     return [c.choices[0].message.content, c.choices[0].finish_reason];
   }, 'constrained');
   if (r[1] === 'stop') JSON.parse(r[0]);
+  // the grammar's forced continuation (keys, punctuation) was drafted and some of it accepted
+  const last = [...spec.log().matchAll(/spec: \d+ verifies, \d+ of \d+ drafts accepted, (\d+) of (\d+) grammar drafts/g)].at(-1);
+  assert.ok(last && Number(last[1]) > 0, `grammar drafts: ${last?.[0]}`);
 });
 
 test('--batch 4 --spec 8: concurrent streams verify their drafts in the batch\'s one forward, replies unchanged', async () => {

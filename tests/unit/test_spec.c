@@ -151,6 +151,39 @@ Test(spec, accept_rows_and_rollback)
     cr_assert_eq(spec_settle(&s), -1);
 }
 
+/* Grammar drafts (spec_force) follow the lookup draft, also when there is none; they count apart
+ * and never move the adaptive length or the pause. */
+Test(spec, grammar_drafts_are_not_fed_back)
+{
+    struct spec s;
+    spec_init(&s, 8);
+    int32_t c[] = {1, 2, 3, 4, 5, 1, 2}; /* lookup draft 3 4 5 1 */
+    int64_t keep;
+    cr_assert_eq(spec_draft(&s, c, N(c), 100, 100), 4);
+    cr_assert_eq(spec_force(&s, 60, 100), 0);
+    cr_assert_eq(spec_force(&s, 61, 100), 0);
+    cr_assert_eq(s.n_draft, 6);
+    for (int i = 0; i < 4; i++) cr_assert_eq(spec_accept(&s, c[2 + i], &keep), i + 1);
+    cr_assert_eq(spec_accept(&s, 60, &keep), 5);
+    cr_assert_eq(spec_accept(&s, 62, &keep), 0); /* the second grammar draft is spelled otherwise */
+    cr_assert_eq(keep, 100 + 5 + 1);
+    cr_assert_eq(s.n_proposed, 4, "lookup drafts only");
+    cr_assert_eq(s.n_accepted, 4);
+    cr_assert_eq(s.len, 8, "all lookup drafts taken: grows (capped), the grammar's miss is not counted");
+    cr_assert_eq(s.n_forced_total, 2);
+    cr_assert_eq(s.n_forced_accepted, 1);
+    /* grammar drafts alone (no lookup match): no verify counted, no pause after a miss */
+    int32_t d[] = {7, 8, 9};
+    cr_assert_eq(spec_draft(&s, d, N(d), 100, 200), 0);
+    cr_assert_eq(spec_force(&s, 70, 200), 0);
+    cr_assert_eq(spec_accept(&s, 71, &keep), 0);
+    cr_assert_eq(keep, 201);
+    cr_assert_eq(s.n_verify, 1);
+    cr_assert_eq(s.cool, 0);
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++) spec_force(&s, 1, 300);
+    cr_assert_eq(spec_force(&s, 1, 300), -1, "full");
+}
+
 /* The acceptance rule under sampling: the target draws x from its distribution p at the draft's
  * row and the draft d is accepted iff x == d. Over many seeds: P(accept) = p(d) (the standard
  * rule's acceptance probability), and the emitted token is distributed as p — on rejection as
