@@ -6,13 +6,15 @@
 # started fresh per N. The bandwidth ceiling is printed first (the machine may be shared).
 # A benchmark: it prints figures, it never fails on them.
 #   env: BENCH_MODEL (default qwen3_0.6b-q8_0), THREADS (2), CLIENTS ("1 2 4 8"), GEN (128),
-#        CTX (per-slot context, 1024), SOLO ("2 4 8": the client counts also run on --batch 1)
+#        CTX (per-slot context, 1024), SOLO ("2 4 8": the client counts also run on --batch 1),
+#        ROUNDS (1: how many times the whole sequence runs)
 set -eu
 THREADS=${THREADS:-2}
 CLIENTS=${CLIENTS:-1 2 4 8}
 GEN=${GEN:-128}
 CTX=${CTX:-1024}
 SOLO=${SOLO-2 4 8}
+ROUNDS=${ROUNDS:-1}
 M=${BENCH_MODEL:-qwen3_0.6b-q8_0}
 f="$MODELDIR/$M.gguf"
 $MAKE --no-print-directory BUILD="$BUILD" "$f" "$BUILD/lmserve" "$BUILD/lmserve-kbench" >/dev/null
@@ -31,10 +33,15 @@ run() { # label, then the server command line (its port goes last)
   echo "$label: $(node bench/batch.mjs "http://127.0.0.1:$port" --clients "$n" --gen "$GEN")"
   kill $pid; wait $pid 2>/dev/null || true; pid=""
 }
+for round in $(seq 1 "$ROUNDS"); do # rounds alternate the servers: a shared machine's load drifts
+[ "$ROUNDS" -gt 1 ] && echo "round $round"
 for n in $CLIENTS; do
   run "lmserve --batch $n" "$n" "$BUILD/lmserve" "$f" --threads "$THREADS" --ctx "$CTX" --batch "$n" --queue 64
   case " $SOLO " in *" $n "*) run "lmserve --batch 1 ($n clients)" "$n" "$BUILD/lmserve" "$f" --threads "$THREADS" --ctx "$CTX" --batch 1 --queue 64 ;; esac
   if [ -n "${LLAMA_SERVER:-}" ]; then
-    run "llama-server -np $n" "$n" "$LLAMA_SERVER" -m "$f" --host 127.0.0.1 -t "$THREADS" -c $((CTX * n)) -np "$n"
+    # --ignore-eos: llama.cpp also ends a Qwen vocabulary's reply on <|fim_pad|>, <|repo_name|> ...,
+    # which the client's logit_bias does not list; every stream runs its GEN tokens on both sides
+    run "llama-server -np $n" "$n" "$LLAMA_SERVER" -m "$f" --host 127.0.0.1 -t "$THREADS" -c $((CTX * n)) -np "$n" --ignore-eos
   fi
+done
 done
