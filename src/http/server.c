@@ -187,9 +187,15 @@ static const char *cors_origin(struct conn_req *cr)
     return NULL;
 }
 
-/* Every reply (errors and streams included) carries the CORS headers of an allowed origin. */
-static void add_cors(struct conn_req *cr, struct MHD_Response *r)
+/* Every reply (errors and streams included) says how long an idle connection stays open (a
+ * client that reuses a pooled connection the server is just closing gets a reset: "Connection
+ * error" in the SDKs; with the hint it retires the connection before --timeout, as undici and
+ * other clients do), and carries the CORS headers of an allowed origin. */
+static void add_common(struct conn_req *cr, struct MHD_Response *r)
 {
+    char ka[32];
+    snprintf(ka, sizeof ka, "timeout=%d", cr->srv->o.timeout_s);
+    MHD_add_response_header(r, "Keep-Alive", ka);
     const char *ao = cors_origin(cr);
     if (!ao) return;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", ao);
@@ -204,7 +210,7 @@ static enum MHD_Result send_body(struct conn_req *cr, int status, const char *ct
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    add_cors(cr, r);
+    add_common(cr, r);
     if (retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", retry_after);
@@ -431,7 +437,7 @@ static enum MHD_Result serve_generate(struct conn_req *cr)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
-        add_cors(cr, r);
+        add_common(cr, r);
         enum MHD_Result rc = MHD_queue_response(cr->conn, (unsigned)status, r);
         MHD_destroy_response(r);
         cr->status = status;
@@ -512,7 +518,7 @@ static enum MHD_Result serve_preflight(struct conn_req *cr)
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     if (cors_origin(cr)) {
-        add_cors(cr, r);
+        add_common(cr, r);
         MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
         /* the headers the SDKs send (the browser asks for its exact list; echo it too) */
         const char *want = MHD_lookup_connection_value(cr->conn, MHD_HEADER_KIND,

@@ -173,3 +173,29 @@ test('--conns bounds concurrent connections: beyond it a prompt dialect-shaped 5
   hold[1].destroy();
   assert.equal((await s.stop()).code, 0);
 });
+
+// Regression (an "APIConnectionError: Connection error" flake under ASan): with --timeout 2 the
+// SDK's pooled connection was reused just as the server closed it. Every reply now says how long
+// an idle connection lives, so clients retire it first.
+test('every reply carries Keep-Alive: timeout=<--timeout> (JSON, stream, error, preflight)', async () => {
+  const h = { 'content-type': 'application/json', authorization: `Bearer ${KEY}` };
+  const body = JSON.stringify({ messages: USER, max_tokens: 1 });
+  const rs = [
+    await fetch(`${srv.url}/health`),
+    await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', headers: h, body }),
+    await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', headers: h, body: JSON.stringify({ messages: USER, max_tokens: 1, stream: true }) }),
+    await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', headers: h, body: '{' }),
+    await fetch(`${srv.url}/v1/models`, { headers: { authorization: 'Bearer wrong' } }),
+    await fetch(`${srv.url}/v1/chat/completions`, { method: 'OPTIONS' }),
+  ];
+  for (const r of rs) {
+    await r.arrayBuffer();
+    assert.equal(r.headers.get('keep-alive'), 'timeout=2', `${r.url} ${r.status}`);
+  }
+  // and the SDK, told so, reuses a connection idle for 1.5 s without a reset
+  const c = oai();
+  await c.models.list();
+  await new Promise((r) => setTimeout(r, 1500));
+  const m = await c.models.list();
+  assert.ok(m.data.length >= 1);
+});
