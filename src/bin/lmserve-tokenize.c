@@ -6,7 +6,8 @@
  *       (the test suite's batch mode: one process for thousands of strings)
  *   lmserve-tokenize MODEL --bench N        tokenizes stdin N times, prints MB/s (one thread)
  *
- * MODEL is a .gguf file or a directory holding tokenizer.json + tokenizer_config.json.
+ * MODEL is a .gguf file, a directory holding tokenizer.json + tokenizer_config.json, or a nanochat
+ * tokenizer file (*.json: docs/nanochat.md) or a nanochat checkpoint directory holding one.
  * --special parses control tokens (<|im_start|> ...) anywhere in the text; without it they are
  * plain text, as for request content. */
 #include <errno.h>
@@ -22,10 +23,13 @@
 #include "engine/text/hf_tokenizer.h"
 #include "engine/text/vocab.h"
 
+#define NANOCHAT_TOKFILE "tokenizer.json" /* docs/nanochat.md; HF dirs have tokenizer_config.json */
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmserve-tokenize MODEL [--special] [--lines-hex | --bench N]\n"
-               "  MODEL        a .gguf file or a tokenizer directory (tokenizer.json)\n"
+               "  MODEL        a .gguf file, a tokenizer directory (tokenizer.json), a nanochat\n"
+               "               tokenizer file (*.json) or a nanochat checkpoint directory\n"
                "  --special    match control tokens anywhere in the input (default: plain text)\n"
                "  --lines-hex  batch mode: hex lines in, \"ids<TAB>hex(decoded)\" lines out\n"
                "  --bench N    tokenize stdin N times and print throughput\n");
@@ -89,7 +93,17 @@ int main(int argc, char **argv)
     struct gguf g = {0};
     bool g_open = false;
     struct stat st;
-    if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) {
+    size_t ml = strlen(model);
+    char nano[4096];
+    char hfcfg[4096];
+    snprintf(nano, sizeof nano, "%s/" NANOCHAT_TOKFILE, model);
+    snprintf(hfcfg, sizeof hfcfg, "%s/tokenizer_config.json", model);
+    if (ml > 5 && strcmp(model + ml - 5, ".json") == 0) {
+        v = vocab_load_tiktoken(model, &e);
+    } else if (stat(model, &st) == 0 && S_ISDIR(st.st_mode) && stat(hfcfg, &st) != 0 &&
+               stat(nano, &st) == 0) {
+        v = vocab_load_tiktoken(nano, &e);
+    } else if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) {
         struct hf_tokenizer t;
         if (hf_tokenizer_load(model, 0, &t, &e) == 0) {
             v = vocab_from_hf(&t, &e);

@@ -33,6 +33,9 @@ static const char *const pre_patterns[VOCAB_PRE_COUNT] = {
                          "]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
     [VOCAB_PRE_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n" LN "]?" L "+|" N "| ?[^" WS LN
                         "]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
+    /* nanochat's SPLIT_PATTERN (GPT-4's with \p{N}{1,2}, possessive ?+ and ++, one newline) */
+    [VOCAB_PRE_NANOCHAT] = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n" LN "]?+" L "+|" N "{1,2}| ?[^" WS LN
+                           "]++[\\r\\n]*|[" WS "]*[\\r\\n]|[" WS "]+(?![^" WS "])|[" WS "]+",
 };
 #undef L
 #undef N
@@ -44,9 +47,11 @@ int vocab_pre_init(struct vocab *v, const char *pre, struct err *e)
     else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0)
         v->pre = VOCAB_PRE_LLAMA3, v->ignore_merges = true; /* Llama 3's tokenizer.json says so */
     else if (strcmp(pre, "gpt2") == 0 || strcmp(pre, "gpt-2") == 0) v->pre = VOCAB_PRE_GPT2;
+    else if (strcmp(pre, "nanochat") == 0) /* tiktoken: a piece that is a token is taken whole */
+        v->pre = VOCAB_PRE_NANOCHAT, v->ignore_merges = true;
     else
         return err_set(e, ERR_UNSUPPORTED,
-                       "tokenizer.ggml.pre \"%s\" is not supported (qwen2, llama-bpe, gpt2)", pre);
+                       "tokenizer.ggml.pre \"%s\" is not supported (qwen2, llama-bpe, gpt2, nanochat)", pre);
     int ec;
     PCRE2_SIZE eo;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pre_patterns[v->pre], PCRE2_ZERO_TERMINATED,

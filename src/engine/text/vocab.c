@@ -64,7 +64,7 @@ int32_t vocab_tmap_find(const struct vocab *v, const char *p, size_t len)
     }
 }
 
-static int merge_insert(struct vocab *v, int32_t a, int32_t b, int32_t rank, int32_t res)
+int vocab_merge_insert(struct vocab *v, int32_t a, int32_t b, int32_t rank, int32_t res)
 {
     uint64_t k = vocab_merge_key(a, b);
     for (uint32_t i = vocab_mix64(k) & v->mmask;; i = (i + 1) & v->mmask) {
@@ -75,6 +75,72 @@ static int merge_insert(struct vocab *v, int32_t a, int32_t b, int32_t rank, int
         }
         if (v->mkey[i] == k) return -1; /* duplicate merge: the first (lower rank) wins */
     }
+}
+
+static const char *const eog_texts[] = {
+    "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>",
+    "<|end|>", "<|eom_id|>", "<EOT>", "<|return|>", "<|call|>", "</s>",
+};
+
+/* The map of NORMAL tokens' bytes and the byte symbols (v->n, type, off, bytes set). */
+int vocab_index_tokens(struct vocab *v, struct err *e)
+{
+    v->tmask = pow2_at_least((uint64_t)v->n * 2) - 1;
+    v->tmap = malloc(((size_t)v->tmask + 1) * sizeof *v->tmap);
+    if (!v->tmap) return err_set(e, ERR_NOMEM, "tokenizer: out of memory");
+    memset(v->tmap, 0xff, ((size_t)v->tmask + 1) * sizeof *v->tmap);
+    for (int32_t i = 0; i < v->n; i++) {
+        size_t len;
+        tok_bytes(v, i, &len);
+        if (v->type[i] == TOK_NORMAL && len > 0) tmap_insert(v, i);
+    }
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        v->byte_tok[b] = vocab_tmap_find(v, &c, 1);
+        if (v->byte_tok[b] < 0)
+            return err_set(e, ERR_FORMAT,
+                           "tokenizer: byte 0x%02x has no token (not a byte-level BPE vocab)", b);
+    }
+    return 0;
+}
+
+/* The added-token list (longest first), the special ids' range check, the eog set. */
+int vocab_index_added(struct vocab *v, struct err *e)
+{
+    for (int32_t i = 0; i < v->n; i++)
+        if (v->type[i] == TOK_CONTROL || v->type[i] == TOK_USER_DEFINED) v->n_added++;
+    v->added = malloc(((size_t)v->n_added + 1) * sizeof *v->added);
+    if (!v->added) return err_set(e, ERR_NOMEM, "tokenizer: out of memory");
+    int32_t na = 0;
+    for (int32_t i = 0; i < v->n; i++) {
+        size_t len;
+        tok_bytes(v, i, &len);
+        if ((v->type[i] == TOK_CONTROL || v->type[i] == TOK_USER_DEFINED) && len > 0) {
+            int32_t j = na++;
+            while (j > 0) { /* insertion sort by length desc, stable by id */
+                size_t l2;
+                tok_bytes(v, v->added[j - 1], &l2);
+                if (l2 >= len) break;
+                v->added[j] = v->added[j - 1];
+                j--;
+            }
+            v->added[j] = i;
+            v->added_first[(unsigned char)v->bytes[v->off[i]]] = 1;
+        }
+    }
+    v->n_added = na;
+
+    int32_t ids[] = {v->bos, v->eos, v->eot, v->pad};
+    const char *names[] = {"bos", "eos", "eot", "padding"};
+    for (int k = 0; k < 4; k++)
+        if (ids[k] >= v->n || ids[k] < -1)
+            return err_set(e, ERR_FORMAT, "tokenizer: %s_token_id %d out of range (%d tokens)",
+                           names[k], ids[k], v->n);
+    for (size_t k = 0; k < sizeof eog_texts / sizeof *eog_texts && v->n_eog < VOCAB_MAX_EOG; k++) {
+        int32_t id = tok_find(v, eog_texts[k], strlen(eog_texts[k]));
+        if (id >= 0 && v->type[id] == TOK_CONTROL) v->eog[v->n_eog++] = id;
+    }
+    return 0;
 }
 
 /* ---- the builder shared by GGUF and HF loading ---- */
@@ -88,11 +154,6 @@ struct src {
     const char *pre;
     int32_t bos, eos, eot, pad;
     bool add_bos;
-};
-
-static const char *const eog_texts[] = {
-    "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>",
-    "<|end|>", "<|eom_id|>", "<EOT>", "<|return|>", "<|call|>", "</s>",
 };
 
 static struct vocab *build(const struct src *s, struct err *e)
@@ -168,24 +229,7 @@ static struct vocab *build(const struct src *s, struct err *e)
     }
     v->off[v->n] = (uint32_t)o;
 
-    /* Normal-token map and the byte symbols. */
-    v->tmask = pow2_at_least((uint64_t)v->n * 2) - 1;
-    v->tmap = malloc(((size_t)v->tmask + 1) * sizeof *v->tmap);
-    if (!v->tmap) goto nomem;
-    memset(v->tmap, 0xff, ((size_t)v->tmask + 1) * sizeof *v->tmap);
-    for (int32_t i = 0; i < v->n; i++) {
-        size_t len;
-        tok_bytes(v, i, &len);
-        if (v->type[i] == TOK_NORMAL && len > 0) tmap_insert(v, i);
-    }
-    for (int b = 0; b < 256; b++) {
-        char c = (char)b;
-        v->byte_tok[b] = vocab_tmap_find(v, &c, 1);
-        if (v->byte_tok[b] < 0) {
-            err_set(e, ERR_FORMAT, "tokenizer: byte 0x%02x has no token (not a byte-level BPE vocab)", b);
-            goto fail;
-        }
-    }
+    if (vocab_index_tokens(v, e)) goto fail;
 
     /* Merges "a b": parts in byte-level text; the result must be a token. */
     if (s->n_merges < 0 || s->n_merges >= (1 << 24)) {
@@ -240,45 +284,10 @@ static struct vocab *build(const struct src *s, struct err *e)
                     a < 0 ? "left part" : b < 0 ? "right part" : "the merged token");
             goto fail;
         }
-        merge_insert(v, a, b, (int32_t)r, res);
+        vocab_merge_insert(v, a, b, (int32_t)r, res);
     }
 
-    /* Added tokens, longest first (leftmost-longest matching in bpe.c). */
-    for (int32_t i = 0; i < v->n; i++)
-        if (v->type[i] == TOK_CONTROL || v->type[i] == TOK_USER_DEFINED) v->n_added++;
-    v->added = malloc(((size_t)v->n_added + 1) * sizeof *v->added);
-    if (!v->added) goto nomem;
-    int32_t na = 0;
-    for (int32_t i = 0; i < v->n; i++) {
-        size_t len;
-        tok_bytes(v, i, &len);
-        if ((v->type[i] == TOK_CONTROL || v->type[i] == TOK_USER_DEFINED) && len > 0) {
-            int32_t j = na++;
-            while (j > 0) { /* insertion sort by length desc, stable by id */
-                size_t l2;
-                tok_bytes(v, v->added[j - 1], &l2);
-                if (l2 >= len) break;
-                v->added[j] = v->added[j - 1];
-                j--;
-            }
-            v->added[j] = i;
-            v->added_first[(unsigned char)v->bytes[v->off[i]]] = 1;
-        }
-    }
-    v->n_added = na;
-
-    int32_t ids[] = {v->bos, v->eos, v->eot, v->pad};
-    const char *names[] = {"bos", "eos", "eot", "padding"};
-    for (int k = 0; k < 4; k++)
-        if (ids[k] >= v->n || ids[k] < -1) {
-            err_set(e, ERR_FORMAT, "tokenizer: %s_token_id %d out of range (%d tokens)", names[k],
-                    ids[k], v->n);
-            goto fail;
-        }
-    for (size_t k = 0; k < sizeof eog_texts / sizeof *eog_texts && v->n_eog < VOCAB_MAX_EOG; k++) {
-        int32_t id = tok_find(v, eog_texts[k], strlen(eog_texts[k]));
-        if (id >= 0 && v->type[id] == TOK_CONTROL) v->eog[v->n_eog++] = id;
-    }
+    if (vocab_index_added(v, e)) goto fail;
     return v;
 nomem:
     err_set(e, ERR_NOMEM, "tokenizer: out of memory");

@@ -37,6 +37,13 @@ struct vocab;
 struct vocab *vocab_load(const struct gguf *g, struct err *e);
 /* Same from a converted Hugging Face tokenizer (tests, tools). */
 struct vocab *vocab_from_hf(const struct hf_tokenizer *t, struct err *e);
+/* Loads a nanochat tokenizer file (docs/nanochat.md, "The tokenizer file": tiktoken ranks in base64,
+ * nanochat's split pattern, its nine special tokens), tiktoken.c. Every field, rank and id is
+ * validated (ERR_FORMAT / ERR_UNSUPPORTED / ERR_IO naming the file and the field). bos = eos =
+ * <|bos|>, eot = <|assistant_end|>, add_bos on. */
+struct vocab *vocab_load_tiktoken(const char *path, struct err *e);
+#define VOCAB_NANOCHAT_N_SPECIALS 9
+extern const char *const VOCAB_NANOCHAT_SPECIALS[VOCAB_NANOCHAT_N_SPECIALS]; /* in nanochat order */
 void vocab_free(struct vocab *v);
 int32_t vocab_size(const struct vocab *v);
 /* Raw bytes the token decodes to (NOT NUL-terminated); specials decode to their text. Out of

@@ -9,7 +9,7 @@
 
 #define VOCAB_MAX_EOG 16
 
-enum vocab_pre { VOCAB_PRE_GPT2, VOCAB_PRE_LLAMA3, VOCAB_PRE_QWEN2, VOCAB_PRE_COUNT };
+enum vocab_pre { VOCAB_PRE_GPT2, VOCAB_PRE_LLAMA3, VOCAB_PRE_QWEN2, VOCAB_PRE_NANOCHAT, VOCAB_PRE_COUNT };
 
 struct vocab {
     int32_t n;                /* tokens */
@@ -51,6 +51,12 @@ static inline uint32_t vocab_mix64(uint64_t k)
     return (uint32_t)(k >> 29);
 }
 int32_t vocab_tmap_find(const struct vocab *v, const char *p, size_t len);
+/* vocab.c, shared with tiktoken.c: the NORMAL-token map and byte symbols (n, type, off, bytes
+ * set); one merge (a, b) -> res at rank (a duplicate pair keeps the first); the added-token list,
+ * the special ids' range check and the eog set. */
+int vocab_index_tokens(struct vocab *v, struct err *e);
+int vocab_merge_insert(struct vocab *v, int32_t a, int32_t b, int32_t rank, int32_t res);
+int vocab_index_added(struct vocab *v, struct err *e);
 /* bpe.c: true when NFC can change nothing in the valid UTF-8 s[0..n) (exposed for its test). */
 bool vocab_nfc_inert_run(const unsigned char *s, size_t n);
 /* bpe.c: pre-tokenizer setup from the tokenizer.ggml.pre name / teardown. */
