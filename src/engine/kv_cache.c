@@ -12,8 +12,8 @@
 size_t kv_bytes_per_row(const struct model *m)
 {
     const struct model_config *c = model_config(m);
-    return (size_t)2 /* K and V */ * (size_t)c->n_layer * (size_t)c->n_head_kv * (size_t)c->head_dim *
-           sizeof(uint16_t);
+    return (size_t)2 /* K and V */ * (size_t)(c->n_layer_kv ? c->n_layer_kv : c->n_layer) *
+           (size_t)c->n_head_kv * (size_t)c->head_dim * sizeof(uint16_t);
 }
 
 struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
@@ -28,14 +28,14 @@ struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
         err_set(e, ERR_NOMEM, "kv cache: out of memory");
         return NULL;
     }
-    kv->n_layer = c->n_layer;
+    kv->n_layer = c->n_layer_kv ? c->n_layer_kv : c->n_layer;
     kv->n_head_kv = c->n_head_kv;
     kv->head_dim = c->head_dim;
     kv->n_ctx = n_ctx;
     kv->cap = (n_ctx + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
     kv->head_stride = (int64_t)kv->cap * c->head_dim;
     kv->layer_stride = kv->head_stride * c->n_head_kv;
-    size_t halfs = (size_t)kv->layer_stride * (size_t)c->n_layer;
+    size_t halfs = (size_t)kv->layer_stride * (size_t)kv->n_layer;
     kv->bytes = 2 * halfs * sizeof(uint16_t);
     /* calloc: rows past n_rows inside a tile are read (then masked) by the attention kernel, so
      * they must be finite; zero pages also cost nothing until touched. */
@@ -47,6 +47,18 @@ struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
         return NULL;
     }
     kv->v = kv->k + halfs;
+    if (c->state_floats) { /* zeroed: the state of an empty sequence */
+        kv->state = calloc(c->state_floats, sizeof(float));
+        if (!kv->state) {
+            free(kv->k);
+            free(kv);
+            err_set(e, ERR_NOMEM, "kv cache: cannot allocate %zu bytes of recurrent state",
+                    c->state_floats * sizeof(float));
+            return NULL;
+        }
+        kv->state_floats = c->state_floats;
+        kv->bytes += c->state_floats * sizeof(float);
+    }
     log_msg(LOG_DEBUG, "kv cache: %d positions x %d layers x %d kv heads x %d dims x 2 (K,V) x 2 bytes (f16) "
              "= %zu bytes (%.1f MiB, %zu bytes/position)",
              kv->cap, c->n_layer, c->n_head_kv, c->head_dim, kv->bytes,
@@ -58,6 +70,7 @@ void kv_free(struct kv_cache *kv)
 {
     if (!kv) return;
     free(kv->k);
+    free(kv->state);
     free(kv);
 }
 
@@ -67,6 +80,9 @@ int kv_capacity(const struct kv_cache *kv) { return kv->n_ctx; }
 void kv_truncate(struct kv_cache *kv, int n_rows)
 {
     if (n_rows < 0) n_rows = 0;
+    /* a recurrent state holds the whole prefix: a shorter one is gone (the forward restarts the
+     * state at position 0) */
+    if (kv->state && n_rows < kv->n_rows) n_rows = 0;
     if (n_rows < kv->n_rows) kv->n_rows = n_rows;
 }
 
@@ -87,8 +103,9 @@ void kv_set_rows(struct kv_cache *kv, int n_rows)
 int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
 {
     if (dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
-        dst->head_dim != src->head_dim || n_rows < 0 || n_rows > src->n_rows || n_rows > dst->n_ctx)
-        return -1;
+        dst->head_dim != src->head_dim || n_rows < 0 || n_rows > src->n_rows || n_rows > dst->n_ctx ||
+        dst->state_floats != src->state_floats || (src->state && n_rows != src->n_rows && n_rows))
+        return -1; /* a recurrent state is copied whole or not at all */
     if (dst == src) {
         kv_truncate(dst, n_rows);
         return 0;
@@ -103,6 +120,7 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
             memcpy(dst->k + d0, src->k + so, ktiles * OPS_ATTN_KT * (size_t)hd * sizeof(uint16_t));
             memcpy(dst->v + d0, src->v + so, (size_t)n_rows * (size_t)hd * sizeof(uint16_t));
         }
+    if (src->state && n_rows) memcpy(dst->state, src->state, src->state_floats * sizeof(float));
     dst->n_rows = n_rows;
     kv_check(dst);
     return 0;
@@ -161,7 +179,7 @@ size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows)
  * the bytes depend only on the valid rows, so equal caches give equal files. */
 int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 {
-    if (n_rows < 0 || n_rows > kv->n_rows) return -1;
+    if (n_rows < 0 || n_rows > kv->n_rows || kv->state) return -1; /* no recurrent states on disk */
     int hd = kv->head_dim, KT = OPS_ATTN_KT;
     int full = n_rows / KT, part = n_rows % KT;
     uint16_t tile[OPS_ATTN_MAX_HEAD_DIM * OPS_ATTN_KT];
@@ -183,7 +201,7 @@ int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 {
     kv->n_rows = 0;
-    if (n_rows < 0 || n_rows > kv->n_ctx) return -1;
+    if (n_rows < 0 || n_rows > kv->n_ctx || kv->state) return -1;
     size_t kh = ktile_halfs(kv, n_rows);
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_head_kv; h++) {

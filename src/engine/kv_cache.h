@@ -23,6 +23,8 @@ struct kv_cache {
     int64_t head_stride, layer_stride; /* in halfs */
     uint16_t *k, *v;
     size_t bytes;
+    float *state;        /* recurrent state at position n_rows (the family's layout), or NULL */
+    size_t state_floats; /* model_config.state_floats */
 };
 
 static inline const uint16_t *kv_layer_k(const struct kv_cache *kv, int l) { return kv->k + l * kv->layer_stride; }

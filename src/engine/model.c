@@ -79,8 +79,10 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
     struct model *m = NULL;
     if (!strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe")) {
         m = qwen3_load(&g, opts, e);
+    } else if (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe")) {
+        m = qwen35_load(&g, opts, e);
     } else {
-        err_set(e, ERR_UNSUPPORTED, "architecture '%s' is not supported (qwen3, qwen3moe)", arch);
+        err_set(e, ERR_UNSUPPORTED, "architecture '%s' is not supported (qwen3, qwen3moe, qwen35, qwen35moe)", arch);
     }
     free(arch);
     if (!m) {
@@ -131,8 +133,9 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
                            "vocabulary (0..%d)", b->token[i], (long long)i, m->cfg.n_vocab - 1);
         struct kv_cache *kv = b->seq[i];
         if (!kv) return err_set(e, ERR_INVALID, "forward: batch index %lld has no cache", (long long)i);
-        if (kv->n_layer != m->cfg.n_layer || kv->n_head_kv != m->cfg.n_head_kv ||
-            kv->head_dim != m->cfg.head_dim)
+        if (kv->n_layer != (m->cfg.n_layer_kv ? m->cfg.n_layer_kv : m->cfg.n_layer) ||
+            kv->n_head_kv != m->cfg.n_head_kv || kv->head_dim != m->cfg.head_dim ||
+            kv->state_floats != m->cfg.state_floats)
             return err_set(e, ERR_INVALID, "forward: cache geometry does not match the model");
         int s = 0;
         while (s < n_seq && seqs[s] != kv) s++;
@@ -147,6 +150,11 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
         if (seen_first[s] && p != rows[s])
             return err_set(e, ERR_INVALID, "forward: position %d at batch index %lld does not follow "
                            "the previous token of its sequence (%d)", p, (long long)i, rows[s] - 1);
+        /* a recurrent state is at its last position: it goes on from there or restarts at 0 */
+        if (!seen_first[s] && kv->state && p != rows[s] && p != 0)
+            return err_set(e, ERR_INVALID, "forward: position %d at batch index %lld would rewind a "
+                           "recurrent state (sequence at %d; only %d or 0 can follow)", p,
+                           (long long)i, rows[s], rows[s]);
         seen_first[s] = true;
         if (p < 0 || p > rows[s])
             return err_set(e, ERR_INVALID, "forward: position %d at batch index %lld leaves a gap "

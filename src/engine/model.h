@@ -22,6 +22,10 @@ struct model_config {
     int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train;
     int n_expert, n_expert_used, n_ff_exp; /* MoE; 0 for dense */
     float rope_base, norm_eps;
+    /* hybrid recurrent families (qwen35): layers with K/V rows (0 = n_layer), and the floats of
+     * recurrent state one sequence carries at its last position (0 = a plain causal cache) */
+    int n_layer_kv;
+    size_t state_floats;
 };
 
 struct batch {
@@ -60,7 +64,10 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
 int model_verify(struct model *m, struct kv_cache *kv, const int32_t *tokens, int n, int32_t pos0,
                  float *logits_out, struct err *e);
 
-/* KV cache: F16 K and V rows for n_ctx positions of every layer. n_rows = positions filled. */
+/* KV cache: F16 K and V rows for n_ctx positions of every layer. n_rows = positions filled.
+ * A recurrent model's cache also holds the state at its last position (docs/qwen35.md): it cannot
+ * be rewound, so kv_truncate to a shorter non-empty prefix empties it (0 rows; the state restarts
+ * at position 0) and kv_copy_rows copies only whole caches; the disk tier refuses it. */
 struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e);
 void kv_free(struct kv_cache *kv);
 int kv_rows(const struct kv_cache *kv);

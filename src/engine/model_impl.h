@@ -19,6 +19,7 @@ struct model {
 
 /* Family loaders: build the model over an open gguf (taking ownership of *g on success). */
 struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct err *e);
+struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct err *e);
 
 /* Looks up a tensor and checks its shape (ne, n_dims) and that its type is computable; NULL + e
  * naming the tensor otherwise. */

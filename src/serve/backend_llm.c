@@ -1329,6 +1329,11 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     if (kv_slots_new(L, o, n_ctx, avail, e) < 0) goto fail;
     kv_publish(L);
     L->spec = o->spec > SPEC_MAX_DRAFT ? SPEC_MAX_DRAFT : o->spec;
+    if (L->spec && L->cfg->state_floats) { /* a rejected draft would need the state before it */
+        log_warn("--spec %d: off for %s (a recurrent state cannot be rewound to an accepted prefix)",
+                 L->spec, L->cfg->arch);
+        L->spec = 0;
+    }
     L->logits = malloc((size_t)L->n_slots * (size_t)(L->spec + 1) * (size_t)L->cfg->n_vocab *
                        sizeof *L->logits);
     L->out = malloc(TOK_STREAM_OUT_MAX(tok_max_len(L->v)) + 8);

@@ -54,10 +54,16 @@ const struct mkmodel_shape *mkmodel_shape_find(const char *name)
         if (name && strcmp(shapes[i].name, name) == 0) return &shapes[i];
     for (int i = 0; i < MKMODEL_GEMMA4_SHAPES; i++)
         if (name && strcmp(mkmodel_gemma4_shapes[i].name, name) == 0) return &mkmodel_gemma4_shapes[i];
+    for (int i = 0; i < MKMODEL_QWEN35_SHAPES; i++)
+        if (name && strcmp(mkmodel_qwen35_shapes[i].name, name) == 0) return &mkmodel_qwen35_shapes[i];
     return NULL;
 }
 
-const char *mkmodel_shape_names(void) { return "tiny, small, qwen3-0.6b, moe-tiny, gemma4-tiny, gemma4-moe-tiny, gemma4-small"; }
+const char *mkmodel_shape_names(void)
+{
+    return "tiny, small, qwen3-0.6b, moe-tiny, gemma4-tiny, gemma4-moe-tiny, gemma4-small, qwen35-tiny, "
+           "qwen35moe-tiny";
+}
 
 static const char *const type_names[MKMODEL_TYPE_COUNT] = {"f32", "f16", "q8_0", "q4_k_m"};
 
@@ -296,6 +302,7 @@ int mkmodel_write(const struct mkmodel_shape *s, enum mkmodel_type type, uint64_
         if (tok) return err_set(e, ERR_INVALID, "mkmodel: shape %s reads its tokenizer from a directory", s->name);
         return s->write_tokdir(s, (int)type, seed, NULL, path, e);
     }
+    if (s->write) return s->write(s, (int)type, seed, tok, path, e);
     if (s->n_layer < 1 || s->n_embd < 1 || s->n_head < 1 || s->n_head_kv < 1 || s->head_dim < 1 || s->n_vocab < 1 ||
         s->n_head % s->n_head_kv || (s->n_expert && (s->n_expert_used < 1 || s->n_expert_used > s->n_expert)))
         return err_set(e, ERR_INVALID, "mkmodel: inconsistent shape %s", s->name);

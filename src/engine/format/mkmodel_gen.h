@@ -34,11 +34,17 @@ struct mkmodel_shape {
      * the Qwen3 writer of mkmodel_gen.c with hf_tokenizer) */
     int (*write_tokdir)(const struct mkmodel_shape *s, int type, uint64_t seed, const char *tokdir,
                         const char *path, struct err *e);
+    /* another family's writer that takes the hf_tokenizer (its own file; NULL = the Qwen3 writer) */
+    int (*write)(const struct mkmodel_shape *s, int type, uint64_t seed, const struct hf_tokenizer *tok,
+                 const char *path, struct err *e);
 };
 
 /* Gemma 4 shapes (mkmodel_gemma4.c): gemma4-tiny, gemma4-moe-tiny, gemma4-small. */
 #define MKMODEL_GEMMA4_SHAPES 3
 extern const struct mkmodel_shape mkmodel_gemma4_shapes[MKMODEL_GEMMA4_SHAPES];
+/* Qwen3.5 shapes (mkmodel_qwen35.c): qwen35-tiny, qwen35moe-tiny. */
+#define MKMODEL_QWEN35_SHAPES 2
+extern const struct mkmodel_shape mkmodel_qwen35_shapes[MKMODEL_QWEN35_SHAPES];
 
 /* Weight file type, named like llama.cpp's ftypes. */
 enum mkmodel_type { MKMODEL_F32, MKMODEL_F16, MKMODEL_Q8_0, MKMODEL_Q4_K_M, MKMODEL_TYPE_COUNT };

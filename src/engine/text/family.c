@@ -5,6 +5,7 @@
 
 static const struct family *const FAMILIES[] = {
     &family_qwen3,
+    &family_qwen35,
 };
 
 const struct family *family_find(const char *arch)

@@ -98,5 +98,6 @@ void family_sampling_params(const struct family_sampling *fs, const struct gguf 
                             struct sampler_params *out);
 
 extern const struct family family_qwen3;
+extern const struct family family_qwen35;
 
 #endif

@@ -1,0 +1,99 @@
+// Qwen3.5 (issue 15) end to end: the real server on a generated qwen35 model (Gated DeltaNet
+// hybrid, the Qwen3 tokenizer and template as stand-ins) answers in all three dialects, forced
+// tool calls and a JSON Schema constraint included; and, with a recurrent state that cannot be cut
+// to a prefix, no request reuses another's cache: follow-ups report 0 cached tokens and a greedy
+// reply does not depend on what ran before it (docs/qwen35.md).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { startServer } from './harness.mjs';
+
+const MODEL = process.env.LMSERVE_MODEL_QWEN35 ?? 'build/models/qwen35_tiny-q8_0.gguf';
+let srv, oai, ant;
+const G = { temperature: 0 };
+const WEATHER = {
+  type: 'object', additionalProperties: false, required: ['city'],
+  properties: { city: { type: 'string', maxLength: 12 } },
+};
+
+before(async () => {
+  srv = await startServer(['--spec', '4'], { model: MODEL });
+  oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  ant = new Anthropic({ baseURL: srv.url, apiKey: 'unused', maxRetries: 0 });
+});
+after(async () => {
+  const r = await srv.stop();
+  assert.equal(r.code, 0, srv.log());
+});
+
+test('qwen35 loads: the hybrid geometry is logged, --spec is turned off for a recurrent state', async () => {
+  const log = srv.log();
+  assert.match(log, /qwen35, 4 layers \(1 full attention, 3 Gated DeltaNet\)/, log);
+  assert.match(log, /--spec 4: off for qwen35/, log);
+  const list = await oai.models.list();
+  assert.equal(list.data.length, 1);
+});
+
+test('chat completions, responses and messages answer (create and stream)', async () => {
+  const messages = [{ role: 'user', content: 'Tell me about the sea.' }];
+  const c = await oai.chat.completions.create({ model: 'm', messages, max_tokens: 12, ...G });
+  assert.equal(c.choices[0].finish_reason, 'length');
+  assert.equal(c.usage.completion_tokens, 12);
+  assert.ok(c.choices[0].message.content.length > 0);
+  let text = '';
+  for await (const ch of await oai.chat.completions.create({ model: 'm', messages, max_tokens: 12, stream: true, ...G }))
+    for (const x of ch.choices) text += x.delta.content ?? '';
+  assert.equal(text, c.choices[0].message.content);
+
+  const r = await oai.responses.create({ model: 'm', input: 'Tell me about the sea.', max_output_tokens: 12, ...G });
+  assert.equal(r.status, 'incomplete');
+  assert.equal(r.usage.output_tokens, 12);
+  assert.ok(r.output_text.length > 0);
+
+  const m = await ant.messages.create({ model: 'm', max_tokens: 12, messages, ...G });
+  assert.equal(m.stop_reason, 'max_tokens');
+  assert.equal(m.usage.output_tokens, 12);
+  const st = ant.messages.stream({ model: 'm', max_tokens: 12, messages, ...G });
+  const fin = await st.finalMessage();
+  assert.deepEqual(fin.content, m.content);
+});
+
+test('a forced tool call and a JSON Schema constraint hold on the hybrid model', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: WEATHER, strict: true } }];
+  const c = await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+    tools, tool_choice: 'required', max_tokens: 200, ...G });
+  assert.equal(c.choices[0].finish_reason, 'tool_calls', JSON.stringify(c.choices[0]));
+  const call = c.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'get_weather');
+  const a = JSON.parse(call.function.arguments);
+  assert.deepEqual(Object.keys(a), ['city']);
+  assert.ok(a.city.length <= 12);
+
+  const j = await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'A city as JSON.' }],
+    max_tokens: 200, response_format: { type: 'json_schema', json_schema: { name: 'w', schema: WEATHER, strict: true } }, ...G });
+  assert.equal(j.choices[0].finish_reason, 'stop', JSON.stringify(j.choices[0]));
+  assert.ok(JSON.parse(j.choices[0].message.content).city.length <= 12);
+
+  const m = await ant.messages.create({ model: 'm', max_tokens: 200, messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+    tools: [{ name: 'get_weather', input_schema: WEATHER }], tool_choice: { type: 'any' }, ...G });
+  assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
+  assert.equal(m.content.find((b) => b.type === 'tool_use').name, 'get_weather');
+});
+
+test('no prefix reuse: follow-ups report 0 cached tokens and a reply does not depend on what ran before', async () => {
+  const turn1 = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Name a colour.' }];
+  const a = await oai.chat.completions.create({ model: 'm', messages: turn1, max_tokens: 8, ...G });
+  const turn2 = [...turn1, { role: 'assistant', content: a.choices[0].message.content },
+    { role: 'user', content: 'And another one?' }];
+  const b1 = await oai.chat.completions.create({ model: 'm', messages: turn2, max_tokens: 16, ...G });
+  assert.equal(b1.usage.prompt_tokens_details.cached_tokens, 0);
+  // something else in between, then the same follow-up: the same greedy reply, still cold
+  await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Unrelated words here.' }], max_tokens: 20, ...G });
+  const b2 = await oai.chat.completions.create({ model: 'm', messages: turn2, max_tokens: 16, ...G });
+  assert.equal(b2.choices[0].message.content, b1.choices[0].message.content);
+  assert.equal(b2.usage.prompt_tokens_details.cached_tokens, 0);
+  const m = await ant.messages.create({ model: 'm', max_tokens: 4, system: 'You are terse.',
+    messages: turn2.slice(1).map((x) => ({ role: x.role, content: x.content })), ...G });
+  assert.equal(m.usage.cache_read_input_tokens ?? 0, 0);
+});
