@@ -6,9 +6,10 @@
 # schemas llguidance compiles (maskbench-llguidance-expected.json) that we reject, by reason.
 #   GRAMMAR_BENCH_EVERY=N   run every Nth file only (default 1 = all)
 #   GRAMMAR_BENCH_OUT=FILE  keep the per-file JSON lines
+#   MASKBENCH_DIR, MASKBENCH_EXPECTED  other locations of the data (a worktree elsewhere)
 set -eu
-DATA=../shared/data/maskbench
-EXPECTED=../shared/data/maskbench-llguidance-expected.json
+DATA=${MASKBENCH_DIR:-../shared/data/maskbench}
+EXPECTED=${MASKBENCH_EXPECTED:-../shared/data/maskbench-llguidance-expected.json}
 every=${GRAMMAR_BENCH_EVERY:-1}
 $MAKE --no-print-directory BUILD="$BUILD" "$BUILD/lmserve-maskbench" "$MODELDIR/tiny-q8_0.gguf" >/dev/null
 out=${GRAMMAR_BENCH_OUT:-$(mktemp)}

@@ -20,10 +20,10 @@
 /* One JSON string character as it appears in JSON text: an unescaped code point other than
  * `"` `\` and U+0000..U+001F, or an escape (\" \\ \/ \b \f \n \r \t \uXXXX; surrogates only as
  * a valid high+low pair, so each match is exactly one code point). */
+/* The escapes share one backslash alternative (one lexer thread for all of them). */
 #define JSRX_CHAR                                                                                  \
-    "(?:[^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\\\/"                                                       \
-    "bfnrt]|\\\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7]"                                     \
-    "[0-9a-fA-F]{2})|\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    "(?:[^\"\\\\\\x00-\\x1F]|\\\\(?:[\"\\\\\\/bfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|"               \
+    "[dD][0-7][0-9a-fA-F]{2}|[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2})))"
 
 /* Unanchored ECMA-262 `pattern` → regex over JSON string content (no quotes) matching exactly the
  * strings whose decoded value contains a match. Supported: literals, escapes (\d \w \s \D \W \S

@@ -208,27 +208,58 @@ static void emit_set(struct buf *o, const struct cpset *s, bool canonical)
         buf_printf(&alt, "[%s]", raw.data);
         nalt++;
     }
-    if (cp_has(s, '"')) buf_puts(&alt, nalt++ ? "|\\\\\"" : "\\\\\"");
-    if (cp_has(s, '\\')) buf_puts(&alt, nalt++ ? "|\\\\\\\\" : "\\\\\\\\");
-    if (!canonical && cp_has(s, '/')) buf_puts(&alt, nalt++ ? "|\\\\\\/" : "\\\\\\/");
+    /* The escapes share their backslash: one alternative `\\(?:...)`, so that a lexer state
+     * inside such a string holds one NFA thread for all of them rather than one per escape
+     * (kernels several times smaller: cheaper lexer states and masks; same language). */
+    struct buf esc = {0};
+    int nesc = 0;
+    if (cp_has(s, '"')) buf_puts(&esc, nesc++ ? "|\"" : "\"");
+    if (cp_has(s, '\\')) buf_puts(&esc, nesc++ ? "|\\\\" : "\\\\");
+    if (!canonical && cp_has(s, '/')) buf_puts(&esc, nesc++ ? "|\\/" : "\\/");
     bool all_ctl = true;
     for (uint32_t c = 0; c < 0x20; c++)
         if (!cp_has(s, c)) all_ctl = false;
     if (all_ctl) {
-        if (nalt++) buf_puts(&alt, "|");
-        buf_puts(&alt, canonical ? "\\\\[bfnrt]|\\\\u00(?:0[0-7bBeEfF]|1[0-9a-fA-F])"
-                                 : "\\\\[bfnrt]|\\\\u00[01][0-9a-fA-F]");
+        if (nesc) buf_puts(&esc, "|");
+        nesc += 2; /* two alternatives: always grouped */
+        buf_puts(&esc, canonical ? "[bfnrt]|u00(?:0[0-7bBeEfF]|1[0-9a-fA-F])"
+                                 : "[bfnrt]|u00[01][0-9a-fA-F]");
     } else {
-        for (uint32_t c = 0; c < 0x20; c++) {
-            if (!cp_has(s, c)) continue;
-            if (nalt++) buf_puts(&alt, "|");
-            char se = short_esc(c);
-            if (se)
-                buf_printf(&alt, "\\\\%c", se);
-            else
-                buf_printf(&alt, "\\\\u00%X[%X%x]", c >> 4, c & 15, c & 15);
+        char shorts[8];
+        int n_short = 0;
+        struct buf u = {0}; /* u00 forms: per high nibble, the class of low nibbles */
+        int n_u = 0;
+        for (uint32_t c = 0; c < 0x20; c++)
+            if (cp_has(s, c) && short_esc(c)) shorts[n_short++] = short_esc(c);
+        for (uint32_t h = 0; h < 2; h++) {
+            char cls[40];
+            int nc = 0;
+            for (uint32_t c = h * 16; c < h * 16 + 16; c++) {
+                if (!cp_has(s, c) || short_esc(c)) continue;
+                nc += snprintf(cls + nc, sizeof cls - (size_t)nc, "%X", c & 15);
+                if ((c & 15) > 9) nc += snprintf(cls + nc, sizeof cls - (size_t)nc, "%x", c & 15);
+            }
+            if (!nc) continue;
+            buf_printf(&u, "%s%X[%s]", n_u++ ? "|" : "", h, cls);
         }
+        if (n_short) {
+            buf_printf(&esc, "%s", nesc++ ? "|" : "");
+            if (n_short == 1)
+                buf_printf(&esc, "%c", shorts[0]);
+            else
+                buf_printf(&esc, "[%.*s]", n_short, shorts);
+        }
+        if (n_u) {
+            buf_printf(&esc, "%s", nesc++ ? "|" : "");
+            buf_printf(&esc, n_u > 1 ? "u00(?:%s)" : "u00%s", u.data);
+        }
+        buf_free(&u);
     }
+    if (nesc) {
+        if (nalt++) buf_puts(&alt, "|");
+        buf_printf(&alt, nesc > 1 ? "\\\\(?:%s)" : "\\\\%s", esc.data);
+    }
+    buf_free(&esc);
     if (nalt == 0)
         buf_puts(o, "[^\\x00-\\x{10FFFF}]"); /* empty set: matches nothing */
     else if (nalt == 1 && nraw)

@@ -741,59 +741,94 @@ static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, in
     return n->n++;
 }
 
-/* Emits the byte sequences for code points [lo,hi] (same UTF-8 length) continuing to `next`;
- * returns the entry state (an alternation). Built backwards: each sequence is a chain. */
-static int32_t emit_seq(struct nbuild *B, const uint8_t *l, const uint8_t *h, int n, int32_t next)
-{
-    int32_t s = next;
-    for (int k = n - 1; k >= 0; k--) {
-        s = ns_new(B, NS_BYTE, l[k], h[k], s, -1);
-        if (s < 0) return -1;
-    }
-    return s;
-}
-
 static int32_t alt2(struct nbuild *B, int32_t x, int32_t y)
 {
     if (x < 0) return y;
     return ns_new(B, NS_SPLIT, 0, 0, x, y);
 }
 
-static int32_t emit_cp_range(struct nbuild *B, uint32_t lo, uint32_t hi, int32_t next, int32_t acc)
+/* The UTF-8 byte-range sequences of a class, in code point order. */
+struct useq {
+    uint8_t l[UTF8_MAX], h[UTF8_MAX];
+    int n;
+};
+struct useqs {
+    struct useq *v;
+    int32_t n, cap;
+    bool oom;
+};
+
+/* Appends the byte-range sequences for code points [lo,hi] (split so that each is a product of
+ * byte ranges of one UTF-8 length). */
+static void seq_collect(struct useqs *q, uint32_t lo, uint32_t hi)
 {
     static const uint32_t bounds[] = {0x7F, 0x7FF, 0xFFFF};
     for (int k = 0; k < 3; k++) {
         if (lo <= bounds[k] && hi > bounds[k]) {
-            acc = emit_cp_range(B, lo, bounds[k], next, acc);
-            if (acc < 0 && B->n->n >= (B->n->max_states > 0 ? B->n->max_states : RX_MAX_NFA_STATES)) return -1;
-            return emit_cp_range(B, bounds[k] + 1, hi, next, acc);
+            seq_collect(q, lo, bounds[k]);
+            seq_collect(q, bounds[k] + 1, hi);
+            return;
         }
     }
-    if (hi < 0x80) {
-        int32_t s = ns_new(B, NS_BYTE, (uint8_t)lo, (uint8_t)hi, next, -1);
-        return s < 0 ? -1 : alt2(B, acc, s);
-    }
-    int len = hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
+    int len = hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
     for (int i = 1; i < len; i++) {
         uint32_t m = (1u << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
             if ((lo & m) != 0) {
-                acc = emit_cp_range(B, lo, lo | m, next, acc);
-                if (acc < 0) return -1;
-                return emit_cp_range(B, (lo | m) + 1, hi, next, acc);
+                seq_collect(q, lo, lo | m);
+                seq_collect(q, (lo | m) + 1, hi);
+                return;
             }
             if ((hi & m) != m) {
-                acc = emit_cp_range(B, lo, (hi & ~m) - 1, next, acc);
-                if (acc < 0) return -1;
-                return emit_cp_range(B, hi & ~m, hi, next, acc);
+                seq_collect(q, lo, (hi & ~m) - 1);
+                seq_collect(q, hi & ~m, hi);
+                return;
             }
         }
     }
-    uint8_t l[UTF8_MAX], h[UTF8_MAX];
-    utf8_encode(lo, (char *)l);
-    utf8_encode(hi, (char *)h);
-    int32_t s = emit_seq(B, l, h, len, next);
-    return s < 0 ? -1 : alt2(B, acc, s);
+    if (q->n == q->cap) {
+        int32_t nc = q->cap ? q->cap * 2 : 32;
+        struct useq *nv = realloc(q->v, (size_t)nc * sizeof *nv);
+        if (!nv) {
+            q->oom = true;
+            return;
+        }
+        q->v = nv;
+        q->cap = nc;
+    }
+    struct useq *u = &q->v[q->n++];
+    u->n = len;
+    if (len == 1) {
+        u->l[0] = (uint8_t)lo;
+        u->h[0] = (uint8_t)hi;
+    } else {
+        utf8_encode(lo, (char *)u->l);
+        utf8_encode(hi, (char *)u->h);
+    }
+}
+
+/* Emits sequences v[0..n) (sharing their first `depth` ranges) as a trie: consecutive sequences
+ * with the same byte range at `depth` share one NFA state, so a lexer state at a character
+ * boundary holds one thread per distinct first-byte range of a class, not one per sequence
+ * (a class such as "not whitespace" has dozens of sequences). Returns the entry state. */
+static int32_t emit_trie(struct nbuild *B, const struct useq *v, int32_t n, int depth,
+                         int32_t next)
+{
+    int32_t acc = -1;
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && v[j].n == v[i].n && v[j].l[depth] == v[i].l[depth] &&
+               v[j].h[depth] == v[i].h[depth])
+            j++;
+        int32_t tail = v[i].n == depth + 1 ? next : emit_trie(B, v + i, j - i, depth + 1, next);
+        if (tail < 0) return -1;
+        int32_t st = ns_new(B, NS_BYTE, v[i].l[depth], v[i].h[depth], tail, -1);
+        if (st < 0) return -1;
+        acc = alt2(B, acc, st);
+        if (acc < 0) return -1;
+        i = j;
+    }
+    return acc;
 }
 
 bool rx_ast_nullable(const struct rx_ast *a, int32_t x)
@@ -994,28 +1029,29 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
     case RX_BYTES:
         return ns_new(B, NS_BYTE, (uint8_t)nd->min, (uint8_t)nd->max, next, -1);
     case RX_CLASS: {
-        int32_t acc = -1;
+        struct useqs q = {0};
         for (int32_t i = 0; i < nd->n_ranges; i++) {
             uint32_t lo = nd->ranges[2 * i], hi = nd->ranges[2 * i + 1];
             /* surrogates are not encodable in UTF-8 */
             if (lo <= 0xDFFF && hi >= 0xD800) {
-                if (lo < 0xD800) {
-                    acc = emit_cp_range(B, lo, 0xD7FF, next, acc);
-                    if (acc < 0) return -1;
-                }
-                if (hi > 0xDFFF) {
-                    acc = emit_cp_range(B, 0xE000, hi, next, acc);
-                    if (acc < 0) return -1;
-                }
+                if (lo < 0xD800) seq_collect(&q, lo, 0xD7FF);
+                if (hi > 0xDFFF) seq_collect(&q, 0xE000, hi);
                 continue;
             }
-            acc = emit_cp_range(B, lo, hi, next, acc);
-            if (acc < 0) return -1;
+            seq_collect(&q, lo, hi);
         }
-        if (acc < 0) {
+        if (q.oom) {
+            free(q.v);
+            err_set(B->e, ERR_NOMEM, "out of memory building regex automaton");
+            return -1;
+        }
+        if (q.n == 0) {
+            free(q.v);
             err_set(B->e, ERR_INVALID, "regex: empty character class matches nothing");
             return -1;
         }
+        int32_t acc = emit_trie(B, q.v, q.n, 0, next);
+        free(q.v);
         return acc;
     }
     case RX_CAT: {
@@ -1202,6 +1238,12 @@ void rx_dfa_deinit(struct rx_dfa *d)
         free(d->st[i].kernel);
         free(d->st[i].accept);
     }
+    for (uint32_t i = 0; i < d->sh_cap; i++) {
+        free(d->sh[i].src);
+        free(d->sh[i].res);
+        free(d->sh[i].acc);
+    }
+    free(d->sh);
     free(d->st);
     free(d->trans);
     free(d->htab);
@@ -1305,6 +1347,20 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
     memcpy(s->accept, d->abuf, (size_t)na * sizeof(int32_t));
     s->n_kernel = nk;
     s->n_accept = na;
+    s->sloop = -1;
+    for (int32_t i = 0; i < nk; i++) { /* counted entries sort last (counter in the high bits) */
+        uint32_t c1 = (uint32_t)(d->kbuf[i] >> 32);
+        if (!c1) continue;
+        int32_t li = rx_nfa_loop_of(d->nfa, (int32_t)(d->kbuf[i] & 0x7fffffffu));
+        if (s->sc1 == 0) {
+            s->sloop = li;
+            s->sc1 = c1;
+        } else if (li != s->sloop || c1 != s->sc1) {
+            s->sloop = -1;
+            break;
+        }
+    }
+    if (s->sloop < 0) s->sc1 = 0;
     memset(d->trans + (size_t)d->n * 256, 0xff, 256 * sizeof *d->trans);
     uint32_t id = (uint32_t)d->n++;
     d->htab[j] = id + 1;
@@ -1548,11 +1604,158 @@ uint32_t rx_dfa_from_kernel(struct rx_dfa *d, const uint64_t *k, int32_t n)
     return dfa_intern(d, n, 0);
 }
 
+/* Whether a thread of loop L with counter c1 is so far from L's bounds that the next few steps
+ * (a byte moves a counter by at most one: loop bodies and ticked characters are not nullable;
+ * the margin of 4 is checked on the result, see shift_put) test none of them: every bound
+ * check in closure() and thread_can_finish() comes out the same for c1 and any other c1 in the
+ * zone. Unbounded loops clamp their counters at min instead (their states merge already). */
+static bool shift_zone(const struct rx_loop *L, uint32_t c1)
+{
+    int64_t c = (int64_t)c1 - 1;
+    if (L->max < 0) return false;
+    if (L->len) return c >= (int64_t)L->min + 2 && c + 4 + L->tmin_max <= L->max;
+    return c >= (int64_t)L->min + 1 && c + 4 < L->max;
+}
+
+/* Entry v relative to counter base c1 (counted entries' counters become 1.. ). */
+static inline uint64_t rel_entry(uint64_t v, uint32_t c1)
+{
+    uint32_t c = (uint32_t)(v >> 32);
+    return c ? (v & 0xffffffffu) | ((uint64_t)(c - c1 + 1) << 32) : v;
+}
+
+static uint64_t shape_hash(const struct rx_dstate *st, uint8_t b)
+{
+    uint64_t h = 1469598103934665603ull ^ ((uint64_t)b << 40) ^ (uint64_t)(uint32_t)st->sloop;
+    for (int32_t i = 0; i < st->n_kernel; i++)
+        h = (h ^ rel_entry(st->kernel[i], st->sc1)) * 1099511628211ull;
+    h ^= h >> 31;
+    return h | 1;
+}
+
+static struct rx_shift *shift_find(struct rx_dfa *d, const struct rx_dstate *st, uint8_t b,
+                                   uint64_t h)
+{
+    if (!d->sh_cap) return NULL;
+    for (uint32_t j = (uint32_t)h & (d->sh_cap - 1); d->sh[j].h; j = (j + 1) & (d->sh_cap - 1)) {
+        struct rx_shift *x = &d->sh[j];
+        if (x->h != h || x->b != b || x->loop != st->sloop || x->n_src != st->n_kernel) continue;
+        int32_t i = 0;
+        while (i < st->n_kernel && x->src[i] == rel_entry(st->kernel[i], st->sc1))
+            i++;
+        if (i == st->n_kernel) return x;
+    }
+    return NULL;
+}
+
+/* Stores the transition just computed (kbuf[0..nk), abuf[0..na)) from st on b, if its counted
+ * entries stayed in st's loop within 3 steps of st's counter (else the shift would not be
+ * exact: nothing is stored). Failures only lose the memo. */
+static void shift_put(struct rx_dfa *d, const struct rx_dstate *st, uint8_t b, uint64_t h,
+                      int32_t nk, int32_t na)
+{
+    for (int32_t i = 0; i < nk; i++) {
+        uint32_t c1 = (uint32_t)(d->kbuf[i] >> 32);
+        if (!c1) continue;
+        if (c1 < st->sc1 || c1 > st->sc1 + 3 ||
+            rx_nfa_loop_of(d->nfa, (int32_t)(d->kbuf[i] & 0x7fffffffu)) != st->sloop)
+            return;
+    }
+    size_t cost = sizeof(struct rx_shift) * 2 + (size_t)(st->n_kernel + nk) * 8 + (size_t)na * 4;
+    if (d->max_bytes && d->bytes + cost > d->max_bytes) return;
+    if ((d->sh_n + 1) * 2 > d->sh_cap) {
+        uint32_t nc = d->sh_cap ? d->sh_cap * 2 : 256;
+        struct rx_shift *n = calloc(nc, sizeof *n);
+        if (!n) return;
+        for (uint32_t i = 0; i < d->sh_cap; i++) {
+            if (!d->sh[i].h) continue;
+            uint32_t j = (uint32_t)d->sh[i].h & (nc - 1);
+            while (n[j].h)
+                j = (j + 1) & (nc - 1);
+            n[j] = d->sh[i];
+        }
+        d->bytes += (size_t)(nc - d->sh_cap) * sizeof *n;
+        free(d->sh);
+        d->sh = n;
+        d->sh_cap = nc;
+    }
+    struct rx_shift x = {.h = h, .n_src = st->n_kernel, .n_res = nk, .n_acc = na,
+                         .loop = st->sloop, .b = b};
+    x.src = malloc(((size_t)st->n_kernel + 1) * sizeof *x.src);
+    x.res = malloc(((size_t)nk + 1) * sizeof *x.res);
+    x.acc = malloc(((size_t)na + 1) * sizeof *x.acc);
+    if (!x.src || !x.res || !x.acc) {
+        free(x.src);
+        free(x.res);
+        free(x.acc);
+        return;
+    }
+    for (int32_t i = 0; i < st->n_kernel; i++)
+        x.src[i] = rel_entry(st->kernel[i], st->sc1);
+    for (int32_t i = 0; i < nk; i++)
+        x.res[i] = rel_entry(d->kbuf[i], st->sc1);
+    memcpy(x.acc, d->abuf, (size_t)na * sizeof *x.acc);
+    d->bytes += cost - sizeof(struct rx_shift) * 2;
+    uint32_t j = (uint32_t)h & (d->sh_cap - 1);
+    while (d->sh[j].h)
+        j = (j + 1) & (d->sh_cap - 1);
+    d->sh[j] = x;
+    d->sh_n++;
+}
+
+static void sort_u64(uint64_t *a, int32_t n)
+{
+    if (n > 24) {
+        qsort(a, (size_t)n, sizeof *a, cmp_u64);
+        return;
+    }
+    for (int32_t i = 1; i < n; i++) {
+        uint64_t v = a[i];
+        int32_t j = i;
+        while (j > 0 && a[j - 1] > v) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = v;
+    }
+}
+
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
 {
     if (d->failed || d->over_work) return RX_DEAD;
-    next_gen(d);
     const struct rx_dstate *st = &d->st[s];
+    uint64_t sh = 0;
+    if (st->sloop >= 0 && shift_zone(&d->nfa->loops[st->sloop], st->sc1)) {
+        sh = shape_hash(st, b);
+        const struct rx_shift *x = shift_find(d, st, b, sh);
+        if (x) { /* the stored result, counters moved to st's (order is kept: see rel_entry) */
+            if (x->n_res > d->kbuf_cap) {
+                uint64_t *nb = realloc(d->kbuf, (size_t)x->n_res * sizeof *nb);
+                if (!nb) {
+                    d->failed = true;
+                    return RX_DEAD;
+                }
+                d->kbuf = nb;
+                d->kbuf_cap = x->n_res;
+            }
+            for (int32_t i = 0; i < x->n_res; i++) {
+                uint64_t v = x->res[i];
+                uint32_t c = (uint32_t)(v >> 32);
+                d->kbuf[i] = c ? (v & 0xffffffffu) | ((uint64_t)(c - 1 + st->sc1) << 32) : v;
+            }
+            memcpy(d->abuf, x->acc, (size_t)x->n_acc * sizeof *x->acc);
+            d->work += (uint64_t)x->n_res + 1;
+            if (d->work_limit && d->work > d->work_limit) {
+                d->over_work = true;
+                return RX_DEAD;
+            }
+            d->sh_hits++;
+            uint32_t t = dfa_intern(d, x->n_res, x->n_acc);
+            d->trans[(size_t)s * 256 + b] = t;
+            return t;
+        }
+    }
+    next_gen(d);
     const struct rx_nstate *S = d->nfa->s;
     int32_t sp = 0;
     for (int32_t i = 0; i < st->n_kernel; i++) {
@@ -1565,8 +1768,9 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     d->work += (uint64_t)st->n_kernel + d->vis_steps;
     if (d->work_limit && d->work > d->work_limit) d->over_work = true;
     if (d->failed || d->over_work) return RX_DEAD; /* the transition stays unknown */
-    qsort(d->kbuf, (size_t)nk, sizeof *d->kbuf, cmp_u64);
+    sort_u64(d->kbuf, nk);
     qsort(d->abuf, (size_t)na, sizeof(int32_t), cmp_i32);
+    if (sh) shift_put(d, &d->st[s], b, sh, nk, na);
     uint32_t t = dfa_intern(d, nk, na);
     d->trans[(size_t)s * 256 + b] = t; /* d->trans may have moved: index again */
     return t;

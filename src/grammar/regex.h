@@ -110,6 +110,25 @@ struct rx_dstate {
     int32_t n_kernel;
     int32_t *accept; /* accepted terminal ids, sorted */
     int32_t n_accept;
+    /* When every counted thread is in one loop with one counter value: that loop and value
+     * (shifted transitions, see rx_shift); else sloop = -1. */
+    int32_t sloop;
+    uint32_t sc1;
+};
+/* Shifted transitions. Far from a loop's bounds the counter is only carried along: the kernels
+ * of two states that differ by a uniform shift of their counters have transitions that differ
+ * by the same shift. A transition computed once for such a state (its kernel and result stored
+ * with counters relative to the source's) serves every shift of it without an epsilon closure.
+ * This is what keeps the states of a long counted string or length region cheap: a token walks
+ * through one new state per count it reaches (issue 19, the worst mask). */
+struct rx_shift {
+    uint64_t h; /* 0: empty slot */
+    uint64_t *src, *res; /* kernels, counted entries relative (source counter -> 1) */
+    int32_t n_src, n_res;
+    int32_t *acc;
+    int32_t n_acc;
+    int32_t loop;
+    uint8_t b;
 };
 struct rx_dfa {
     const struct rx_nfa *nfa;
@@ -138,6 +157,9 @@ struct rx_dfa {
     size_t bytes, max_bytes;
     uint64_t work, work_limit;
     bool over_bytes, over_work;
+    struct rx_shift *sh; /* open addressing by shape hash */
+    uint32_t sh_cap, sh_n;
+    uint64_t sh_hits; /* transitions served by a shift (statistics, tests) */
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
 void rx_dfa_deinit(struct rx_dfa *d);

@@ -350,6 +350,112 @@ Test(grammar_regex, length_regions_vs_pcre2)
     }
 }
 
+/* Runs pat's DFA over s; 1 accepted, 0 not (and adds the DFA's shifted transitions to *hits). */
+static int dfa_run(const char *pat, const char *s, size_t n, uint64_t *hits)
+{
+    struct rx_ast a = {0};
+    struct rx_nfa nfa = {0};
+    struct rx_dfa d;
+    struct err e = {0};
+    int32_t root = rx_parse(&a, pat, strlen(pat), &e);
+    cr_assert(root >= 0, "%s: %s", pat, e.msg);
+    int32_t start = rx_nfa_add(&nfa, &a, root, 0, &e);
+    cr_assert(start >= 0, "%s: %s", pat, e.msg);
+    cr_assert_eq(rx_dfa_init(&d, &nfa, &e), 0);
+    uint32_t q = rx_dfa_start(&d, &start, 1);
+    for (size_t i = 0; i < n && q != RX_DEAD; i++)
+        q = rx_dfa_next(&d, q, (uint8_t)s[i]);
+    int rc = n > 0 && rx_dfa_accepting(&d, q);
+    cr_assert(!d.failed);
+    *hits += d.sh_hits;
+    rx_dfa_deinit(&d);
+    rx_nfa_deinit(&nfa);
+    rx_ast_deinit(&a);
+    return rc;
+}
+
+/* Shifted transitions (regex.h rx_shift): far from a counted loop's or a length region's bounds
+ * a transition is the stored one of another count, moved by the difference. Long strings of
+ * every length around and between the bounds, through one DFA per string, against PCRE2; the
+ * shifted path must have served transitions. */
+Test(grammar_regex, shifted_transitions_vs_pcre2)
+{
+    static const char *pairs[][2] = {
+        {"(?L5,120:(?:[^@\\s](?T))+@(?T)(?:[a-z.](?T))+)", "(?=.{5,120}$)[^@\\s]+@[a-z.]+"},
+        {"(?L60,90:(?:(?:é|[ab])(?T))*c(?T)(?:[ab](?T))*)", "(?=.{60,90}$)(?:é|[ab])*c[ab]*"},
+        {"[^\"]{2,100}\"", "[^\"]{2,100}\""},
+        {"(?:x|ab){40,80}y?", "(?:x|ab){40,80}y?"},
+        {"\"(?:[a-c]|é){3,70}\"d", "\"(?:[a-c]|é){3,70}\"d"},
+    };
+    uint64_t hits = 0;
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        pcre2_code *re = pcre_compile_full(pairs[p][1]);
+        for (int k = 0; k < 300; k++) {
+            char s[700];
+            size_t n = 0;
+            int len = 1 + (int)(rnd() % 140);
+            const char *pieces[] = {"a", "b", "c", "x", "é", "ab", "@", "\"", ".", " ", "d", "y"};
+            int np = k % 3 ? 6 : 12;
+            if (p == 0 && len > 3) { /* mostly well-formed around the bounds */
+                for (int i = 0; i < len / 2; i++)
+                    s[n++] = "ab.c"[rnd() % 4];
+                s[n++] = '@';
+                for (int i = len / 2; i < len; i++)
+                    s[n++] = "xy.z"[rnd() % 4];
+            } else if (p == 4) {
+                s[n++] = '"';
+            }
+            for (int i = 0; i < (p == 0 ? (int)(rnd() % 3) : len) && n + 4 < sizeof s; i++) {
+                const char *pc = pieces[rnd() % np];
+                memcpy(s + n, pc, strlen(pc));
+                n += strlen(pc);
+            }
+            if (p == 4 && k % 2) {
+                s[n++] = '"';
+                s[n++] = 'd';
+            }
+            s[n] = 0;
+            int mine = dfa_run(pairs[p][0], s, n, &hits);
+            int ref = pcre_status(re, s, n) == 1;
+            cr_assert_eq(mine, ref, "/%s/ on \"%s\" (%zu bytes): ours %d, pcre2 %d", pairs[p][0], s,
+                         n, mine, ref);
+        }
+        pcre2_code_free(re);
+    }
+    cr_assert(hits > 1000, "shifted transitions served: %llu", (unsigned long long)hits);
+}
+
+/* Classes are built as byte tries (one NFA state per distinct leading byte range): classes
+ * with many UTF-8 ranges, against PCRE2 on strings mixing 1- to 4-byte characters. */
+Test(grammar_regex, wide_classes_vs_pcre2)
+{
+    static const char *pats[] = {"[^\\s@]+@[^\\s]+", "[^\\u2000-\\u200a\\u3000a]*b",
+                                 "[\\u00e0-\\u00ff\\u1680\\u2028-\\u2029x-z]{2,5}",
+                                 "(?:[^\\x00-\\x1f\"\\\\]|\\\\.)*"};
+    static const char *pieces[] = {"a", "b", "@", " ", "\xe2\x80\x80", "\xe3\x80\x80", "\xe1\x9a\x80",
+                                   "\xe2\x80\xa8", "\xc3\xa9", "\xf0\x9f\x98\x80", "x", "\\", "\"",
+                                   "\xe2\x80\x8a", "\xe2\x80\x8b", "\xef\xbf\xbd", "\t"};
+    uint64_t hits = 0;
+    for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
+        pcre2_code *re = pcre_compile_full(pats[p]);
+        for (int k = 0; k < 600; k++) {
+            char s[200];
+            size_t n = 0;
+            int len = 1 + (int)(rnd() % 8); /* lexemes are not empty */
+            for (int i = 0; i < len; i++) {
+                const char *pc = pieces[rnd() % (sizeof pieces / sizeof pieces[0])];
+                memcpy(s + n, pc, strlen(pc));
+                n += strlen(pc);
+            }
+            s[n] = 0;
+            int mine = dfa_run(pats[p], s, n, &hits);
+            int ref = pcre_status(re, s, n) == 1;
+            cr_assert_eq(mine, ref, "/%s/ on \"%s\": ours %d, pcre2 %d", pats[p], s, mine, ref);
+        }
+        pcre2_code_free(re);
+    }
+}
+
 /* Masks of `start: /R/` equal PCRE2's viable-prefix test for every token, along random paths. */
 Test(grammar_regex, masks_are_viable_prefixes)
 {
