@@ -76,6 +76,149 @@ struct grammar {
     size_t inner_bytes;
 };
 
+
+/* ---- vocabulary index (vocab_trie.c) ---- */
+
+struct tnode {
+    int32_t tok;    /* first token ending here, or -1 */
+    uint32_t end;   /* one past the subtree */
+    uint16_t depth; /* root = 0 */
+    uint8_t byte;
+    uint8_t dup; /* more tokens with the same bytes (tok_next chain) */
+};
+
+/* The result of walking the whole trie from a lexer state without crossing a lexeme end: the
+ * tokens that stay inside the lexeme (dense bitset or sparse list) and the trie nodes where a
+ * byte ends the lexeme. Depends only on the state's canonical form and the vocabulary. */
+struct shared_inner {
+    uint64_t hash;
+    uint8_t *key;
+    size_t key_len;
+    uint32_t *bits;
+    int32_t *list;
+    int32_t n_list;
+    uint32_t *nodes;
+    uint32_t n_nodes;
+};
+
+#define SHARED_CACHE_MAX_BYTES ((size_t)256 << 20)
+
+struct grammar_vocab_index {
+    int32_t n_tokens, eos;
+    bool *is_special;
+    char *blob;    /* all token bytes */
+    uint64_t *off; /* token i: blob[off[i] .. off[i]+len[i]) */
+    uint32_t *len;
+    /* byte trie of non-special tokens in DFS order; node 0 = root */
+    uint8_t *tbyte;
+    int32_t *ttok;  /* first token ending at this node, -1 if none */
+    uint32_t *tend; /* index one past the node's subtree */
+    int32_t n_nodes;
+    int32_t *tok_next; /* next token with identical bytes, -1 */
+    struct tnode *tn;  /* the same trie packed for the hot loop (walk_inner) */
+    uint32_t max_depth;
+    int32_t *rep; /* per node: a token whose bytes start with the node's path */
+    /* inner-walk results shared by all grammars on this vocabulary, keyed by the canonical form
+     * of a lexer state (see inner_key); append-only, guarded by mu */
+    pthread_mutex_t mu;
+    struct shared_inner **sh;
+    uint32_t sh_cap, sh_n;
+    size_t sh_bytes;
+    int32_t *specials; /* ids of special tokens */
+    int32_t n_specials;
+};
+
+/* ---- caches of a compiled grammar ---- */
+
+struct lexstart_entry {
+    uint64_t hash;
+    int32_t *terms; /* sorted terminal ids */
+    int32_t n;
+    uint32_t state;
+};
+
+/* Per lexer DFA state s: the tokens whose bytes all keep the lexeme alive from s (they are allowed
+ * whatever the parser state, since s only contains terminals the parser expects), and the trie
+ * nodes where a byte ends the lexeme (node, accepting state before that byte): only there is the
+ * parser consulted. Computed once per state, shared by all matchers of the grammar. */
+struct inner_entry {
+    const uint32_t *bits; /* dense form (NULL if sparse) */
+    const int32_t *list;  /* sparse form */
+    int32_t n_list;
+    uint32_t *bound; /* pairs (node, accepting state before the node's byte) */
+    uint32_t n_bound;
+    struct shared_inner *own; /* payload owned here when it could not be shared */
+};
+
+#ifndef INNER_CACHE_MAX_BYTES /* per grammar; beyond it the grammar's entries are flushed */
+#define INNER_CACHE_MAX_BYTES ((size_t)16 << 20)
+#endif
+
+/* ---- matcher (earley.c; masks: mask.c) ---- */
+
+struct item {
+    uint32_t pos, origin;
+};
+
+struct row {
+    uint32_t start, n; /* items[start .. start+n) */
+    uint32_t lex;      /* lexer start state for the terminals expected here */
+    bool accept;
+};
+
+struct hist {
+    uint32_t n_rows, n_items, cur;
+    bool empty, ended;
+};
+
+#define MEMO_SIZE 1024
+
+struct matcher {
+    struct grammar *g;
+    struct item *items;
+    uint32_t n_items, cap_items;
+    struct row *rows;
+    uint32_t n_rows, cap_rows;
+    uint32_t cur; /* DFA state in the current lexeme */
+    bool empty;   /* no byte of the current lexeme consumed yet */
+    bool ended;   /* eos consumed */
+    bool oom;     /* allocation failure, or a budget exceeded (why: over) */
+    enum { OVER_NONE, OVER_WORK, OVER_DFA, OVER_ITEMS } over;
+    uint64_t last_work;
+    struct hist *hist;
+    uint32_t n_hist, cap_hist;
+    /* scratch */
+    uint64_t *dedup;
+    uint32_t dedup_cap;
+    uint32_t *nt_mark, *t_mark;
+    uint32_t gen;
+    int32_t *tbuf;
+    /* per-mask memo: (row, dfa state) -> row */
+    struct {
+        uint32_t row, state, result, gen;
+    } memo[MEMO_SIZE];
+    uint32_t memo_gen;
+    uint32_t *mask; /* output being built */
+};
+
+/* ---- shared between the files of the engine ---- */
+
+/* grammar.c: bytes of the compiled grammar (the compiled-size budget, the cache's accounting). */
+size_t grammar_compile_bytes(const struct grammar *g);
+/* earley.c: qsort comparator of uint32_t */
+int grammar_cmp_u32(const void *x, const void *y);
+/* earley.c: one byte from (row *r, state *s, *empty); false if not allowed. `memo`: scans are
+ * memoized per mask call. */
+bool matcher_advance(struct matcher *m, uint32_t *r, uint32_t *s, bool *empty, uint8_t b, bool memo);
+/* The row reached by ending the current lexeme here (top row if empty), or -1. */
+int32_t matcher_end_lexeme(struct matcher *m, uint32_t r, uint32_t s, bool empty, bool memo);
+int32_t matcher_scan_memo(struct matcher *m, uint32_t r, uint32_t s);
+void matcher_truncate(struct matcher *m, uint32_t n_rows, uint32_t n_items);
+void matcher_budget_begin(struct matcher *m);
+void matcher_budget_end(struct matcher *m);
+/* mask.c: the first mask, computed at compile time under the mask budget. */
+int mask_probe_first(struct grammar *g, struct err *e);
+
 /* lark.c: parses lark source into g (terms, productions, start_prod). g is zeroed and has vi set
  * on entry. Returns 0 or fills e (message names the construct and line). */
 int lark_build(struct grammar *g, const char *src, size_t len, struct err *e);
