@@ -142,13 +142,8 @@ static const char *const KW_IMPL[] = {"anyOf",
 /* Annotation keywords ($defs, title, description, default, examples, ...) and keywords JSON
  * Schema does not define are ignored (docs/jsonschema.md lists them). */
 /* JSON Schema keywords we do not implement: an error naming them. */
-static const char *const KW_UNSUPPORTED[] = {"if",
-                                             "then",
-                                             "else",
-                                             "dependentSchemas",
-                                             "minContains",
+static const char *const KW_UNSUPPORTED[] = {"minContains",
                                              "maxContains",
-                                             "propertyNames",
                                              "unevaluatedProperties",
                                              "unevaluatedItems",
                                              "$dynamicRef",
@@ -765,6 +760,11 @@ static struct sn *negate(struct js *c, json_t *v)
     return NULL;
 }
 
+struct sn *js_lower(struct js *c, json_t *s)
+{
+    return lower(c, s);
+}
+
 static struct sn *lower(struct js *c, json_t *s)
 {
     if (c->oom) {
@@ -786,6 +786,8 @@ static struct sn *lower(struct js *c, json_t *s)
     json_t *v;
     /* drafts 3..7: "all other properties in a $ref object MUST be ignored" */
     bool ref_only = c->ref_only && json_is_string(json_object_get(s, "$ref"));
+    /* if/then/else, dependentSchemas, propertyNames: rewritten (jsonschema_cond.c) */
+    if (!ref_only && !(s = js_rewrite_cond(c, s))) goto out;
     json_object_foreach(s, k, v)
     {
         if (ref_only && strcmp(k, "$ref")) continue;

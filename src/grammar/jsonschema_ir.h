@@ -137,6 +137,12 @@ struct sn *js_intersect(struct js *c, struct sn *a, struct sn *b);
 int js_pattern_matches(const char *pat, const char *subj, size_t n);
 /* whether JSON value v satisfies IR node s (enum/const filtering, oneOf disjointness) */
 bool js_value_ok(struct js *c, struct sn *s, json_t *v, int depth);
+/* the IR node of a schema (NULL with c->e set) */
+struct sn *js_lower(struct js *c, json_t *s);
+/* ---- jsonschema_cond.c ---- */
+/* s with if/then/else, dependentSchemas, schema-valued dependencies and propertyNames rewritten
+ * into keywords the compiler implements (s itself when it has none); NULL with c->e set. */
+json_t *js_rewrite_cond(struct js *c, json_t *s);
 /* ---- jsonschema_emit.c ---- */
 /* the lark expression (a rule name or literal) matching s, its rules added to c->out */
 char *js_emit(struct js *c, struct sn *s);

@@ -270,8 +270,14 @@ Test(faultsim, grammar_compile)
         {vi, GRAMMAR_JSON_SCHEMA,
          "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":4},"
          "\"b\":{\"type\":\"array\",\"items\":{\"enum\":[true,null,1]}}},\"required\":[\"a\"]}"},
+        {vi, GRAMMAR_JSON_SCHEMA, /* the rewritten conditional keywords (jsonschema_cond.c) */
+         "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[\"a\",\"b\"]},\"x\":{}},"
+         "\"if\":{\"properties\":{\"k\":{\"const\":\"a\"}},\"required\":[\"k\"]},"
+         "\"then\":{\"required\":[\"x\"]},\"dependentSchemas\":{\"x\":{\"required\":[\"k\"]}},"
+         "\"propertyNames\":{\"enum\":[\"k\",\"x\",\"y\"]}}"},
     };
-    static const char *names[] = {"grammar regex", "grammar lark", "grammar json schema"};
+    static const char *names[] = {"grammar regex", "grammar lark", "grammar json schema",
+                                  "grammar json schema conditionals"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         cr_expect(walk(names[i], op_grammar, &cases[i], 200000) > 0);
     grammar_vocab_index_free(vi);

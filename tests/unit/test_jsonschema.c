@@ -345,7 +345,8 @@ Test(jsonschema, not_simple_forms)
 Test(jsonschema, errors_name_the_problem)
 {
     expect_error("{\"not\":{\"required\":[\"a\"]}}", "\"not\"");
-    expect_error("{\"type\":\"object\",\"properties\":{\"a\":{\"if\":{}}}}", "\"if\"");
+    expect_error("{\"type\":\"object\",\"properties\":{\"a\":{\"if\":{\"minimum\":3}}}}",
+                 "\"if\"");
     expect_error("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
     expect_error("{\"type\":\"strin\"}", "unknown type");
     expect_error("{\"type\":", "not valid JSON");
@@ -719,10 +720,7 @@ Test(jsonschema, dependent_required)
           L("{\"a\":1,\"b\":2}", "{\"a\":1}"), L("{\"b\":2}"));
     struct buf lark = {0};
     struct err e = {0};
-    const char *bad = "{\"properties\":{\"a\":{}},\"dependencies\":{\"a\":{\"required\":[\"b\"]}}}";
-    cr_assert_eq(jsonschema_to_lark(bad, strlen(bad), "", &lark, &e), -1);
-    cr_assert(strstr(e.msg, "dependencies") && strstr(e.msg, "dependentSchemas"), "%s", e.msg);
-    bad = "{\"properties\":{\"a\":{}},\"dependentRequired\":{\"a\":[\"zz\"]}}";
+    const char *bad = "{\"properties\":{\"a\":{}},\"dependentRequired\":{\"a\":[\"zz\"]}}";
     cr_assert_eq(jsonschema_to_lark(bad, strlen(bad), "", &lark, &e), -1);
     cr_assert(strstr(e.msg, "dependentRequired"), "%s", e.msg);
     buf_free(&lark);
@@ -842,4 +840,97 @@ Test(jsonschema, pattern_properties_contains_class)
     free(v);
     expect_error("{\"type\":\"object\",\"patternProperties\":{\"^ab\":{\"type\":\"integer\"}}}",
                  "patternProperties");
+}
+
+/* if/then/else (jsonschema_cond.c): anyOf [allOf [if, then], allOf [not if, else]] for
+ * discriminator conditions (const/enum of properties, required, "type": "object"). */
+Test(jsonschema, if_then_else)
+{
+    /* kind present and "a" -> x required, else y required */
+    const char *s = "{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"a\",\"b\"]},"
+                    "\"x\":{\"type\":\"integer\"},\"y\":{\"type\":\"string\"}},"
+                    "\"if\":{\"properties\":{\"kind\":{\"const\":\"a\"}},\"required\":[\"kind\"]},"
+                    "\"then\":{\"required\":[\"x\"]},\"else\":{\"required\":[\"y\"]},"
+                    "\"additionalProperties\":false}";
+    check(s,
+          L("{\"kind\":\"a\",\"x\":1}", "{\"x\":1,\"kind\":\"a\",\"y\":\"s\"}",
+            "{\"kind\":\"b\",\"y\":\"s\"}", "{\"y\":\"s\"}", "{\"y\":\"s\",\"x\":2}"),
+          L("{\"kind\":\"a\"}", "{\"kind\":\"a\",\"y\":\"s\"}", "{\"kind\":\"b\",\"x\":1}", "{}",
+            "{\"x\":1}", "{\"kind\":\"c\",\"y\":\"s\"}"));
+    /* without required, an absent property satisfies the condition (then applies) */
+    check("{\"type\":\"object\",\"if\":{\"properties\":{\"t\":{\"const\":\"x\"}}},"
+          "\"then\":{\"required\":[\"one\"]},\"else\":{\"properties\":{\"one\":false}}}",
+          L("{\"one\":0}", "{\"t\":\"x\",\"one\":0}", "{\"t\":2}", "{\"t\":\"y\",\"z\":0}"),
+          L("{}", "{\"t\":\"x\"}", "{\"t\":2,\"one\":0}"));
+    /* a number discriminator: its negation ("not" of a number) is not expressible */
+    expect_error("{\"if\":{\"properties\":{\"t\":{\"const\":1}}},\"then\":{}}", "\"not\"");
+    /* non-objects pass a condition on properties; "type": "object" makes them fail it */
+    check("{\"if\":{\"properties\":{\"a\":{\"const\":true}}},\"then\":{\"type\":\"object\"},"
+          "\"else\":{\"type\":\"object\",\"required\":[\"b\"]}}",
+          L("{}", "{\"a\":true}", "{\"a\":false,\"b\":0}"), L("1", "\"s\"", "{\"a\":false}"));
+    check("{\"if\":{\"type\":\"object\",\"required\":[\"a\"]},\"then\":{\"required\":[\"b\"]},"
+          "\"else\":{\"type\":\"string\"}}",
+          L("{\"a\":1,\"b\":2}", "\"s\""), L("{\"a\":1}", "{}", "3"));
+    /* then / else alone, boolean conditions */
+    check("{\"then\":{\"type\":\"string\"},\"type\":\"integer\"}", L("3"), L("\"s\""));
+    check("{\"if\":true,\"then\":{\"type\":\"integer\"},\"else\":{\"type\":\"string\"}}", L("3"),
+          L("\"s\""));
+    check("{\"if\":false,\"then\":{\"type\":\"integer\"},\"else\":{\"type\":\"string\"}}", L("\"s\""),
+          L("3"));
+    /* through the engine, any order */
+    struct bytevocab *v = calloc(1, sizeof *v);
+    bv_init(v);
+    engine_check(v, s, L("{\"x\":1,\"kind\":\"a\"}", "{\"y\":\"s\",\"kind\":\"b\"}"),
+                 L("{\"y\":\"s\",\"kind\":\"a\"}", "{\"kind\":\"a\",\"x\":1,\"x\":1}"));
+    grammar_vocab_index_free(v->vi);
+    free(v);
+    /* conditions whose negation is not expressible: an error naming "if" */
+    expect_error("{\"if\":{\"properties\":{\"a\":{\"minimum\":3}}},\"then\":{}}", "\"if\"");
+    expect_error("{\"if\":{\"type\":\"string\"},\"then\":{}}", "\"if\"");
+    expect_error("{\"if\":{\"properties\":{\"a\":{\"type\":\"integer\",\"const\":\"x\"}}}}", "\"if\"");
+}
+
+/* dependentSchemas and draft-7 dependencies with a schema: anyOf [P absent, P present and S] */
+Test(jsonschema, dependent_schemas)
+{
+    const char *s = "{\"type\":\"object\",\"properties\":{\"card\":{\"type\":\"string\"},"
+                    "\"addr\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},"
+                    "\"dependentSchemas\":{\"card\":{\"required\":[\"addr\"],\"properties\":{\"n\":"
+                    "{\"maximum\":5}}}},\"additionalProperties\":false}";
+    check(s,
+          L("{}", "{\"n\":9}", "{\"card\":\"c\",\"addr\":\"a\"}", "{\"addr\":\"a\",\"n\":9}",
+            "{\"n\":5,\"addr\":\"a\",\"card\":\"c\"}"),
+          L("{\"card\":\"c\"}", "{\"card\":\"c\",\"addr\":\"a\",\"n\":6}", "{\"card\":1,\"addr\":\"a\"}"));
+    check("{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"dependencies\":{\"a\":{\"required\":"
+          "[\"b\"]},\"c\":[\"b\"]}}",
+          L("{}", "{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}", "{\"c\":1,\"b\":2}", "{\"b\":1}", "3"),
+          L("{\"a\":1}", "{\"c\":1}", "{\"a\":1,\"c\":1}"));
+    check("{\"type\":\"object\",\"dependentSchemas\":{\"a\":false,\"b\":true}}",
+          L("{}", "{\"b\":1}"), L("{\"a\":1}"));
+    expect_error("{\"dependentSchemas\":{\"a\":3}}", "dependentSchemas");
+    expect_error("{\"dependentSchemas\":[1]}", "dependentSchemas");
+}
+
+/* propertyNames: declared names it rejects cannot appear; other keys must pass it (const/enum:
+ * those names; a pattern: keys matching it, exact when no declared name matches it). */
+Test(jsonschema, property_names)
+{
+    check("{\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^[a-z]+$\"}}",
+          L("{}", "{\"ab\":1}", "{\"ab\":1,\"c\":[2]}"), L("{\"A\":1}", "{\"a1\":1}", "{\"\":1}"));
+    check("{\"type\":\"object\",\"properties\":{\"X\":{\"type\":\"integer\"}},"
+          "\"propertyNames\":{\"pattern\":\"^[a-z]+$\"},\"additionalProperties\":{\"type\":\"string\"}}",
+          L("{}", "{\"ab\":\"s\"}"), L("{\"X\":1}", "{\"ab\":1}", "{\"A\":\"s\"}"));
+    check("{\"properties\":{\"a\":{},\"bb\":{}},\"propertyNames\":{\"maxLength\":1},"
+          "\"additionalProperties\":false}",
+          L("{}", "{\"a\":1}"), L("{\"bb\":1}", "{\"c\":1}"));
+    check("{\"properties\":{\"a\":{\"type\":\"integer\"}},\"propertyNames\":{\"enum\":[\"a\",\"b\"]},"
+          "\"additionalProperties\":{\"type\":\"string\"}}",
+          L("{}", "{\"a\":1,\"b\":\"s\"}", "{\"b\":\"s\"}"), L("{\"c\":\"s\"}", "{\"b\":1}", "{\"a\":\"s\"}"));
+    check("{\"type\":\"object\",\"propertyNames\":false}", L("{}"), L("{\"a\":1}"));
+    check("{\"type\":\"object\",\"propertyNames\":{\"type\":\"string\"}}", L("{\"a\":1}"), L("[]"));
+    check("{\"type\":\"object\",\"propertyNames\":{\"type\":\"integer\"}}", L("{}"), L("{\"1\":1}"));
+    expect_error("{\"properties\":{\"ab\":{}},\"propertyNames\":{\"pattern\":\"^a\"}}",
+                 "propertyNames");
+    expect_error("{\"propertyNames\":{\"maxLength\":3}}", "propertyNames");
+    expect_error("{\"allOf\":[{}],\"propertyNames\":{\"maxLength\":3}}", "propertyNames");
 }
