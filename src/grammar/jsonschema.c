@@ -1419,8 +1419,12 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
     const json_t *dr = json_is_object(root) ? json_object_get(root, "$schema") : NULL;
     if (json_is_string(dr)) {
         const char *u = json_string_value(dr);
-        c.ref_only = strstr(u, "draft-03") || strstr(u, "draft-04") || strstr(u, "draft-06") ||
-                     strstr(u, "draft-07");
+        c.draft = strstr(u, "draft-03")   ? 3
+                  : strstr(u, "draft-04") ? 4
+                  : strstr(u, "draft-06") ? 6
+                  : strstr(u, "draft-07") ? 7
+                                          : 0;
+        c.ref_only = c.draft != 0;
     }
     const json_t *wsk = json_is_object(root) ? json_object_get(root, "x-whitespace") : NULL;
     if (wsk) {

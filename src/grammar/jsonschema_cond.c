@@ -313,6 +313,10 @@ unsupported:
 
 json_t *js_rewrite_cond(struct js *c, json_t *s)
 {
+    /* keywords a draft does not define are annotations there: if/then/else came with draft 7,
+     * propertyNames with draft 6, dependentSchemas with 2019-09 (the root $schema decides) */
+    bool has_if = c->draft == 0 || c->draft >= 7, has_names = c->draft == 0 || c->draft >= 6;
+    bool has_dep_schemas = c->draft == 0;
     json_t *dep = json_object_get(s, "dependencies");
     bool dep_schema = false;
     if (json_is_object(dep)) {
@@ -328,7 +332,7 @@ json_t *js_rewrite_cond(struct js *c, json_t *s)
     if (!s2) return NULL;
     json_t *conds = keep(c, json_array()); /* appended to allOf */
     if (!conds) return NULL;
-    json_t *cond = json_object_get(s, "if");
+    json_t *cond = has_if ? json_object_get(s, "if") : NULL;
     json_object_del(s2, "if");
     json_object_del(s2, "then");
     json_object_del(s2, "else");
@@ -344,7 +348,8 @@ json_t *js_rewrite_cond(struct js *c, json_t *s)
     for (int kw = 0; kw < 2; kw++) {
         const char *name = kw ? "dependencies" : "dependentSchemas";
         json_t *d = json_object_get(s, name);
-        if (!d) continue;
+        if (!kw && !has_dep_schemas) json_object_del(s2, name);
+        if (!d || (!kw && !has_dep_schemas)) continue;
         if (!json_is_object(d)) {
             err_set(c->e, ERR_INVALID, "%s must be an object", name);
             return NULL;
@@ -378,7 +383,8 @@ json_t *js_rewrite_cond(struct js *c, json_t *s)
             return js_oom(c), NULL;
     }
     json_t *names = json_object_get(s, "propertyNames");
-    if (names && fold_property_names(c, s2, names)) return NULL;
+    if (!has_names) json_object_del(s2, "propertyNames");
+    else if (names && fold_property_names(c, s2, names)) return NULL;
     if (json_array_size(conds)) {
         json_t *all = json_object_get(s2, "allOf");
         json_t *na = keep(c, json_is_array(all) ? json_copy(all) : json_array());

@@ -114,6 +114,7 @@ struct js {
     char *r_ws, *r_comma, *r_colon, *r_value, *r_str, *r_num, *r_obj, *r_arr;
     int ws;        /* WS_TIDY / WS_COMPACT / WS_PRETTY */
     bool ref_only; /* root $schema is draft 3..7: $ref siblings are ignored */
+    int draft;     /* root $schema: 3, 4, 6 or 7; 0 = 2019-09, 2020-12 or none */
     char wso[64];  /* "r_ws?" (pretty) or "": what may follow `{ [` and precede `} ]` */
 };
 

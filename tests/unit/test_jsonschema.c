@@ -934,3 +934,33 @@ Test(jsonschema, property_names)
     expect_error("{\"propertyNames\":{\"maxLength\":3}}", "propertyNames");
     expect_error("{\"allOf\":[{}],\"propertyNames\":{\"maxLength\":3}}", "propertyNames");
 }
+
+/* Keywords a draft does not define are annotations there (the root $schema decides): if/then/
+ * else from draft 7, propertyNames from draft 6, dependentSchemas from 2019-09. MaskBench's
+ * Github_medium---o3385 (draft-04 with if/then) labels instances valid that the then-branch
+ * rejects. */
+Test(jsonschema, conditional_keywords_by_draft)
+{
+    const char *ite = "\"type\":\"object\",\"if\":{\"required\":[\"a\"]},\"then\":{\"required\":[\"b\"]}";
+    char s[400];
+    snprintf(s, sizeof s, "{\"$schema\":\"http://json-schema.org/draft-04/schema#\",%s}", ite);
+    check(s, L("{\"a\":1}", "{}"), L("[]"));
+    snprintf(s, sizeof s, "{\"$schema\":\"http://json-schema.org/draft-06/schema#\",%s}", ite);
+    check(s, L("{\"a\":1}"), L("[]"));
+    snprintf(s, sizeof s, "{\"$schema\":\"http://json-schema.org/draft-07/schema#\",%s}", ite);
+    check(s, L("{\"a\":1,\"b\":2}", "{}"), L("{\"a\":1}"));
+    snprintf(s, sizeof s, "{%s}", ite);
+    check(s, L("{\"a\":1,\"b\":2}"), L("{\"a\":1}"));
+    check("{\"$schema\":\"http://json-schema.org/draft-04/schema#\",\"type\":\"object\","
+          "\"propertyNames\":{\"pattern\":\"^a\"}}",
+          L("{\"b\":1}"), L("[]"));
+    check("{\"$schema\":\"http://json-schema.org/draft-06/schema#\",\"type\":\"object\","
+          "\"propertyNames\":{\"pattern\":\"^a\"}}",
+          L("{\"ab\":1}"), L("{\"b\":1}"));
+    check("{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"type\":\"object\","
+          "\"dependentSchemas\":{\"a\":false}}",
+          L("{\"a\":1}"), L("[]"));
+    check("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+          "\"dependentSchemas\":{\"a\":false}}",
+          L("{}"), L("{\"a\":1}"));
+}
