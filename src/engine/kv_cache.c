@@ -6,14 +6,62 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "engine/model_impl.h"
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/ops.h"
 
 size_t kv_bytes_per_row(const struct model *m)
 {
     const struct model_config *c = model_config(m);
+    if (m->kv_layers) { /* the layers that grow with the context (rings are a fixed cost) */
+        size_t b = 0;
+        for (int l = 0; l < c->n_layer; l++)
+            if (m->kv_layers[l].window <= 0)
+                b += (size_t)2 * (size_t)m->kv_layers[l].n_head_kv * (size_t)m->kv_layers[l].head_dim * sizeof(uint16_t);
+        return b;
+    }
     return (size_t)2 /* K and V */ * (size_t)(c->n_layer_kv ? c->n_layer_kv : c->n_layer) *
            (size_t)c->n_head_kv * (size_t)c->head_dim * sizeof(uint16_t);
+}
+
+/* Per-layer geometry of a model with kv_layers: each layer its own heads, rings their own rows;
+ * one allocation (K of every layer, then V of every layer). */
+static int kv_alloc_mixed(struct kv_cache *kv, const struct model *m, struct err *e)
+{
+    const int L = kv->n_layer;
+    kv->layer = calloc((size_t)L, sizeof *kv->layer);
+    if (!kv->layer) return err_set(e, ERR_NOMEM, "kv cache: out of memory");
+    size_t halfs = 0;
+    for (int l = 0; l < L; l++) {
+        const struct kv_layer_geom *g = &m->kv_layers[l];
+        struct kv_layer *y = &kv->layer[l];
+        y->n_head_kv = g->n_head_kv;
+        y->head_dim = g->head_dim;
+        y->window = g->window > 0 && g->ring_rows < kv->cap ? g->window : 0; /* a ring only if smaller */
+        y->cap = y->window ? g->ring_rows : kv->cap;
+        y->head_stride = (int64_t)y->cap * y->head_dim;
+        if (y->window && (kv->ring_min == 0 || y->cap < kv->ring_min)) kv->ring_min = y->cap;
+        halfs += (size_t)y->head_stride * (size_t)y->n_head_kv;
+    }
+    kv->bytes = 2 * halfs * sizeof(uint16_t);
+    kv->k = calloc(2 * halfs, sizeof(uint16_t));
+    if (!kv->k) {
+        free(kv->layer);
+        kv->layer = NULL;
+        return err_set(e, ERR_NOMEM, "kv cache: cannot allocate %zu bytes for %d positions", kv->bytes, kv->n_ctx);
+    }
+    kv->v = kv->k + halfs;
+    size_t off = 0;
+    for (int l = 0; l < L; l++) {
+        kv->layer[l].k = kv->k + off;
+        kv->layer[l].v = kv->v + off;
+        off += (size_t)kv->layer[l].head_stride * (size_t)kv->layer[l].n_head_kv;
+    }
+    kv->mixed = true;
+    kv->layout = m->kv_layers;
+    log_msg(LOG_DEBUG, "kv cache: %d positions, %d layers of own geometry (rings of %d rows and up) = %zu bytes "
+            "(%.1f MiB)", kv->cap, L, kv->ring_min, kv->bytes, (double)kv->bytes / (1024.0 * 1024.0));
+    return 0;
 }
 
 struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
@@ -33,6 +81,13 @@ struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
     kv->head_dim = c->head_dim;
     kv->n_ctx = n_ctx;
     kv->cap = (n_ctx + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+    if (m->kv_layers) {
+        if (kv_alloc_mixed(kv, m, e)) {
+            free(kv);
+            return NULL;
+        }
+        return kv;
+    }
     kv->head_stride = (int64_t)kv->cap * c->head_dim;
     kv->layer_stride = kv->head_stride * c->n_head_kv;
     size_t halfs = (size_t)kv->layer_stride * (size_t)kv->n_layer;
@@ -71,19 +126,36 @@ void kv_free(struct kv_cache *kv)
     if (!kv) return;
     free(kv->k);
     free(kv->state);
+    free(kv->layer);
     free(kv);
 }
 
 int kv_rows(const struct kv_cache *kv) { return kv->n_rows; }
 int kv_capacity(const struct kv_cache *kv) { return kv->n_ctx; }
 
+bool kv_prefix_ok(const struct kv_cache *kv, int n_rows)
+{
+    if (n_rows <= 0) return true;
+    if (n_rows > kv->n_rows) return false;
+    for (int l = 0; kv->ring_min && l < kv->n_layer; l++) {
+        const struct kv_layer *y = &kv->layer[l];
+        int need = n_rows - y->window + 1 > 0 ? n_rows - y->window + 1 : 0; /* oldest key the next query reads */
+        if (y->window && need < kv->hi - y->cap) return false;
+    }
+    return true;
+}
+
+/* A ring that has wrapped past the window before n_rows cannot continue from there: the cache
+ * then drops to 0 rows (the caller reads kv_rows back). */
 void kv_truncate(struct kv_cache *kv, int n_rows)
 {
     if (n_rows < 0) n_rows = 0;
     /* a recurrent state holds the whole prefix: a shorter one is gone (the forward restarts the
      * state at position 0) */
     if (kv->state && n_rows < kv->n_rows) n_rows = 0;
-    if (n_rows < kv->n_rows) kv->n_rows = n_rows;
+    if (n_rows >= kv->n_rows) return;
+    kv->n_rows = kv_prefix_ok(kv, n_rows) ? n_rows : 0;
+    if (kv->n_rows == 0) kv->hi = 0;
 }
 
 /* The invariant of kv_cache.h: 0 <= n_rows <= n_ctx <= cap (asserted in every build: the
@@ -97,17 +169,42 @@ static void kv_check(const struct kv_cache *kv)
 void kv_set_rows(struct kv_cache *kv, int n_rows)
 {
     kv->n_rows = n_rows;
+    if (n_rows > kv->hi || n_rows == 0) kv->hi = n_rows;
     kv_check(kv);
 }
 
 int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
 {
     if (dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
-        dst->head_dim != src->head_dim || n_rows < 0 || n_rows > src->n_rows || n_rows > dst->n_ctx ||
-        dst->state_floats != src->state_floats || (src->state && n_rows != src->n_rows && n_rows))
+        dst->head_dim != src->head_dim || dst->layout != src->layout || n_rows < 0 ||
+        n_rows > src->n_rows || n_rows > dst->n_ctx || dst->state_floats != src->state_floats ||
+        (src->state && n_rows != src->n_rows && n_rows))
         return -1; /* a recurrent state is copied whole or not at all */
     if (dst == src) {
         kv_truncate(dst, n_rows);
+        return 0;
+    }
+    if (src->mixed) {
+        if (dst->cap != src->cap) return -1;
+        if (!kv_prefix_ok(src, n_rows)) { /* the rings no longer hold that prefix's window */
+            dst->n_rows = dst->hi = 0;
+            return 0;
+        }
+        for (int l = 0; l < src->n_layer; l++) {
+            const struct kv_layer *a = &src->layer[l];
+            const struct kv_layer *b = &dst->layer[l];
+            /* a ring whole (it is small; rows past n_rows are never read unmasked), else the
+             * K tiles and V rows of the prefix */
+            size_t rows = a->window ? (size_t)a->cap : (size_t)n_rows;
+            size_t kt = (rows + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+            for (int h = 0; h < a->n_head_kv; h++) {
+                memcpy(b->k + h * b->head_stride, a->k + h * a->head_stride, kt * (size_t)a->head_dim * sizeof(uint16_t));
+                memcpy(b->v + h * b->head_stride, a->v + h * a->head_stride, rows * (size_t)a->head_dim * sizeof(uint16_t));
+            }
+        }
+        dst->n_rows = n_rows;
+        dst->hi = src->ring_min ? src->hi : n_rows;
+        kv_check(dst);
         return 0;
     }
     int hd = src->head_dim;
@@ -122,6 +219,7 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
         }
     if (src->state && n_rows) memcpy(dst->state, src->state, src->state_floats * sizeof(float));
     dst->n_rows = n_rows;
+    dst->hi = n_rows;
     kv_check(dst);
     return 0;
 }
@@ -129,14 +227,15 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
 void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *v)
 {
     assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx); /* a row inside the capacity */
-    int hd = kv->head_dim;
-    int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
-    for (int h = 0; h < kv->n_head_kv; h++) {
-        uint16_t *kd = kv->k + l * kv->layer_stride + h * kv->head_stride + tile + col;
+    const struct kv_layer y = kv_layer_of(kv, l);
+    int hd = y.head_dim, row = y.window ? pos % y.cap : pos;
+    int64_t tile = (int64_t)(row / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = row % OPS_ATTN_KT;
+    for (int h = 0; h < y.n_head_kv; h++) {
+        uint16_t *kd = y.k + h * y.head_stride + tile + col;
         uint16_t kh[OPS_ATTN_MAX_HEAD_DIM];
         ops_f32_to_f16(kh, k + (int64_t)h * hd, hd); /* SIMD conversion, then the strided scatter */
         for (int d = 0; d < hd; d++) kd[(int64_t)d * OPS_ATTN_KT] = kh[d];
-        uint16_t *vd = kv->v + l * kv->layer_stride + h * kv->head_stride + (int64_t)pos * hd;
+        uint16_t *vd = y.v + h * y.head_stride + (int64_t)row * hd;
         ops_f32_to_f16(vd, v + (int64_t)h * hd, hd);
     }
 }
@@ -144,12 +243,13 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)
 {
     assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
-    int hd = kv->head_dim;
-    int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
-    for (int h = 0; h < kv->n_head_kv; h++) {
-        const uint16_t *ks = kv->k + l * kv->layer_stride + h * kv->head_stride + tile + col;
+    const struct kv_layer y = kv_layer_of(kv, l);
+    int hd = y.head_dim, row = y.window ? pos % y.cap : pos;
+    int64_t tile = (int64_t)(row / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = row % OPS_ATTN_KT;
+    for (int h = 0; h < y.n_head_kv; h++) {
+        const uint16_t *ks = y.k + h * y.head_stride + tile + col;
         for (int d = 0; d < hd; d++) k[(int64_t)h * hd + d] = fp16_to_f32(ks[(int64_t)d * OPS_ATTN_KT]);
-        const uint16_t *vs = kv->v + l * kv->layer_stride + h * kv->head_stride + (int64_t)pos * hd;
+        const uint16_t *vs = y.v + h * y.head_stride + (int64_t)row * hd;
         ops_f16_to_f32(v + (int64_t)h * hd, vs, hd);
     }
 }
@@ -171,6 +271,7 @@ static size_t ktile_halfs(const struct kv_cache *kv, int n_rows)
 
 size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows)
 {
+    if (kv->mixed) return 0; /* no disk format for per-layer geometry (kv_write_rows refuses) */
     size_t per_head = ktile_halfs(kv, n_rows) + (size_t)n_rows * (size_t)kv->head_dim;
     return per_head * (size_t)kv->n_layer * (size_t)kv->n_head_kv * sizeof(uint16_t);
 }
@@ -179,7 +280,8 @@ size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows)
  * the bytes depend only on the valid rows, so equal caches give equal files. */
 int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 {
-    if (n_rows < 0 || n_rows > kv->n_rows || kv->state) return -1; /* no recurrent states on disk */
+    /* per-layer geometry (rings): no disk format yet (docs/kv-ring.md, "Not done") */
+    if (kv->mixed || n_rows < 0 || n_rows > kv->n_rows || kv->state) return -1; /* no recurrent states on disk */
     int hd = kv->head_dim, KT = OPS_ATTN_KT;
     int full = n_rows / KT, part = n_rows % KT;
     uint16_t tile[OPS_ATTN_MAX_HEAD_DIM * OPS_ATTN_KT];
@@ -200,8 +302,8 @@ int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 
 int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 {
-    kv->n_rows = 0;
-    if (n_rows < 0 || n_rows > kv->n_ctx || kv->state) return -1;
+    kv->n_rows = kv->hi = 0;
+    if (kv->mixed || n_rows < 0 || n_rows > kv->n_ctx || kv->state) return -1;
     size_t kh = ktile_halfs(kv, n_rows);
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_head_kv; h++) {
@@ -210,7 +312,7 @@ int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
             if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * kv->head_dim * sizeof(uint16_t)) < 0)
                 return -1;
         }
-    kv->n_rows = n_rows;
+    kv->n_rows = kv->hi = n_rows;
     kv_check(kv);
     return 0;
 }

@@ -6,29 +6,58 @@
  *   V: cap rows of [head_dim] halfs
  * cap is n_ctx rounded up to OPS_ATTN_KT; both K and V heads are kv_head_stride = cap*head_dim
  * halfs apart, layers n_head_kv*kv_head_stride apart. Rows [0, n_rows) are valid; rows past
- * n_rows may hold stale data that the attention kernel never reads unmasked. */
+ * n_rows may hold stale data that the attention kernel never reads unmasked.
+ *
+ * A model with per-layer geometry (struct model's kv_layers: gemma4) gets each layer its own
+ * n_head_kv x head_dim, and a sliding-window layer a ring of its ring_rows rows: position p at
+ * row p % cap, so the layer costs memory in proportion to its window, not to n_ctx. A ring still
+ * holds position p iff p >= hi - cap (hi = 1 + the highest position written since the cache was
+ * last empty); prefix reuse of n rows needs the window before n: max(0, n - window + 1) >= hi -
+ * cap for every ring layer (kv_prefix_ok). docs/kv-ring.md. */
 #ifndef LMS_ENGINE_KV_CACHE_H
 #define LMS_ENGINE_KV_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "engine/model.h"
 
+/* Per layer: its geometry and where its K and V live. A ring layer (window > 0) holds cap rows,
+ * position p at row p % cap; the others hold position p at row p (cap = the cache's cap). */
+struct kv_layer {
+    int n_head_kv, head_dim;
+    int window, cap;
+    int64_t head_stride; /* halfs: cap * head_dim */
+    uint16_t *k, *v;
+};
+
 struct kv_cache {
-    int n_layer, n_head_kv, head_dim;
+    int n_layer, n_head_kv, head_dim; /* the model's config (per-layer values in layer[]) */
     int n_ctx;  /* usable rows (as asked) */
-    int cap;    /* allocated rows: n_ctx rounded up to OPS_ATTN_KT */
+    int cap;    /* allocated rows of a full layer: n_ctx rounded up to OPS_ATTN_KT */
     int n_rows; /* valid rows */
-    int64_t head_stride, layer_stride; /* in halfs */
+    int64_t head_stride, layer_stride; /* in halfs; uniform caches only (mixed == false) */
     uint16_t *k, *v;
     size_t bytes;
     float *state;        /* recurrent state at position n_rows (the family's layout), or NULL */
     size_t state_floats; /* model_config.state_floats */
+    struct kv_layer *layer; /* n_layer entries */
+    bool mixed;             /* layers differ in geometry or some are rings (model kv_layers) */
+    const void *layout;     /* the model's kv_layers (NULL for uniform): caches of other models are refused */
+    int ring_min;           /* smallest ring's cap, 0 without rings */
+    int hi;                 /* 1 + the highest position written since the cache last held 0 rows */
 };
 
-static inline const uint16_t *kv_layer_k(const struct kv_cache *kv, int l) { return kv->k + l * kv->layer_stride; }
-static inline const uint16_t *kv_layer_v(const struct kv_cache *kv, int l) { return kv->v + l * kv->layer_stride; }
+/* Layer l's geometry (layer == NULL: a uniform cache laid out by hand, as some tests build). */
+static inline struct kv_layer kv_layer_of(const struct kv_cache *kv, int l)
+{
+    if (kv->layer) return kv->layer[l];
+    return (struct kv_layer){kv->n_head_kv, kv->head_dim, 0, kv->cap, kv->head_stride,
+                             kv->k + l * kv->layer_stride, kv->v + l * kv->layer_stride};
+}
+static inline const uint16_t *kv_layer_k(const struct kv_cache *kv, int l) { return kv_layer_of(kv, l).k; }
+static inline const uint16_t *kv_layer_v(const struct kv_cache *kv, int l) { return kv_layer_of(kv, l).v; }
 
 /* Writes position pos of layer l: k and v are n_head_kv*head_dim floats (K after RoPE).
  * Does not change n_rows (the caller sets it once the batch is stored). */
@@ -36,5 +65,7 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 /* Reads position pos of layer l back as floats (tests, disk tier). */
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v);
 void kv_set_rows(struct kv_cache *kv, int n_rows);
+/* Can the cache continue from n_rows rows (every ring still holds the window before n_rows)? */
+bool kv_prefix_ok(const struct kv_cache *kv, int n_rows);
 
 #endif

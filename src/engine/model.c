@@ -81,8 +81,10 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
         m = qwen3_load(&g, opts, e);
     } else if (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe")) {
         m = qwen35_load(&g, opts, e);
+    } else if (!strcmp(arch, "gemma4")) {
+        m = gemma4_load(&g, opts, e);
     } else {
-        err_set(e, ERR_UNSUPPORTED, "architecture '%s' is not supported (qwen3, qwen3moe, qwen35, qwen35moe)", arch);
+        err_set(e, ERR_UNSUPPORTED, "architecture '%s' is not supported (qwen3, qwen3moe, qwen35, qwen35moe, gemma4)", arch);
     }
     free(arch);
     if (!m) {
@@ -135,7 +137,7 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
         if (!kv) return err_set(e, ERR_INVALID, "forward: batch index %lld has no cache", (long long)i);
         if (kv->n_layer != (m->cfg.n_layer_kv ? m->cfg.n_layer_kv : m->cfg.n_layer) ||
             kv->n_head_kv != m->cfg.n_head_kv || kv->head_dim != m->cfg.head_dim ||
-            kv->state_floats != m->cfg.state_floats)
+            kv->state_floats != m->cfg.state_floats || kv->layout != (const void *)m->kv_layers)
             return err_set(e, ERR_INVALID, "forward: cache geometry does not match the model");
         int s = 0;
         while (s < n_seq && seqs[s] != kv) s++;
@@ -159,6 +161,9 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
         if (p < 0 || p > rows[s])
             return err_set(e, ERR_INVALID, "forward: position %d at batch index %lld leaves a gap "
                            "(sequence has %d rows)", p, (long long)i, rows[s]);
+        if (p < kv->n_rows && !kv_prefix_ok(kv, p))
+            return err_set(e, ERR_INVALID, "forward: position %d at batch index %lld rewinds past what "
+                           "the sliding-window cache still holds", p, (long long)i);
         if (p >= kv->n_ctx)
             return err_set(e, ERR_CONTEXT, "forward: position %d does not fit the context (%d)", p,
                            kv->n_ctx);

@@ -15,11 +15,24 @@ struct model {
     struct gguf g;             /* the mapping: weights point into it */
     struct threadpool *pool;
     const struct model_ops *ops;
+    /* NULL: every layer caches n_head_kv x head_dim for every position. Else n_layer entries,
+     * kept by the family for the model's lifetime (kv_new reads them; gemma4: SWA rings). */
+    const struct kv_layer_geom *kv_layers;
 };
+
+/* One layer's KV geometry. window > 0: a sliding-window layer whose cache is a ring of
+ * ring_rows rows (a multiple of OPS_ATTN_KT, >= window - 1 + the most tokens of one sequence the
+ * family puts in one forward step), so it costs memory in proportion to the window. */
+struct kv_layer_geom {
+    int n_head_kv, head_dim;
+    int window, ring_rows;
+};
+
 
 /* Family loaders: build the model over an open gguf (taking ownership of *g on success). */
 struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct err *e);
 struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct err *e);
+struct model *gemma4_load(struct gguf *g, const struct model_opts *opts, struct err *e);
 
 /* Looks up a tensor and checks its shape (ne, n_dims) and that its type is computable; NULL + e
  * naming the tensor otherwise. */

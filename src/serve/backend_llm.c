@@ -771,8 +771,8 @@ static int stream_start(struct sched *S, struct stream *s, struct err *e)
             return err_set(e, ERR_INTERNAL, "kv: copying %zu rows from slot %d failed", lcp, p.src);
         memcpy(dst->shadow, src->shadow, lcp * sizeof *src->shadow);
     }
-    if (lcp > (size_t)kv_rows(dst->kv)) lcp = (size_t)kv_rows(dst->kv);
     kv_truncate(dst->kv, (int)lcp);
+    lcp = (size_t)kv_rows(dst->kv); /* <= asked: a sliding-window ring may no longer hold it (kv-ring.md) */
     dst->n_shadow = lcp;
     dst->head = req->n_head;
     dst->used = ++L->clock;

@@ -8,7 +8,8 @@
  * computed in.
  * model level: every position's logits of a prompt fed as one prefill, as several chunks of uneven
  * sizes, token by token, and in lockstep with a second sequence, at 1, 2 and 3 threads, are
- * bit-identical (dense F32, F16, Q8_0, Q4_K_M, and MoE Q8_0 models from mkmodel_gen). */
+ * bit-identical (dense F32, F16, Q8_0, Q4_K_M, and MoE Q8_0 models from mkmodel_gen; Gemma 4 dense
+ * F32/Q8_0 and MoE Q8_0 from mkmodel_gemma4, also at depth through its wrapped SWA rings). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -363,6 +364,23 @@ static void model_case(const struct mkmodel_shape *sh, enum mkmodel_type type)
     free(ref), free(got), free(got2);
 }
 
+/* Gemma 4 (mkmodel_gemma4.c's tiny geometry, a small vocabulary): SWA layers with a 32-key
+ * window (its mask inside the 100-token prompt), the V-less global layer, partial RoPE; dense and
+ * MoE (router, merged gate_up experts, the dense FFN beside) */
+static const struct mkmodel_shape *gemma4_shape(const char *name)
+{
+    static struct mkmodel_shape s[2];
+    int i = strcmp(name, "gemma4-tiny") == 0 ? 0 : 1;
+    const struct mkmodel_shape *base = mkmodel_shape_find(name);
+    cr_assert(base, "no shape %s", name);
+    s[i] = *base;
+    s[i].n_vocab = 320;
+    return &s[i];
+}
+
+Test(invariance, model_gemma4_f32) { model_case(gemma4_shape("gemma4-tiny"), MKMODEL_F32); }
+Test(invariance, model_gemma4_q8_0) { model_case(gemma4_shape("gemma4-tiny"), MKMODEL_Q8_0); }
+Test(invariance, model_gemma4_moe_q8_0) { model_case(gemma4_shape("gemma4-moe-tiny"), MKMODEL_Q8_0); }
 Test(invariance, model_dense_f32) { model_case(&k_dense, MKMODEL_F32); }
 Test(invariance, model_dense_f16) { model_case(&k_dense, MKMODEL_F16); }
 Test(invariance, model_dense_q8_0) { model_case(&k_dense, MKMODEL_Q8_0); }
@@ -414,13 +432,13 @@ static void expect_same_n(const float *want, const float *got, int64_t n, const 
                   DP, threads, what, (long)i, got[i], want[i]);
 }
 
-Test(invariance, model_at_depth_q8_0)
+static void depth_case(const struct mkmodel_shape *sh)
 {
     char path[96];
     snprintf(path, sizeof path, "/tmp/lms-inv-deep-%d.gguf", (int)getpid());
     struct err e = {0};
-    cr_assert(mkmodel_write(&k_deep, MKMODEL_Q8_0, 4243, NULL, path, &e) == 0, "%s", e.msg);
-    int V = (int)k_deep.n_vocab;
+    cr_assert(mkmodel_write(sh, MKMODEL_Q8_0, 4243, NULL, path, &e) == 0, "%s", e.msg);
+    int V = (int)sh->n_vocab;
     size_t bytes = sizeof(float) * (size_t)V * DN;
     float *ref = malloc(bytes), *got = malloc(bytes), *two = malloc(sizeof(float) * (size_t)V * 2);
     static const int prefix_one[] = {DP}, prefix_uneven[] = {1000, 1, 499};
@@ -473,6 +491,10 @@ Test(invariance, model_at_depth_q8_0)
     unlink(path);
     free(ref), free(got), free(two);
 }
+
+Test(invariance, model_at_depth_q8_0) { depth_case(&k_deep); }
+/* Gemma 4 at depth: its SWA layers' rings (128 rows for the 32-key window) have wrapped ~12 times */
+Test(invariance, model_gemma4_at_depth_q8_0) { depth_case(gemma4_shape("gemma4-tiny")); }
 
 /* attention kernel alone deep in a cache: queries at positions 2000..2099 over 2100 keys (33 tiles)
  * give the same bits alone and in blocks of 2, 5, 16 (AVX2 / AVX-512: the 2-row and the wider

@@ -48,6 +48,7 @@
 #define G4_EMBD_RMS 0.5f
 #define G4_LOGIT_STD 3.0f
 #define G4_NORM_NOISE 0.05f
+#define G4_QK_NORM 0.6f
 #define G4_MAX_LAYERS 64
 
 /* The Gemma 4 parts of a shape that struct mkmodel_shape has no field for. */
@@ -499,8 +500,11 @@ static int g4_write(const struct mkmodel_shape *s, int type_, uint64_t seed, con
         matrix(&g, NAME("attn_k.weight"), "attn_k", E, kvd, G4_PROJ_GAIN);
         if (g4_has_v(G, l)) matrix(&g, NAME("attn_v.weight"), "attn_v", E, kvd, G4_PROJ_GAIN);
         matrix(&g, NAME("attn_output.weight"), "attn_output", qd, E, G4_PROJ_GAIN);
-        norm(&g, NAME("attn_q_norm.weight"), hd);
-        norm(&g, NAME("attn_k_norm.weight"), hd);
+        /* attention scale is 1 and q, k are unit-RMS per head: weights of G4_QK_NORM give scores of
+         * std ~ G4_QK_NORM^2 sqrt(hd) (~1.4 at hd 32) instead of ~sqrt(hd), a softmax that is not
+         * one-hot (trained models are not either) */
+        add(&g, NAME("attn_q_norm.weight"), "norm", 1, (int64_t[]){hd}, G4_QK_NORM, G4_NORM_NOISE * G4_QK_NORM);
+        add(&g, NAME("attn_k_norm.weight"), "norm", 1, (int64_t[]){hd}, G4_QK_NORM, G4_NORM_NOISE * G4_QK_NORM);
         norm(&g, NAME("post_attention_norm.weight"), E);
         norm(&g, NAME("ffn_norm.weight"), E);
         matrix(&g, NAME("ffn_gate.weight"), "ffn_gate", E, s->n_ff, G4_PROJ_GAIN);

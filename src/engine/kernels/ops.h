@@ -34,8 +34,8 @@ void ops_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
 
 /* Causal attention for a run of query tokens of ONE sequence over that sequence's KV cache
  * (one layer). Query i attends cache rows [0, pos[i]]; those rows must already hold K (after
- * RoPE) and V. Cache layout per layer: for each kv head, rows of head_dim halfs, kv_head_stride
- * elements apart. GQA: query head h reads kv head h / (n_head / n_head_kv). */
+ * RoPE) and V (window: only (pos[i] - window, pos[i]]). Cache layout per layer: for each kv head,
+ * rows of head_dim halfs, kv_head_stride elements apart. GQA: query head h reads kv head h / (n_head / n_head_kv). */
 struct ops_attn {
     const float *q;     /* query i at q + i*q_stride: n_head*head_dim floats (after norm+RoPE) */
     int64_t q_stride;
@@ -47,6 +47,10 @@ struct ops_attn {
     int64_t kv_head_stride;
     int n_head, n_head_kv, head_dim;
     float scale;        /* usually 1/sqrt(head_dim) */
+    int window;         /* > 0: query i sees only keys at positions (pos[i] - window, pos[i]] (sliding
+                           window); 0 = all of [0, pos[i]] */
+    int ring;           /* > 0: the cache is a ring of this many rows (a multiple of OPS_ATTN_KT),
+                           position p at row p % ring; it must hold every key the queries see */
 };
 
 #define OPS_ATTN_QB 16        /* query tokens per work unit */

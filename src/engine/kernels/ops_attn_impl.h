@@ -29,6 +29,7 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
     float *sum = mx + rows_p;      /* [rows_p]      running sum of exp */
     float *corr = sum + rows_p;    /* [rows_p]      this tile's rescale of acc */
     int32_t rpos[OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8];
+    int32_t rlo[OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8]; /* first visible key position per row */
 
     for (int r = 0; r < rows_p; r++) {
         int qi = r / group, g = r % group;
@@ -39,6 +40,7 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
             VSTORE(acc + r * hd + d, VZERO());
         }
         rpos[r] = r < rows ? a->pos[q0 + qi] : -1; /* padding sees nothing */
+        rlo[r] = a->window > 0 && r < rows ? rpos[r] - a->window + 1 : INT32_MIN / 2;
         mx[r] = -INFINITY;
         sum[r] = 0.0f;
     }
@@ -46,13 +48,21 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
     const uint16_t *kh = a->k + (int64_t)kvh * a->kv_head_stride;
     const uint16_t *vh = a->v + (int64_t)kvh * a->kv_head_stride;
 
-    for (int32_t kt0 = 0; kt0 <= maxpos; kt0 += KT) {
+    /* a sliding window starts the walk at the tile of the first query's oldest visible key (tiles
+     * before it are outside every row's window: skipping them changes no row's state) */
+    int32_t kt_begin = 0;
+    if (a->window > 0 && a->pos[q0] - a->window + 1 > 0) kt_begin = (a->pos[q0] - a->window + 1) / KT * KT;
+    for (int32_t kt0 = kt_begin; kt0 <= maxpos; kt0 += KT) {
         int kn = maxpos + 1 - kt0 < KT ? maxpos + 1 - kt0 : KT;
-        /* K tile: hd rows of KT halfs (tail columns past kn hold stale values: masked) */
-        const uint16_t *Kt = kh + (int64_t)kt0 * hd, *Vt = vh + (int64_t)kt0 * hd;
+        /* K tile: hd rows of KT halfs (tail columns past kn hold stale values: masked); a ring
+         * holds position kt0 at row kt0 % ring (tiles never straddle its end: ring % KT == 0) */
+        int64_t row0 = a->ring > 0 ? kt0 % a->ring : kt0;
+        const uint16_t *Kt = kh + row0 * hd, *Vt = vh + row0 * hd;
         for (int r0 = 0; r0 < rows_p; r0 += RB) {
             int active = 0;
-            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) active |= rpos[r0 + i] >= kt0;
+            /* a row takes part if the tile holds a key it sees: not all in its future, not all
+             * before its window */
+            _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) active |= rpos[r0 + i] >= kt0 && rlo[r0 + i] < kt0 + kn;
             if (!active) continue; /* the whole tile is in these rows' future */
             /* keys any row of the block can see: [0, kb); scores are computed for [0, jn) */
             int kb = 0;
@@ -98,13 +108,15 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
             _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
                 int r = r0 + i;
                 float *sr = S + r * KT;
-                if (rpos[r] < kt0) {
+                if (rpos[r] < kt0 || rlo[r] >= kt0 + kn) {
                     for (int j = 0; j < jn; j++) sr[j] = 0.0f;
                     corr[r] = 1.0f;
                     continue;
                 }
                 int kr = rpos[r] - kt0 + 1 < kn ? rpos[r] - kt0 + 1 : kn; /* keys visible to row */
+                int kl = rlo[r] - kt0 > 0 ? rlo[r] - kt0 : 0;             /* ... from kl on */
                 krmax = kr > krmax ? kr : krmax;
+                for (int j = 0; j < kl; j++) sr[j] = -INFINITY;
                 for (int j = kr; j < jn; j++) sr[j] = -INFINITY;
                 VEC vm = VSET1(-INFINITY);
                 for (int j = 0; j < jn; j += VW) vm = VMAX(vm, VLOAD(sr + j));
@@ -116,6 +128,7 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
                 /* exactly nothing from the future, and zeroed before the sum: jn depends on the
                  * other rows of the block, so masked lanes must add exact zeros (VEXP(-inf) is
                  * ~1e-38, not 0) for a row's sum to be the same in any block (batch invariance) */
+                for (int j = 0; j < kl; j++) sr[j] = 0.0f; /* the same for keys before the window */
                 for (int j = kr; j < jn; j++) sr[j] = 0.0f;
                 for (int j = 0; j < jn; j += VW) vs = VADD(vs, VLOAD(sr + j));
                 sum[r] = sum[r] * corr[r] + VHSUM(vs);
