@@ -4,7 +4,7 @@
 # If LLAMA_BENCH and/or IK_LLAMA_BENCH name peer llama-bench binaries (llama.cpp, ik_llama.cpp,
 # built elsewhere: nothing here builds them), they run on the same file in the same run and the
 # ratios ours/theirs are printed. A benchmark: it prints figures, it never fails on them.
-#   env: BENCH_TYPES (default "q8_0"; also q4_k_m f16), THREADS (2), REPS (5),
+#   env: BENCH_TYPES (default "q8_0"; also q4_k_m f16), THREADS (2), REPS (5), SHAPE (qwen3_0.6b),
 #        DEPTHS (default "4096 8192"; "" skips the depth tests), DREPS (2: repeats at depth),
 #        LLAMA_ARGS / IK_LLAMA_ARGS: extra flags for the peers (e.g. IK_LLAMA_ARGS="-rtr 1")
 # The machine may be shared with other jobs: compare only figures of one run, and read the
@@ -23,7 +23,7 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ */
 bw=$(bandwidth)
 echo "read bandwidth ceiling (plain loads, $THREADS threads): $bw GB/s"
 for ty in $TYPES; do
-  f="$MODELDIR/qwen3_0.6b-$ty.gguf"
+  f="$MODELDIR/${SHAPE:-qwen3_0.6b}-$ty.gguf" # SHAPE: another generated shape (e.g. qwen35_0.8b)
   $MAKE --no-print-directory BUILD="$BUILD" "$f" >/dev/null
   bytes=$(stat -c %s "$f")
   echo "=== $f ($bytes bytes)"

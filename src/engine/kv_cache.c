@@ -256,6 +256,21 @@ void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)
 
 size_t kv_bytes(const struct kv_cache *kv) { return kv->bytes; }
 
+const float *kv_state(const struct kv_cache *kv, size_t *n_floats)
+{
+    if (n_floats) *n_floats = kv->state_floats;
+    return kv->state;
+}
+
+int kv_state_restore(struct kv_cache *kv, int n_rows, const float *state)
+{
+    if (!kv->state || !state || n_rows < 0 || n_rows > kv->n_rows) return -1;
+    memcpy(kv->state, state, kv->state_floats * sizeof(float));
+    kv->n_rows = n_rows;
+    kv_check(kv);
+    return 0;
+}
+
 void kv_geometry(const struct kv_cache *kv, int g[4])
 {
     g[0] = kv->n_layer;

@@ -75,6 +75,11 @@ int kv_capacity(const struct kv_cache *kv);
 void kv_truncate(struct kv_cache *kv, int n_rows);            /* rewind */
 int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows); /* prefix share */
 size_t kv_bytes_per_row(const struct model *m);
+/* Recurrent state snapshots (docs/qwen35.md): the state at the cache's last position, n_floats of
+ * it (NULL / 0 for a plain causal cache); kv_state_restore rewinds the cache to n_rows (<= its
+ * rows) with a state taken from it at n_rows while its rows [0, n_rows) were the same tokens. */
+const float *kv_state(const struct kv_cache *kv, size_t *n_floats);
+int kv_state_restore(struct kv_cache *kv, int n_rows, const float *state);
 size_t kv_bytes(const struct kv_cache *kv); /* the allocation (RAM guard arithmetic) */
 /* Row serialization (disk tier): the canonical bytes of rows [0, n_rows) — per layer, per kv head:
  * K as ceil(n_rows/OPS_ATTN_KT) tiles of [head_dim][KT] f16 with columns >= n_rows zero, then V as

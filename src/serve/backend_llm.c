@@ -57,7 +57,92 @@ struct llm {
     uint64_t kv_plans[KVPLAN_KIND_COUNT], kv_spills;
     pthread_mutex_t kv_mu;
     struct metrics_kv kv_pub;
+    /* recurrent families (qwen35): state snapshots, SNAP_MAX per slot (slot i's at i*SNAP_MAX);
+     * NULL for a plain causal cache */
+    struct kvsnap *snaps;
+    size_t snap_floats;
+    uint64_t snap_taken, snap_resumed;
 };
+
+/* ---- recurrent state snapshots (docs/qwen35.md "Snapshots") ----
+ * A recurrent state cannot be cut to a prefix, so the pool keeps copies of it at chosen positions
+ * of a slot's shadow: the aligned ends of a prompt's own messages (req->n_head) and of the prompt
+ * minus its last token. A request resumes in place from the slot and snapshot with the longest
+ * position that prefixes it. Positions are multiples of SNAP_ALIGN (the DeltaNet chunk) and the
+ * prefill of a recurrent model is split only at such multiples, so a resumed prefill gives the
+ * same bits as a cold one. A snapshot lives while its slot's rows below it stay. */
+#define SNAP_MAX 4
+#define SNAP_ALIGN 64
+
+struct kvsnap {
+    size_t pos; /* 0 = unused */
+    uint64_t used;
+    float *state;
+};
+
+static struct kvsnap *slot_snaps(struct llm *L, const struct kvslot *s)
+{
+    return L->snaps + (s - L->slots) * SNAP_MAX;
+}
+
+/* The slot's rows past keep are about to change: its snapshots past keep go. */
+static void snap_drop_after(struct llm *L, const struct kvslot *s, size_t keep)
+{
+    if (!L->snaps) return;
+    struct kvsnap *v = slot_snaps(L, s);
+    for (int i = 0; i < SNAP_MAX; i++)
+        if (v[i].pos > keep) v[i].pos = 0;
+}
+
+/* Copies slot s's state (now at position pos) into a snapshot: the one already at pos, a free
+ * one, else the least recently used. */
+static void snap_take(struct llm *L, struct kvslot *s, size_t pos)
+{
+    struct kvsnap *v = slot_snaps(L, s), *w = NULL;
+    for (int i = 0; i < SNAP_MAX && !w; i++)
+        if (v[i].pos == pos) w = &v[i];
+    for (int i = 0; i < SNAP_MAX && !w; i++)
+        if (!v[i].pos) w = &v[i];
+    if (!w) {
+        w = &v[0];
+        for (int i = 1; i < SNAP_MAX; i++)
+            if (v[i].used < w->used) w = &v[i];
+    }
+    if (!w->state && !(w->state = malloc(L->snap_floats * sizeof(float)))) {
+        log_warn("kv: no memory for a state snapshot (%zu bytes): not taken", L->snap_floats * sizeof(float));
+        w->pos = 0;
+        return;
+    }
+    memcpy(w->state, kv_state(s->kv, NULL), L->snap_floats * sizeof(float));
+    w->pos = pos;
+    w->used = ++L->clock;
+    L->snap_taken++;
+    log_debug("kv: state snapshot at %zu in slot %d (%zu bytes)", pos, (int)(s - L->slots),
+              L->snap_floats * sizeof(float));
+}
+
+/* The free slot and snapshot with the longest position that prefixes t[0..n) and leaves the last
+ * token to compute; -1 when there is none. */
+static int snap_best(struct llm *L, const int32_t *t, size_t n, struct kvsnap **out)
+{
+    int best = -1;
+    size_t bp = 0;
+    *out = NULL;
+    for (int i = 0; i < L->n_slots; i++) {
+        const struct kvslot *sl = &L->slots[i];
+        if (sl->busy) continue;
+        size_t lcp = kv_lcp(sl->shadow, sl->n_shadow, t, n);
+        if (lcp > n - 1) lcp = n - 1;
+        struct kvsnap *v = slot_snaps(L, sl);
+        for (int k = 0; k < SNAP_MAX; k++)
+            if (v[k].pos && v[k].pos <= lcp && (v[k].pos > bp || (v[k].pos == bp && v[k].used > (*out)->used))) {
+                best = i;
+                bp = v[k].pos;
+                *out = &v[k];
+            }
+    }
+    return best;
+}
 
 /* Worker: the pool's state into kv_pub (slots, rows, sidecars, the counters). */
 static void kv_publish(struct llm *L)
@@ -486,6 +571,7 @@ static int llm_embed(struct llm *L, struct job *job, struct err *e)
     }
     struct kv_cache *kv = L->cur->kv;
     L->cur->n_shadow = 0; /* its rows are about to be overwritten */
+    snap_drop_after(L, L->cur, 0);
     L->cur->head = 0;
     for (int i = 0; i < req->n_inputs; i++) {
         const struct embd_input *in = &req->inputs[i];
@@ -573,6 +659,7 @@ struct stream {
     struct toolcall_scanner tc;
     struct tok_stream ts;
     struct spec sps; /* --spec: this stream's drafts */
+    size_t snap_at[2]; /* recurrent families: prompt positions to snapshot the state at (0 = none) */
     float *vlog;     /* --spec: its verify rows, (spec + 1) x n_vocab */
 };
 
@@ -751,7 +838,14 @@ static int stream_start(struct sched *S, struct stream *s, struct err *e)
     int nd = kvdisk_cands(L->disk, &dc);
     struct kvplan p;
     kvpool_plan(L->slots, L->n_slots, dc, nd, req->tokens, n, &p);
-    if (!L->fam->caps.kv_reuse) p.kind = KVPLAN_COLD, p.keep = 0; /* family.h: no prefix reuse */
+    struct kvsnap *sn = NULL;
+    if (!L->fam->caps.kv_reuse) { /* family.h: no prefix reuse, except from a state snapshot */
+        p.kind = KVPLAN_COLD, p.keep = 0;
+        int si = L->snaps ? snap_best(L, req->tokens, n, &sn) : -1;
+        if (si >= 0) {
+            p = (struct kvplan){.kind = KVPLAN_ADOPT, .dst = si, .src = si, .disk = -1, .keep = sn->pos};
+        }
+    }
     struct kvslot *dst = &L->slots[p.dst];
     if (p.spill && L->disk && !kvdisk_contains(L->disk, dst->shadow, dst->n_shadow) &&
         kvdisk_spill(L->disk, dst->kv, dst->shadow, dst->n_shadow, dst->head) == 0)
@@ -771,8 +865,19 @@ static int stream_start(struct sched *S, struct stream *s, struct err *e)
             return err_set(e, ERR_INTERNAL, "kv: copying %zu rows from slot %d failed", lcp, p.src);
         memcpy(dst->shadow, src->shadow, lcp * sizeof *src->shadow);
     }
+    if (sn) {
+        if (kv_state_restore(dst->kv, (int)sn->pos, sn->state) == 0) {
+            sn->used = ++L->clock;
+            L->snap_resumed++;
+        } else { /* cannot happen: a snapshot lies within its slot's rows */
+            log_warn("kv: state snapshot at %zu of slot %d not restorable: cold", sn->pos, p.dst);
+            lcp = 0;
+            done = KVPLAN_COLD;
+        }
+    }
     kv_truncate(dst->kv, (int)lcp);
     lcp = (size_t)kv_rows(dst->kv); /* <= asked: a sliding-window ring may no longer hold it (kv-ring.md) */
+    snap_drop_after(L, dst, lcp);
     dst->n_shadow = lcp;
     dst->head = req->n_head;
     dst->used = ++L->clock;
@@ -782,6 +887,12 @@ static int stream_start(struct sched *S, struct stream *s, struct err *e)
     s->slot = dst;
     s->at = lcp;
     s->st = SS_PREFILL;
+    s->snap_at[0] = s->snap_at[1] = 0;
+    if (L->snaps) { /* the aligned ends of the request's own messages and of the prompt but one */
+        size_t a = req->n_head / SNAP_ALIGN * SNAP_ALIGN, b = (n - 1) / SNAP_ALIGN * SNAP_ALIGN;
+        s->snap_at[0] = a > lcp ? a : 0;
+        s->snap_at[1] = b > lcp && b != a ? b : 0;
+    }
     if (s->choice == 0) {
         s->bj->u.cached_tokens = (int64_t)lcp;
         s->bj->job->usage = s->bj->u; /* the prompt side, known before the first event */
@@ -819,6 +930,7 @@ static void share_prefill(struct sched *S, struct stream *s0, const float *logit
             continue; /* starts later the ordinary way */
         }
         memcpy(s->own, logits, (size_t)L->cfg->n_vocab * sizeof *s->own);
+        snap_drop_after(L, dst, 0);
         log_debug("batch: choice %d shares the prefill of choice 0 (%zu rows copied)", s->choice, n);
         memcpy(dst->shadow, s0->slot->shadow, n * sizeof *dst->shadow);
         dst->n_shadow = n;
@@ -966,6 +1078,14 @@ static int step(struct sched *S, struct err *e)
         /* equal chunks (513 = 257 + 256, not 512 + 1): a weight pass costs about as much for
          * 1 token as for 200 */
         size_t todo = req->n_tokens - s->at, nc = (todo + cap - 1) / cap, k = todo / nc;
+        if (L->snaps) { /* recurrent: forwards end at multiples of SNAP_ALIGN and at snapshots */
+            size_t end = s->at + (todo < cap ? todo : cap);
+            for (int j = 0; j < 2; j++)
+                if (s->snap_at[j] > s->at && s->snap_at[j] < end) end = s->snap_at[j];
+            if (end < req->n_tokens && end / SNAP_ALIGN * SNAP_ALIGN > s->at)
+                end = end / SNAP_ALIGN * SNAP_ALIGN;
+            k = end - s->at;
+        }
         for (size_t t = 0; t < k; t++) {
             S->tok[n] = req->tokens[s->at + t];
             S->pos[n] = (int32_t)(s->at + t);
@@ -995,6 +1115,11 @@ static int step(struct sched *S, struct err *e)
             sl->shadow[S->pos[t]] = S->tok[t];
             sl->n_shadow = (size_t)S->pos[t] + 1;
         }
+    }
+    for (int i = 0; i < S->n_s && L->snaps && n > 0; i++) { /* prefills that reached a snapshot */
+        struct stream *s = &S->s[i];
+        if (s->st == SS_PREFILL && s->slot && s->at && (s->at == s->snap_at[0] || s->at == s->snap_at[1]))
+            snap_take(L, s->slot, s->at);
     }
     int active = live_streams(S, true);
     for (int i = 0; i < S->n_s; i++) {
@@ -1143,6 +1268,8 @@ static void llm_free(struct backend *b)
     free(L->g_lens);
     free(L->g_special);
     free(L->mask);
+    for (int i = 0; L->snaps && i < L->n_slots * SNAP_MAX; i++) free(L->snaps[i].state);
+    free(L->snaps);
     for (int i = 0; L->slots && i < L->n_slots; i++) {
         kv_free(L->slots[i].kv);
         free(L->slots[i].shadow);
@@ -1214,6 +1341,15 @@ static int kv_slots_new(struct llm *L, const struct backend_llm_opts *o, int n_c
             return err_set(e, ERR_NOMEM, "out of memory for %d KV slots", n);
     }
     L->cur = &L->slots[0];
+    size_t nf = 0;
+    if (kv_state(probe, &nf) && nf) {
+        if (!(L->snaps = calloc((size_t)n * SNAP_MAX, sizeof *L->snaps)))
+            return err_set(e, ERR_NOMEM, "out of memory");
+        L->snap_floats = nf;
+        log_info("recurrent state: %zu bytes per sequence; up to %d snapshots per slot (%.1f MiB per slot "
+                 "at most, allocated as taken; not priced by the RAM guard)", nf * sizeof(float), SNAP_MAX,
+                 (double)nf * sizeof(float) * SNAP_MAX / 1048576.0);
+    }
     if (o->kv_cache_dir) {
         struct kvdisk_ident id;
         struct err de = {0};

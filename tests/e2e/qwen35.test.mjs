@@ -1,8 +1,10 @@
 // Qwen3.5 (issue 15) end to end: the real server on a generated qwen35 model (Gated DeltaNet
 // hybrid, the Qwen3 tokenizer and template as stand-ins) answers in all three dialects, forced
-// tool calls and a JSON Schema constraint included; and, with a recurrent state that cannot be cut
-// to a prefix, no request reuses another's cache: follow-ups report 0 cached tokens and a greedy
-// reply does not depend on what ran before it (docs/qwen35.md).
+// tool calls and a JSON Schema constraint included. A recurrent state cannot be cut to a prefix:
+// a request reuses another's cache only from a state snapshot (taken at the 64-aligned ends of a
+// prompt's messages), a follow-up then reports those rows as cached and its reply — text and
+// logprobs — is identical to a cold server's; without a snapshot nothing is reused
+// (docs/qwen35.md).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -81,7 +83,7 @@ test('a forced tool call and a JSON Schema constraint hold on the hybrid model',
   assert.equal(m.content.find((b) => b.type === 'tool_use').name, 'get_weather');
 });
 
-test('no prefix reuse: follow-ups report 0 cached tokens and a reply does not depend on what ran before', async () => {
+test('short prompts (no snapshot below 64 tokens): follow-ups report 0 cached tokens, replies do not depend on what ran before', async () => {
   const turn1 = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Name a colour.' }];
   const a = await oai.chat.completions.create({ model: 'm', messages: turn1, max_tokens: 8, ...G });
   const turn2 = [...turn1, { role: 'assistant', content: a.choices[0].message.content },
@@ -96,4 +98,33 @@ test('no prefix reuse: follow-ups report 0 cached tokens and a reply does not de
   const m = await ant.messages.create({ model: 'm', max_tokens: 4, system: 'You are terse.',
     messages: turn2.slice(1).map((x) => ({ role: x.role, content: x.content })), ...G });
   assert.equal(m.usage.cache_read_input_tokens ?? 0, 0);
+});
+
+test('a follow-up resumes from the state snapshot of the previous turn: cached rows, output identical to a cold server', async () => {
+  const system = 'You are a careful assistant who answers in short sentences. '.repeat(14);
+  const turn1 = [{ role: 'system', content: system }, { role: 'user', content: 'Name three rivers of Europe.' }];
+  const a = await oai.chat.completions.create({ model: 'm', messages: turn1, max_tokens: 10, ...G });
+  assert.equal(a.usage.prompt_tokens_details.cached_tokens, 0);
+  assert.ok(a.usage.prompt_tokens > 128, `prompt of ${a.usage.prompt_tokens} tokens`);
+  const turn2 = [...turn1, { role: 'assistant', content: a.choices[0].message.content },
+    { role: 'user', content: 'Which one is the longest?' }];
+  const req = { model: 'm', messages: turn2, max_tokens: 16, logprobs: true, top_logprobs: 3, ...G };
+  const warm = await oai.chat.completions.create(req);
+  const cached = warm.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached >= 128 && cached % 64 === 0 && cached < a.usage.prompt_tokens, `cached ${cached}`);
+  assert.match(srv.log(), /recurrent state: \d+ bytes per sequence/);
+  const cold = await startServer([], { model: MODEL });
+  try {
+    const c = new OpenAI({ baseURL: `${cold.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const ref = await c.chat.completions.create(req);
+    assert.equal(ref.usage.prompt_tokens_details.cached_tokens, 0);
+    assert.equal(warm.choices[0].message.content, ref.choices[0].message.content);
+    assert.deepEqual(warm.choices[0].logprobs, ref.choices[0].logprobs); // the same bits
+    // the Anthropic dialect reads the same pool: its follow-up reports the snapshot as cache reads
+    const m = await ant.messages.create({ model: 'm', max_tokens: 4, system,
+      messages: turn2.slice(1).map((x) => ({ role: x.role, content: x.content })), ...G });
+    assert.ok(m.usage.cache_read_input_tokens >= 128, JSON.stringify(m.usage));
+  } finally {
+    assert.equal((await cold.stop()).code, 0, cold.log());
+  }
 });

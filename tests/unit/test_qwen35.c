@@ -196,3 +196,35 @@ Test(qwen35, family_has_no_kv_reuse)
     cr_expect(!f->caps.kv_reuse && f->caps.grammar && family_think(f) && family_tool_markers(f));
     cr_expect(family_find("qwen3")->caps.kv_reuse);
 }
+
+/* A snapshot of the state at an aligned position, restored after the cache went on with other
+ * tokens, continues bit for bit as a cold cache fed the same tokens (the slot pool's resume). */
+Test(qwen35, state_snapshot_resumes_bit_identical)
+{
+    struct model *m = load(0, 2);
+    struct err e = {0};
+    struct kv_cache *a = kv_new(m, 512, &e), *c = kv_new(m, 512, &e);
+    cr_assert(a && c, "%s", e.msg);
+    size_t nf = 0;
+    cr_assert(kv_state(a, &nf) && nf == model_config(m)->state_floats);
+    float la[NV], lc[NV];
+    feed(m, a, 0, 128, la);
+    float *snap = malloc(nf * sizeof *snap);
+    memcpy(snap, kv_state(a, NULL), nf * sizeof *snap);
+    feed(m, a, 128, 20, la); /* the first reply ... */
+    cr_expect(kv_state_restore(a, 149, snap) != 0, "restore past the rows is refused");
+    cr_assert(kv_state_restore(a, 128, snap) == 0 && kv_rows(a) == 128);
+    /* ... then a follow-up from the snapshot: tokens from a different stream */
+    int32_t tok[40], pos[40];
+    struct kv_cache *seq[40];
+    for (int i = 0; i < 40; i++) tok[i] = (int32_t)((i * 31 + 7) % NV), pos[i] = 128 + i, seq[i] = a;
+    struct batch b = {.token = tok, .pos = pos, .seq = seq, .n = 40};
+    cr_assert(model_forward(m, &b, la, &e) == 0, "%s", e.msg);
+    feed(m, c, 0, 128, lc);
+    for (int i = 0; i < 40; i++) seq[i] = c;
+    cr_assert(model_forward(m, &b, lc, &e) == 0, "%s", e.msg);
+    cr_expect(memcmp(la, lc, sizeof la) == 0, "resumed and cold logits differ");
+    free(snap);
+    kv_free(a), kv_free(c);
+    model_free(m);
+}

@@ -62,7 +62,7 @@ const struct mkmodel_shape *mkmodel_shape_find(const char *name)
 const char *mkmodel_shape_names(void)
 {
     return "tiny, small, qwen3-0.6b, moe-tiny, gemma4-tiny, gemma4-moe-tiny, gemma4-small, qwen35-tiny, "
-           "qwen35moe-tiny";
+           "qwen35moe-tiny, qwen35-0.8b";
 }
 
 static const char *const type_names[MKMODEL_TYPE_COUNT] = {"f32", "f16", "q8_0", "q4_k_m"};

@@ -42,8 +42,8 @@ struct mkmodel_shape {
 /* Gemma 4 shapes (mkmodel_gemma4.c): gemma4-tiny, gemma4-moe-tiny, gemma4-small. */
 #define MKMODEL_GEMMA4_SHAPES 3
 extern const struct mkmodel_shape mkmodel_gemma4_shapes[MKMODEL_GEMMA4_SHAPES];
-/* Qwen3.5 shapes (mkmodel_qwen35.c): qwen35-tiny, qwen35moe-tiny. */
-#define MKMODEL_QWEN35_SHAPES 2
+/* Qwen3.5 shapes (mkmodel_qwen35.c): qwen35-tiny, qwen35moe-tiny, qwen35-0.8b. */
+#define MKMODEL_QWEN35_SHAPES 3
 extern const struct mkmodel_shape mkmodel_qwen35_shapes[MKMODEL_QWEN35_SHAPES];
 
 /* Weight file type, named like llama.cpp's ftypes. */

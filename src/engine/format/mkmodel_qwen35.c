@@ -43,9 +43,14 @@ static int q35_write(const struct mkmodel_shape *s, int type, uint64_t seed,
  * sections 11/11/10/0, DeltaNet 16 q/k heads and 16 v heads x 128, conv 4. The tiny shapes keep
  * every feature that matters for the numerics: v heads > q/k heads (the tiled head map), a
  * partial rotary width with three sections, a head_dim that differs from n_embd / n_head. */
-static const struct q35_ssm SSM_TINY = {.d_conv = 4, .d_state = 16, .n_group = 2, .dt_rank = 4,
-                                        .interval = 4, .n_rot = 8, .sections = {2, 1, 1, 0},
-                                        .n_ff_shexp = 96};
+static const struct q35_ssm SSM[MKMODEL_QWEN35_SHAPES] = {
+    {.d_conv = 4, .d_state = 16, .n_group = 2, .dt_rank = 4, .interval = 4, .n_rot = 8, .sections = {2, 1, 1, 0}},
+    {.d_conv = 4, .d_state = 16, .n_group = 2, .dt_rank = 4, .interval = 4, .n_rot = 8, .sections = {2, 1, 1, 0},
+     .n_ff_shexp = 96},
+    /* the published Qwen3.5-0.8B geometry (benchmarks; the Qwen3 vocabulary as the stand-in) */
+    {.d_conv = 4, .d_state = 128, .n_group = 16, .dt_rank = 16, .interval = 4, .n_rot = 64,
+     .sections = {11, 11, 10, 0}},
+};
 
 const struct mkmodel_shape mkmodel_qwen35_shapes[MKMODEL_QWEN35_SHAPES] = {
     {.name = "qwen35-tiny", .n_layer = 4, .n_embd = 64, .n_ff = 128, .n_head = 4, .n_head_kv = 2,
@@ -54,6 +59,9 @@ const struct mkmodel_shape mkmodel_qwen35_shapes[MKMODEL_QWEN35_SHAPES] = {
     {.name = "qwen35moe-tiny", .n_layer = 4, .n_embd = 64, .n_ff = 128, .n_head = 4, .n_head_kv = 2,
      .head_dim = 32, .n_vocab = 151936, .n_ctx = 40960, .tied = false, .n_expert = 8,
      .n_expert_used = 2, .n_ff_exp = 48, .rope_base = 1e7f, .norm_eps = 1e-6f, .write = q35_write},
+    {.name = "qwen35-0.8b", .n_layer = 24, .n_embd = 1024, .n_ff = 3584, .n_head = 8, .n_head_kv = 2,
+     .head_dim = 256, .n_vocab = 151936, .n_ctx = 262144, .tied = true, .rope_base = 1e7f,
+     .norm_eps = 1e-6f, .write = q35_write},
 };
 
 /* ---- deterministic random rows ---- */
@@ -159,7 +167,11 @@ static uint32_t ftype(enum mkmodel_type t)
 static int q35_write(const struct mkmodel_shape *s, int type, uint64_t seed,
                      const struct hf_tokenizer *tok, const char *path, struct err *e)
 {
-    const struct q35_ssm *ss = &SSM_TINY;
+    int si = 0; /* by name: callers may pass an edited copy of a shape (tests: a small vocabulary) */
+    while (si + 1 < MKMODEL_QWEN35_SHAPES && strcmp(mkmodel_qwen35_shapes[si].name, s->name)) si++;
+    if (strcmp(mkmodel_qwen35_shapes[si].name, s->name))
+        return err_set(e, ERR_INVALID, "mkmodel: %s is not a qwen35 shape", s->name);
+    const struct q35_ssm *ss = &SSM[si];
     const bool moe = s->n_expert > 0;
     const char *arch = moe ? "qwen35moe" : "qwen35";
     if (tok && tok->n_tokens != s->n_vocab)
