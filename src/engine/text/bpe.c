@@ -185,10 +185,9 @@ static uint64_t heap_pop(uint64_t *h, size_t *n)
     return top;
 }
 
-/* Merges the bytes of one piece; leaves the result as the linked list sym/next from 0. */
-static int bpe_merge(struct enc *c, const unsigned char *w, size_t n)
+/* Room for n symbols in the BPE scratch. */
+static int bpe_grow(struct enc *c, size_t n)
 {
-    const struct vocab *v = c->v;
     if (n > c->scap) {
         size_t nc = c->scap ? c->scap : 64;
         while (nc < n) nc *= 2;
@@ -203,11 +202,18 @@ static int bpe_merge(struct enc *c, const unsigned char *w, size_t n)
         if (!s || !p || !x || !h) return -1;
         c->scap = nc;
     }
+    return 0;
+}
+
+/* Merges the symbols sym[0..n) (n >= 1) by rank; leaves the result as the linked list sym/next
+ * from 0. */
+static void bpe_run(struct enc *c, size_t n)
+{
+    const struct vocab *v = c->v;
     int32_t *sym = c->sym, *prev = c->prev, *next = c->next;
     uint64_t *heap = c->heap;
     size_t nh = 0;
     for (size_t i = 0; i < n; i++) {
-        sym[i] = v->byte_tok[w[i]];
         prev[i] = (int32_t)i - 1;
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
@@ -231,6 +237,14 @@ static int bpe_merge(struct enc *c, const unsigned char *w, size_t n)
         if (next[pos] >= 0 && merge_find(v, sym[pos], sym[next[pos]], &rank, &res))
             heap_push(heap, &nh, ((uint64_t)rank << 32) | (uint32_t)pos);
     }
+}
+
+/* Merges the bytes of one piece (byte-level BPE: each byte is a start symbol). */
+static int bpe_merge(struct enc *c, const unsigned char *w, size_t n)
+{
+    if (bpe_grow(c, n)) return -1;
+    for (size_t i = 0; i < n; i++) c->sym[i] = c->v->byte_tok[w[i]];
+    bpe_run(c, n);
     return 0;
 }
 
@@ -379,11 +393,59 @@ static int nfc_segment(const unsigned char *s, size_t n, struct buf *out, bool *
     return 0;
 }
 
+/* SentencePiece-style plain text (vocab_impl.h, spm), as Hugging Face's BPE model with
+ * byte_fallback runs it: repair, ' ' -> ▁, one word of UTF-8 characters (a character that is
+ * no token becomes its <0xNN> byte tokens), merge by rank over the whole segment. */
+static int encode_spm(struct enc *c, const char *text, size_t len, struct err *e)
+{
+    const struct vocab *v = c->v;
+    const unsigned char *s = (const unsigned char *)text;
+    size_t n = len;
+    if (!utf8_valid(s, n)) {
+        c->lossy.len = 0;
+        if (tok_utf8_lossy(text, len, &c->lossy)) goto nomem;
+        s = (const unsigned char *)c->lossy.data;
+        n = c->lossy.len;
+    }
+    if (memchr(s, ' ', n)) { /* the normalizer: Replace ' ' -> U+2581 */
+        c->nfc.len = 0;
+        for (size_t i = 0; i < n;) {
+            const unsigned char *sp = memchr(s + i, ' ', n - i);
+            size_t j = sp ? (size_t)(sp - s) : n;
+            if (buf_append(&c->nfc, s + i, j - i)) goto nomem;
+            if (sp && buf_append(&c->nfc, "\xe2\x96\x81", 3)) goto nomem;
+            i = j + (sp ? 1 : 0);
+        }
+        s = (const unsigned char *)c->nfc.data;
+        n = c->nfc.len;
+    }
+    if (bpe_grow(c, n)) goto nomem; /* at most one symbol per byte */
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        int l = tok_utf8_seq(s + i, n - i); /* valid: repaired above */
+        if (l <= 0) l = 1;
+        int32_t id = vocab_tmap_find(v, (const char *)s + i, (size_t)l);
+        if (id >= 0) {
+            c->sym[k++] = id;
+        } else {
+            for (int b = 0; b < l; b++) c->sym[k++] = v->byte_tok[s[i + (size_t)b]];
+        }
+        i += (size_t)l;
+    }
+    bpe_run(c, k);
+    for (int32_t i = 0; i >= 0; i = c->next[i])
+        if (push_ids(c, &c->sym[i], 1)) goto nomem;
+    return 0;
+nomem:
+    return err_set(e, ERR_NOMEM, "out of memory tokenizing");
+}
+
 /* Plain text (no added tokens): repair, normalize, split, merge. */
 static int encode_plain(struct enc *c, const char *text, size_t len, struct err *e)
 {
     const struct vocab *v = c->v;
     if (len == 0) return 0;
+    if (v->spm) return encode_spm(c, text, len, e);
     const unsigned char *s = (const unsigned char *)text;
     size_t n = len;
     if (!utf8_valid(s, n)) {
@@ -460,8 +522,8 @@ int tok_encode(const struct vocab *v, const char *text, size_t len, const struct
     while (slots < CACHE_MAX_SLOTS && slots < len / 8) slots *= 2;
     c.ce_mask = (uint32_t)slots - 1;
     int rc = -1;
-    c.md = pcre2_match_data_create_from_pattern(v->re, NULL);
-    if (!c.md) {
+    c.md = v->re ? pcre2_match_data_create_from_pattern(v->re, NULL) : NULL;
+    if (v->re && !c.md) {
         err_set(e, ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -472,14 +534,22 @@ int tok_encode(const struct vocab *v, const char *text, size_t len, const struct
             i++;
             continue;
         }
+        /* leftmost-longest: the longest eligible added token starting here */
         int32_t hit = -1;
         size_t hl = 0;
-        for (int32_t k = 0; k < v->n_added; k++) {
-            int32_t id = v->added[k];
+        int32_t n_try = v->n_alens > 0 ? v->n_alens : v->n_added;
+        for (int32_t k = 0; k < n_try; k++) {
+            int32_t id;
             size_t tl;
-            const char *t = tok_bytes(v, id, &tl);
-            if (tl > len - i || (unsigned char)t[0] != p[i] || memcmp(t, text + i, tl) != 0)
-                continue;
+            if (v->n_alens > 0) { /* by length, then the hash of the text of that length */
+                tl = v->alens[k];
+                if (tl > len - i || (id = vocab_added_find(v, text + i, tl)) < 0) continue;
+            } else {
+                id = v->added[k];
+                const char *t = vocab_key(v, id, &tl);
+                if (tl > len - i || (unsigned char)t[0] != p[i] || memcmp(t, text + i, tl) != 0)
+                    continue;
+            }
             if (v->type[id] == TOK_CONTROL && !parse_all_special &&
                 !in_spans(spans, n_spans, i, tl))
                 continue;

@@ -114,6 +114,59 @@ static const char *detect_pre(json_t *pre)
     return NULL;
 }
 
+static bool json_str_is(json_t *o, const char *key, const char *want)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s && strcmp(s, want) == 0;
+}
+
+static bool is_byte_token(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEFabcdef";
+    return strlen(s) == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && strchr(hex, s[3]) &&
+           strchr(hex, s[4]);
+}
+
+#define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* NULL when tj is Gemma's tokenizer: BPE with byte_fallback and fuse_unk, no subword affixes
+ * or dropout, merges not ignored; normalizer Replace ' ' -> ▁; pre-tokenizer none or Split on
+ * ' ' (a no-op once the normalizer has replaced every space); decoder Replace ▁ -> ' ',
+ * ByteFallback, Fuse. Else what differs. */
+static const char *gemma_shape(json_t *tj)
+{
+    json_t *m = json_object_get(tj, "model");
+    if (!json_is_true(json_object_get(m, "fuse_unk")) ||
+        json_is_true(json_object_get(m, "ignore_merges")))
+        return "fuse_unk is off or ignore_merges on";
+    const char *aff[] = {"continuing_subword_prefix", "end_of_word_suffix", "dropout"};
+    for (int i = 0; i < 3; i++) {
+        json_t *x = json_object_get(m, aff[i]);
+        if (x && !json_is_null(x)) return "it sets a subword prefix/suffix or dropout";
+    }
+    json_t *n = json_object_get(tj, "normalizer");
+    if (!json_str_is(n, "type", "Replace") ||
+        !json_str_is(json_object_get(n, "pattern"), "String", " ") ||
+        !json_str_is(n, "content", SPM_SPACE))
+        return "the normalizer is not Replace ' ' -> U+2581";
+    json_t *p = json_object_get(tj, "pre_tokenizer");
+    if (p && !json_is_null(p) &&
+        !(json_str_is(p, "type", "Split") &&
+          json_str_is(json_object_get(p, "pattern"), "String", " ") &&
+          !json_is_true(json_object_get(p, "invert"))))
+        return "the pre-tokenizer is neither none nor Split on ' '";
+    json_t *d = json_object_get(tj, "decoder");
+    json_t *ds = json_object_get(d, "decoders");
+    if (!json_str_is(d, "type", "Sequence") || json_array_size(ds) != 3 ||
+        !json_str_is(json_array_get(ds, 0), "type", "Replace") ||
+        !json_str_is(json_object_get(json_array_get(ds, 0), "pattern"), "String", SPM_SPACE) ||
+        !json_str_is(json_array_get(ds, 0), "content", " ") ||
+        !json_str_is(json_array_get(ds, 1), "type", "ByteFallback") ||
+        !json_str_is(json_array_get(ds, 2), "type", "Fuse"))
+        return "the decoder is not Replace U+2581 -> ' ', ByteFallback, Fuse";
+    return NULL;
+}
+
 static char *xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -126,7 +179,7 @@ int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer 
                       struct err *e)
 {
     memset(out, 0, sizeof *out);
-    out->bos = out->eos = out->eot = out->pad = -1;
+    out->bos = out->eos = out->eot = out->pad = out->unk = -1;
     json_t *tj = NULL, *cj = NULL;
     int rc = -1;
 
@@ -139,6 +192,18 @@ int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer 
         err_set(e, ERR_UNSUPPORTED, "tokenizer.json: model.type %s is not BPE", mtype ? mtype : "?");
         goto fail;
     }
+    bool gemma = json_is_true(json_object_get(model, "byte_fallback"));
+    if (gemma) {
+        const char *why = gemma_shape(tj);
+        if (why) {
+            err_set(e, ERR_UNSUPPORTED, "tokenizer.json: a byte-fallback BPE, but %s (only "
+                    "Gemma's SentencePiece-style shape is supported)", why);
+            goto fail;
+        }
+        if (!(out->model = xstrdup("gemma4"))) goto nomem;
+        goto tables;
+    }
+    if (!(out->model = xstrdup("gpt2"))) goto nomem;
     json_t *dec = json_object_get(tj, "decoder");
     const char *dtype = json_string_value(json_object_get(dec, "type"));
     if (!dtype || strcmp(dtype, "ByteLevel") != 0) {
@@ -163,6 +228,7 @@ int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer 
     }
     if (!(out->pre = xstrdup(pre))) goto nomem;
 
+tables:;
     json_t *vocab = json_object_get(model, "vocab");
     json_t *added = json_object_get(tj, "added_tokens");
     if (!json_is_object(vocab) || (added && !json_is_array(added))) {
@@ -210,7 +276,7 @@ int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer 
             goto fail;
         }
         if (!(out->tokens[id] = xstrdup(key))) goto nomem;
-        out->types[id] = TOK_NORMAL;
+        out->types[id] = gemma && is_byte_token(key) ? TOK_BYTE : TOK_NORMAL;
     }
     json_array_foreach(added, ai, at) {
         int64_t id = json_integer_value(json_object_get(at, "id"));
@@ -275,6 +341,7 @@ int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer 
     out->eot = find_token(out, "<|im_end|>");
     if (out->eot < 0) out->eot = find_token(out, "<|eot_id|>");
     if (out->eot < 0) out->eot = out->eos;
+    out->unk = gemma ? find_token(out, special_text(cj, "unk_token")) : -1;
     out->add_bos = json_is_true(json_object_get(cj, "add_bos_token"));
     json_t *tpl = json_object_get(cj, "chat_template");
     if (json_is_array(tpl)) { /* [{name, template}]: take "default" */
@@ -311,6 +378,7 @@ void hf_tokenizer_free(struct hf_tokenizer *t)
     free(t->merges);
     free(t->pre);
     free(t->chat_template);
+    free(t->model);
     memset(t, 0, sizeof *t);
-    t->bos = t->eos = t->eot = t->pad = -1;
+    t->bos = t->eos = t->eot = t->pad = t->unk = -1;
 }

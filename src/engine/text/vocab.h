@@ -31,9 +31,11 @@ enum tok_type { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFIN
 
 struct vocab;
 
-/* Loads tokenizer.ggml.{model,pre,tokens,token_type,merges,*_token_id,add_bos_token}. Only
- * model "gpt2" (byte-level BPE) is supported; pre: qwen2, llama-bpe/llama3, gpt2 (missing pre:
- * gpt2 with a warning). Every string, id and merge is validated (ERR_FORMAT / ERR_UNSUPPORTED). */
+/* Loads tokenizer.ggml.{model,pre,tokens,token_type,merges,*_token_id,add_bos_token}. Models:
+ * "gpt2" (byte-level BPE; pre: qwen2, llama-bpe/llama3, gpt2, missing pre: gpt2 with a warning)
+ * and "gemma4" (SentencePiece-style BPE over the merges: ▁ for space, <0xNN> byte fallback, no
+ * pre-tokenizer, add_bos forced on; also "llama" when merges are present). Every string, id and
+ * merge is validated (ERR_FORMAT / ERR_UNSUPPORTED). docs/tokenizer.md. */
 struct vocab *vocab_load(const struct gguf *g, struct err *e);
 /* Same from a converted Hugging Face tokenizer (tests, tools). */
 struct vocab *vocab_from_hf(const struct hf_tokenizer *t, struct err *e);

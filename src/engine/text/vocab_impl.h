@@ -31,6 +31,19 @@ struct vocab {
     int32_t *added;          /* CONTROL and USER_DEFINED tokens, longest first */
     int32_t n_added;
     uint8_t added_first[256]; /* 1 if some added token starts with this byte */
+    int32_t *amap;           /* (amask+1) added tokens by the hash of their key, -1 = empty */
+    uint32_t amask;
+    uint32_t alens[64];      /* distinct key lengths of added tokens, longest first */
+    int n_alens;             /* > 64 lengths: 0, and bpe.c scans `added` linearly */
+
+    /* SentencePiece-style BPE (tokenizer.ggml.model "gemma4"): the text is split only at added
+     * tokens, ' ' becomes U+2581 ("▁"), BPE starts from UTF-8 characters (a character that is
+     * no token falls back to its <0xNN> byte tokens, kept in byte_tok) and merges by rank over
+     * the whole segment. Token keys (what matching and merges compare) are then the token text
+     * as stored, with ▁ and <0xNN>; tok_bytes is the decoded form (▁ -> ' ', <0xNN> -> byte). */
+    bool spm;
+    char *kbytes;   /* spm: keys; NULL otherwise (keys are the decoded bytes) */
+    uint32_t *koff; /* spm: (n+1) */
 
     enum vocab_pre pre;
     bool nfc;        /* normalize segments to NFC before splitting (qwen2, as HF does) */
@@ -40,6 +53,15 @@ struct vocab {
 };
 
 uint64_t vocab_hash_bytes(const void *p, size_t n);
+/* The form of token id that matching compares: the stored text for spm, else tok_bytes. */
+static inline const char *vocab_key(const struct vocab *v, int32_t id, size_t *len)
+{
+    if (!v->kbytes) return tok_bytes(v, id, len);
+    *len = v->koff[id + 1] - v->koff[id];
+    return v->kbytes + v->koff[id];
+}
+/* The added token whose key is exactly p[0..len), or -1 (the first by id among equal keys). */
+int32_t vocab_added_find(const struct vocab *v, const char *p, size_t len);
 static inline uint64_t vocab_merge_key(int32_t a, int32_t b)
 {
     return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
@@ -59,7 +81,7 @@ int vocab_merge_insert(struct vocab *v, int32_t a, int32_t b, int32_t rank, int3
 int vocab_index_added(struct vocab *v, struct err *e);
 /* bpe.c: true when NFC can change nothing in the valid UTF-8 s[0..n) (exposed for its test). */
 bool vocab_nfc_inert_run(const unsigned char *s, size_t n);
-/* bpe.c: pre-tokenizer setup from the tokenizer.ggml.pre name / teardown. */
+/* bpe.c: pre-tokenizer setup from the tokenizer.ggml.pre name / teardown ("gemma4": none). */
 int vocab_pre_init(struct vocab *v, const char *pre, struct err *e);
 void vocab_pre_deinit(struct vocab *v);
 
