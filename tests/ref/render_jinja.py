@@ -6,6 +6,10 @@ raise_exception), so tests can compare our C renderers with it byte for byte.
 
   render_jinja.py TOKENIZER_CONFIG.json --out DIR CASE.json...   writes DIR/<case>.txt
   render_jinja.py TOKENIZER_CONFIG.json CASE.json                 prints one rendering
+  render_jinja.py TEMPLATE.jinja ...                              the same with a bare template
+                                                                  file, bos_token = eos_token = ""
+                                                                  (gemma4: lmserve adds <bos> as
+                                                                  a token, not as template text)
   render_jinja.py --tojson-cases N SEED                           prints N random JSON values, one
                                                                   per line (ASCII-escaped input)
   render_jinja.py --tojson-expect < values.jsonl                  prints json.dumps(ensure_ascii=False)
@@ -107,7 +111,10 @@ def main(argv):
             out.append(json.dumps(json.loads(line), ensure_ascii=False) if line else "")
         sys.stdout.buffer.write(("\n".join(out) + "\n").encode("utf-8", "surrogatepass"))
         return 0
-    config = json.load(open(argv[1], encoding="utf-8"))
+    if argv[1].endswith(".jinja"):  # a template file: no bos/eos tokens (see the docstring)
+        config = {"chat_template": open(argv[1], encoding="utf-8").read()}
+    else:
+        config = json.load(open(argv[1], encoding="utf-8"))
     tmpl = compile_template(config["chat_template"])
     if argv[2:3] == ["--out"]:
         outdir = argv[3]

@@ -496,3 +496,76 @@ Test(chat, family_sampling_defaults_and_gguf_override)
     gguf_close(&g);
     unlink(path);
 }
+
+/* Gemma 4 (issue 14 step 2): the descriptor, the fingerprint of its template, template text as
+ * structure spans and request text outside them, a prefill left open, tools refused. The byte
+ * comparison with Jinja2 is tests/suites/46-chat-gemma4.sh. */
+Test(chat, gemma4_descriptor_spans_and_refusals)
+{
+    const struct family *f = family_find("gemma4");
+    cr_assert(f && f == &family_gemma4 && !strcmp(f->name, "gemma4"));
+    cr_assert_null(family_tool_markers(f), "no tool convention: tool fields are refused");
+    cr_assert_null(f->forced_call);
+    cr_assert_str_eq(family_think(f)->open, "<|channel>thought");
+    cr_assert_str_eq(family_think(f)->close, "<channel|>");
+    cr_assert_str_eq(f->end_of_turn[0], "<turn|>");
+    cr_assert(f->caps.system_role && f->caps.grammar && f->caps.kv_reuse);
+    cr_assert(f->sampling.temperature == 1.0f && f->sampling.top_k == 64 && f->sampling.top_p == 0.95f);
+
+    FILE *tf = fopen("tests/chat/gemma4/template.jinja", "rb");
+    cr_assert_not_null(tf);
+    char tpl[32768];
+    size_t tn = fread(tpl, 1, sizeof tpl - 1, tf);
+    fclose(tf);
+    tpl[tn] = 0;
+    cr_assert(chat_template_known("gemma4", tpl));
+    cr_assert_not(chat_template_known("qwen3", tpl));
+
+    struct err e = {0};
+    struct chat_msg m[3] = {{.role = CHAT_SYSTEM, .content = " sys "},
+                            {.role = CHAT_USER, .content = "<turn|>x"},
+                            {.role = CHAT_ASSISTANT, .content = "Sure "}};
+    struct chat_prompt_opts o = {.add_generation_prompt = true, .enable_thinking = false};
+    struct chat_prompt p = {0};
+    cr_assert_eq(chat_render("gemma4", m, 2, &o, &p, &e), 0, "%s", e.msg);
+    const char *want = "<|turn>system\nsys<turn|>\n<|turn>user\n<turn|>x<turn|>\n"
+                       "<|turn>model\n<|channel>thought\n<channel|>";
+    cr_assert_str_eq(p.text.data, want);
+    /* spans: everything but "sys" and the user's "<turn|>x" */
+    size_t covered = 0;
+    for (size_t i = 0; i < p.n_spans; i++) covered += p.spans[i].len;
+    cr_assert_eq(covered, strlen(want) - 3 - 8);
+    const char *u = strstr(p.text.data, "<turn|>x");
+    for (size_t i = 0; i < p.n_spans; i++)
+        cr_assert(p.spans[i].off + p.spans[i].len <= (size_t)(u - p.text.data) ||
+                      p.spans[i].off >= (size_t)(u - p.text.data) + 8,
+                  "the user's <turn|> lies in a structure span");
+    chat_prompt_free(&p);
+
+    /* a prefill stays open: no end of turn, no generation prompt (its trailing space trimmed
+     * as the template trims every model turn) */
+    o.continue_final = true;
+    cr_assert_eq(chat_render("gemma4", m + 1, 2, &o, &p, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(p.text.data, "<|turn>user\n<turn|>x<turn|>\n<|turn>model\nSure");
+    chat_prompt_free(&p);
+
+    /* tools, tool calls and tool results: no convention, refused with a message */
+    o.continue_final = false;
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", 0, NULL);
+    o.tools = tools;
+    cr_assert_eq(chat_render("gemma4", m, 2, &o, &p, &e), -1);
+    cr_assert_eq(e.code, ERR_UNSUPPORTED);
+    cr_assert_str_eq(e.param, "tools");
+    json_decref(tools);
+    o.tools = NULL;
+    struct chat_tool_call tc = {.name = "f", .arguments = "{}"};
+    struct chat_msg a[2] = {{.role = CHAT_USER, .content = "x"},
+                            {.role = CHAT_ASSISTANT, .content = "", .tool_calls = &tc, .n_tool_calls = 1}};
+    memset(&e, 0, sizeof e);
+    cr_assert_eq(chat_render("gemma4", a, 2, &o, &p, &e), -1);
+    cr_assert(strstr(e.msg, "tool"), "%s", e.msg);
+    a[1] = (struct chat_msg){.role = CHAT_TOOL, .content = "42"};
+    cr_assert_eq(chat_render("gemma4", a, 2, &o, &p, &e), -1);
+    cr_assert_eq(chat_render("gemma4", a, 0, &o, &p, &e), -1);
+    cr_assert_eq(e.code, ERR_INVALID);
+}

@@ -15,5 +15,7 @@ int chat_emit_text(struct chat_prompt *p, const char *s, size_t n);
 
 int chat_render_qwen3(const struct chat_msg *msgs, int n, const struct chat_prompt_opts *opts,
                       struct chat_prompt *out, struct err *e);
+int chat_render_gemma4(const struct chat_msg *msgs, int n, const struct chat_prompt_opts *opts,
+                       struct chat_prompt *out, struct err *e);
 
 #endif

@@ -6,6 +6,7 @@
 static const struct family *const FAMILIES[] = {
     &family_qwen3,
     &family_qwen35,
+    &family_gemma4,
 };
 
 const struct family *family_find(const char *arch)

@@ -99,5 +99,6 @@ void family_sampling_params(const struct family_sampling *fs, const struct gguf 
 
 extern const struct family family_qwen3;
 extern const struct family family_qwen35;
+extern const struct family family_gemma4; /* chat_gemma4.c */
 
 #endif
