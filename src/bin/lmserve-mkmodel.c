@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "engine/text/hf_tokenizer.h"
 #include "engine/format/mkmodel_gen.h"
+#include "engine/format/mkmodel_nanochat.h"
 
 static void usage(FILE *f)
 {
@@ -22,6 +23,8 @@ static void usage(FILE *f)
             "usage: lmserve-mkmodel --shape SHAPE --type TYPE --tokenizer DIR [--seed N] -o OUT.gguf\n"
             "       lmserve-mkmodel --weights DIR --name NAME --type TYPE --tokenizer DIR -o OUT.gguf\n"
             "  --shape SHAPE     %s (random weights, marked as such in the file)\n"
+            "  --shape NANOCHAT  %s: a random nanochat checkpoint directory\n"
+            "                    (-o DIR, --type f32|bf16|f16, no --tokenizer; docs/nanochat.md)\n"
             "  --weights DIR     trained Qwen3 weights: DIR/config.json + DIR/model.safetensors (F32)\n"
             "  --name NAME       general.name of an imported model (no spaces; the server's model id)\n"
             "  --type TYPE       f32, f16, q8_0, q4_k_m (required)\n"
@@ -29,7 +32,7 @@ static void usage(FILE *f)
             "  --seed N          weight seed, unsigned integer (default 1)\n"
             "  -o, --out PATH    output file (required; written atomically)\n"
             "  -h, --help        this text\n",
-            mkmodel_shape_names());
+            mkmodel_shape_names(), mkmodel_nanochat_shape_names());
 }
 
 static double now_s(void)
@@ -73,6 +76,21 @@ int main(int argc, char **argv)
             fprintf(stderr, "lmserve-mkmodel: unknown flag %s (see --help)\n", a);
             return 2;
         }
+    }
+    if (shape_name && mkmodel_nanochat_shape(shape_name)) { /* a checkpoint directory, no tokenizer input */
+        struct err ne = {0};
+        double t0 = now_s();
+        if (!type_name || !out || weights || gname || tokdir) {
+            fprintf(stderr, "lmserve-mkmodel: --shape %s takes --type f32|bf16|f16, -o DIR and --seed only\n", shape_name);
+            return 2;
+        }
+        if (mkmodel_nanochat_write(shape_name, type_name, seed, out, &ne)) {
+            fprintf(stderr, "lmserve-mkmodel: %s\n", ne.msg);
+            return 1;
+        }
+        fprintf(stderr, "lmserve-mkmodel: wrote %s/ (%s, %s, seed %" PRIu64 ") in %.1f s\n", out, shape_name, type_name,
+                seed, now_s() - t0);
+        return 0;
     }
     if (weights) {
         if (shape_name || !gname || !type_name || !tokdir || !out) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -33,6 +34,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: lmserve MODEL.gguf [flags]\n"
+        "       lmserve --nanochat DIR [flags]   a nanochat checkpoint directory (docs/nanochat.md)\n"
         "  --host H          address to listen on (default 127.0.0.1)\n"
         "  --port N          port (default 8080; 0 = any free port)\n"
         "  --ctx N           context length (default: the model's, capped by the RAM guard)\n"
@@ -190,6 +192,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
                     return -1;
                 }
                 log_set_level((enum log_level)found);
+            }
+        } else if (!strcmp(a, "--nanochat")) {
+            struct stat sb;
+            if (i + 1 >= argc || o->model) {
+                fprintf(stderr, "lmserve: --nanochat needs a directory (and no other model)\n");
+                return -1;
+            }
+            o->model = argv[++i];
+            if (stat(o->model, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+                fprintf(stderr, "lmserve: --nanochat %s: not a directory\n", o->model);
+                return -1;
             }
         } else if (a[0] == '-') {
             fprintf(stderr, "lmserve: unknown flag '%s' (see --help)\n", a);

@@ -1,4 +1,4 @@
-/* kv_cache — F16 K/V storage per sequence (layout in kv_cache.h). */
+/* kv_cache — F16 or F32 K/V storage per sequence (layout in kv_cache.h). */
 #include "engine/kv_cache.h"
 
 #include <assert.h>
@@ -20,8 +20,8 @@ size_t kv_bytes_per_row(const struct model *m)
                 b += (size_t)2 * (size_t)m->kv_layers[l].n_head_kv * (size_t)m->kv_layers[l].head_dim * sizeof(uint16_t);
         return b;
     }
-    return (size_t)2 /* K and V */ * (size_t)(c->n_layer_kv ? c->n_layer_kv : c->n_layer) *
-           (size_t)c->n_head_kv * (size_t)c->head_dim * sizeof(uint16_t);
+    return (size_t)2 /* K and V */ * (size_t)((c->n_layer_kv ? c->n_layer_kv : c->n_layer) + (c->kv_row_tokens ? 1 : 0)) *
+           (size_t)c->n_head_kv * (size_t)c->head_dim * (c->kv_f32 ? sizeof(float) : sizeof(uint16_t));
 }
 
 /* Per-layer geometry of a model with kv_layers: each layer its own heads, rings their own rows;
@@ -76,19 +76,26 @@ struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
         err_set(e, ERR_NOMEM, "kv cache: out of memory");
         return NULL;
     }
-    kv->n_layer = c->n_layer_kv ? c->n_layer_kv : c->n_layer;
+    kv->row_tokens = c->kv_row_tokens;
+    kv->esize = c->kv_f32 ? 4 : 2;
+    kv->n_layer = (c->n_layer_kv ? c->n_layer_kv : c->n_layer) + (kv->row_tokens ? 1 : 0);
     kv->n_head_kv = c->n_head_kv;
     kv->head_dim = c->head_dim;
     kv->n_ctx = n_ctx;
     kv->cap = (n_ctx + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
     if (m->kv_layers) {
+        if (kv->esize != 2 || kv->row_tokens) { /* rings and per-layer geometry are F16 only */
+            free(kv);
+            err_set(e, ERR_UNSUPPORTED, "kv cache: per-layer geometry with F32 or row tokens");
+            return NULL;
+        }
         if (kv_alloc_mixed(kv, m, e)) {
             free(kv);
             return NULL;
         }
         return kv;
     }
-    kv->head_stride = (int64_t)kv->cap * c->head_dim;
+    kv->head_stride = (int64_t)kv->cap * c->head_dim * (kv->esize / 2);
     kv->layer_stride = kv->head_stride * c->n_head_kv;
     size_t halfs = (size_t)kv->layer_stride * (size_t)kv->n_layer;
     kv->bytes = 2 * halfs * sizeof(uint16_t);
@@ -114,9 +121,9 @@ struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
         kv->state_floats = c->state_floats;
         kv->bytes += c->state_floats * sizeof(float);
     }
-    log_msg(LOG_DEBUG, "kv cache: %d positions x %d layers x %d kv heads x %d dims x 2 (K,V) x 2 bytes (f16) "
+    log_msg(LOG_DEBUG, "kv cache: %d positions x %d layers x %d kv heads x %d dims x 2 (K,V) x %d bytes (%s) "
              "= %zu bytes (%.1f MiB, %zu bytes/position)",
-             kv->cap, c->n_layer, c->n_head_kv, c->head_dim, kv->bytes,
+             kv->cap, kv->n_layer, c->n_head_kv, c->head_dim, kv->esize, kv->esize == 4 ? "f32" : "f16", kv->bytes,
              (double)kv->bytes / (1024.0 * 1024.0), kv_bytes_per_row(m));
     return kv;
 }
@@ -176,7 +183,7 @@ void kv_set_rows(struct kv_cache *kv, int n_rows)
 int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
 {
     if (dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
-        dst->head_dim != src->head_dim || dst->layout != src->layout || n_rows < 0 ||
+        dst->head_dim != src->head_dim || dst->layout != src->layout || dst->esize != src->esize || n_rows < 0 ||
         n_rows > src->n_rows || n_rows > dst->n_ctx || dst->state_floats != src->state_floats ||
         (src->state && n_rows != src->n_rows && n_rows))
         return -1; /* a recurrent state is copied whole or not at all */
@@ -207,7 +214,7 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
         kv_check(dst);
         return 0;
     }
-    int hd = src->head_dim;
+    int hd = src->head_dim * (src->esize / 2); /* halfs per row */
     /* whole K tiles (columns past n_rows in the last tile are harmless: never read unmasked) */
     size_t ktiles = (size_t)(n_rows + OPS_ATTN_KT - 1) / OPS_ATTN_KT;
     for (int l = 0; l < src->n_layer; l++)
@@ -227,6 +234,17 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
 void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *v)
 {
     assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx); /* a row inside the capacity */
+    if (kv->esize == 4) { /* F32: uniform caches only (kv_new) */
+        int hd = kv->head_dim;
+        int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
+        for (int h = 0; h < kv->n_head_kv; h++) {
+            float *kd = (float *)(kv->k + l * kv->layer_stride + h * kv->head_stride) + tile + col;
+            for (int d = 0; d < hd; d++) kd[(int64_t)d * OPS_ATTN_KT] = k[(int64_t)h * hd + d];
+            float *vd = (float *)(kv->v + l * kv->layer_stride + h * kv->head_stride) + (int64_t)pos * hd;
+            memcpy(vd, v + (int64_t)h * hd, sizeof(float) * (size_t)hd);
+        }
+        return;
+    }
     const struct kv_layer y = kv_layer_of(kv, l);
     int hd = y.head_dim, row = y.window ? pos % y.cap : pos;
     int64_t tile = (int64_t)(row / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = row % OPS_ATTN_KT;
@@ -243,6 +261,17 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)
 {
     assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
+    if (kv->esize == 4) {
+        int hd = kv->head_dim;
+        int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
+        for (int h = 0; h < kv->n_head_kv; h++) {
+            const float *ks = (const float *)(kv->k + l * kv->layer_stride + h * kv->head_stride) + tile + col;
+            for (int d = 0; d < hd; d++) k[(int64_t)h * hd + d] = ks[(int64_t)d * OPS_ATTN_KT];
+            const float *vs = (const float *)(kv->v + l * kv->layer_stride + h * kv->head_stride) + (int64_t)pos * hd;
+            memcpy(v + (int64_t)h * hd, vs, sizeof(float) * (size_t)hd);
+        }
+        return;
+    }
     const struct kv_layer y = kv_layer_of(kv, l);
     int hd = y.head_dim, row = y.window ? pos % y.cap : pos;
     int64_t tile = (int64_t)(row / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = row % OPS_ATTN_KT;
@@ -271,23 +300,45 @@ int kv_state_restore(struct kv_cache *kv, int n_rows, const float *state)
     return 0;
 }
 
+/* the row-token layer's head-0 V row, element 0 (4 bytes: an F32 slot, or two F16 slots) */
+static uint16_t *row_token_slot(const struct kv_cache *kv, int pos)
+{
+    return kv->v + (int64_t)(kv->n_layer - 1) * kv->layer_stride +
+           (int64_t)pos * kv->head_dim * (kv->esize / 2);
+}
+
+void kv_store_token(struct kv_cache *kv, int pos, int32_t tok)
+{
+    assert(kv->row_tokens && pos >= 0 && pos < kv->n_ctx && kv->head_dim * kv->esize >= 4);
+    memcpy(row_token_slot(kv, pos), &tok, sizeof tok);
+}
+
+int32_t kv_row_token(const struct kv_cache *kv, int pos)
+{
+    assert(kv->row_tokens && pos >= 0 && pos < kv->n_ctx);
+    int32_t t;
+    memcpy(&t, row_token_slot(kv, pos), sizeof t);
+    return t;
+}
+
 void kv_geometry(const struct kv_cache *kv, int g[4])
 {
     g[0] = kv->n_layer;
     g[1] = kv->n_head_kv;
-    g[2] = kv->head_dim;
+    g[2] = kv->head_dim * (kv->esize / 2);
     g[3] = OPS_ATTN_KT;
 }
 
 static size_t ktile_halfs(const struct kv_cache *kv, int n_rows)
 {
-    return (size_t)(n_rows + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT * (size_t)kv->head_dim;
+    return (size_t)(n_rows + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT * (size_t)kv->head_dim *
+           (size_t)(kv->esize / 2);
 }
 
 size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows)
 {
     if (kv->mixed) return 0; /* no disk format for per-layer geometry (kv_write_rows refuses) */
-    size_t per_head = ktile_halfs(kv, n_rows) + (size_t)n_rows * (size_t)kv->head_dim;
+    size_t per_head = ktile_halfs(kv, n_rows) + (size_t)n_rows * (size_t)kv->head_dim * (size_t)(kv->esize / 2);
     return per_head * (size_t)kv->n_layer * (size_t)kv->n_head_kv * sizeof(uint16_t);
 }
 
@@ -297,17 +348,20 @@ int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 {
     /* per-layer geometry (rings): no disk format yet (docs/kv-ring.md, "Not done") */
     if (kv->mixed || n_rows < 0 || n_rows > kv->n_rows || kv->state) return -1; /* no recurrent states on disk */
-    int hd = kv->head_dim, KT = OPS_ATTN_KT;
+    /* in halfs: an F32 element is two adjacent halfs, kept together (hw = halfs per element) */
+    int hw = kv->esize / 2, hd = kv->head_dim * hw, KT = OPS_ATTN_KT;
     int full = n_rows / KT, part = n_rows % KT;
-    uint16_t tile[OPS_ATTN_MAX_HEAD_DIM * OPS_ATTN_KT];
+    uint16_t tile[2 * OPS_ATTN_MAX_HEAD_DIM * OPS_ATTN_KT];
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_head_kv; h++) {
             int64_t o = l * kv->layer_stride + h * kv->head_stride;
             if (full && fn(ctx, kv->k + o, (size_t)full * KT * hd * sizeof(uint16_t)) < 0) return -1;
             if (part) {
                 const uint16_t *src = kv->k + o + (int64_t)full * KT * hd;
-                for (int d = 0; d < hd; d++)
-                    for (int c = 0; c < KT; c++) tile[d * KT + c] = c < part ? src[d * KT + c] : 0;
+                for (int d = 0; d < kv->head_dim; d++)
+                    for (int c = 0; c < KT; c++)
+                        for (int w = 0; w < hw; w++)
+                            tile[(d * KT + c) * hw + w] = c < part ? src[(d * KT + c) * hw + w] : 0;
                 if (fn(ctx, tile, (size_t)KT * hd * sizeof(uint16_t)) < 0) return -1;
             }
             if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * hd * sizeof(uint16_t)) < 0) return -1;
@@ -324,7 +378,7 @@ int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
         for (int h = 0; h < kv->n_head_kv; h++) {
             int64_t o = l * kv->layer_stride + h * kv->head_stride;
             if (kh && fn(ctx, kv->k + o, kh * sizeof(uint16_t)) < 0) return -1;
-            if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * kv->head_dim * sizeof(uint16_t)) < 0)
+            if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * kv->head_dim * (size_t)kv->esize) < 0)
                 return -1;
         }
     kv->n_rows = kv->hi = n_rows;

@@ -13,7 +13,12 @@
  * row p % cap, so the layer costs memory in proportion to its window, not to n_ctx. A ring still
  * holds position p iff p >= hi - cap (hi = 1 + the highest position written since the cache was
  * last empty); prefix reuse of n rows needs the window before n: max(0, n - window + 1) >= hi -
- * cap for every ring layer (kv_prefix_ok). docs/kv-ring.md. */
+ * cap for every ring layer (kv_prefix_ok). docs/kv-ring.md.
+ *
+ * F32 caches (model_config.kv_f32, esize 4) have the same layout with 4-byte elements; the strides
+ * stay counted in halfs (twice the element count). A cache with row tokens
+ * (model_config.kv_row_tokens) has one layer more than the model: element 0 of its head-0 V row
+ * holds the row's token id, so copies, truncation and the disk tier carry it like K and V. */
 #ifndef LMS_ENGINE_KV_CACHE_H
 #define LMS_ENGINE_KV_CACHE_H
 
@@ -47,6 +52,8 @@ struct kv_cache {
     const void *layout;     /* the model's kv_layers (NULL for uniform): caches of other models are refused */
     int ring_min;           /* smallest ring's cap, 0 without rings */
     int hi;                 /* 1 + the highest position written since the cache last held 0 rows */
+    int esize;       /* bytes per element: 2 (F16) or 4 (F32) */
+    bool row_tokens; /* layer n_layer - 1 keeps the row tokens (above) */
 };
 
 /* Layer l's geometry (layer == NULL: a uniform cache laid out by hand, as some tests build). */
@@ -58,6 +65,13 @@ static inline struct kv_layer kv_layer_of(const struct kv_cache *kv, int l)
 }
 static inline const uint16_t *kv_layer_k(const struct kv_cache *kv, int l) { return kv_layer_of(kv, l).k; }
 static inline const uint16_t *kv_layer_v(const struct kv_cache *kv, int l) { return kv_layer_of(kv, l).v; }
+
+/* F32 caches: layer l's K and V as floats (head h at + h * head_stride / 2). */
+static inline const float *kv_layer_kf(const struct kv_cache *kv, int l) { return (const float *)(kv->k + l * kv->layer_stride); }
+static inline const float *kv_layer_vf(const struct kv_cache *kv, int l) { return (const float *)(kv->v + l * kv->layer_stride); }
+/* Caches with row tokens: the token at row pos (kv_store_token writes it; n_rows is not changed). */
+void kv_store_token(struct kv_cache *kv, int pos, int32_t tok);
+int32_t kv_row_token(const struct kv_cache *kv, int pos);
 
 /* Writes position pos of layer l: k and v are n_head_kv*head_dim floats (K after RoPE).
  * Does not change n_rows (the caller sets it once the batch is stored). */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/log.h"
 #include "engine/kv_cache.h"
@@ -65,6 +66,10 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
 {
     quant_init();
     ops_init();
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a nanochat checkpoint directory */
+        return nanochat_load(path, opts, e); /* its errors name the directory */
+    }
     struct gguf g;
     if (gguf_open(&g, path, e)) {
         err_wrap(e, "%s", path);
@@ -135,9 +140,10 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
                            "vocabulary (0..%d)", b->token[i], (long long)i, m->cfg.n_vocab - 1);
         struct kv_cache *kv = b->seq[i];
         if (!kv) return err_set(e, ERR_INVALID, "forward: batch index %lld has no cache", (long long)i);
-        if (kv->n_layer != (m->cfg.n_layer_kv ? m->cfg.n_layer_kv : m->cfg.n_layer) ||
+        if (kv->n_layer != (m->cfg.n_layer_kv ? m->cfg.n_layer_kv : m->cfg.n_layer) + (m->cfg.kv_row_tokens ? 1 : 0) ||
             kv->n_head_kv != m->cfg.n_head_kv || kv->head_dim != m->cfg.head_dim ||
-            kv->state_floats != m->cfg.state_floats || kv->layout != (const void *)m->kv_layers)
+            kv->state_floats != m->cfg.state_floats || kv->layout != (const void *)m->kv_layers ||
+            kv->esize != (m->cfg.kv_f32 ? 4 : 2))
             return err_set(e, ERR_INVALID, "forward: cache geometry does not match the model");
         int s = 0;
         while (s < n_seq && seqs[s] != kv) s++;

@@ -26,6 +26,9 @@ struct model_config {
      * recurrent state one sequence carries at its last position (0 = a plain causal cache) */
     int n_layer_kv;
     size_t state_floats;
+    /* KV cache format (kv_new): F32 instead of F16 elements; one more cache layer that keeps each
+     * row's token id (a family whose forward reads the previous token, e.g. nanochat's smear) */
+    bool kv_f32, kv_row_tokens;
 };
 
 struct batch {
@@ -51,7 +54,8 @@ struct model_opts {
 };
 
 /* Opens the GGUF at path, detects the family from general.architecture, validates every tensor
- * it needs (names, shapes, types) and returns the model. */
+ * it needs (names, shapes, types) and returns the model. A directory is loaded as a nanochat
+ * checkpoint (docs/nanochat.md); model_gguf() then gives the metadata-only GGUF built from it. */
 struct model *model_load(const char *path, const struct model_opts *opts, struct err *e);
 void model_free(struct model *m);
 const struct model_config *model_config(const struct model *m);
@@ -67,7 +71,8 @@ int model_verify(struct model *m, struct kv_cache *kv, const int32_t *tokens, in
 /* KV cache: F16 K and V rows for n_ctx positions of every layer. n_rows = positions filled.
  * A recurrent model's cache also holds the state at its last position (docs/qwen35.md): it cannot
  * be rewound, so kv_truncate to a shorter non-empty prefix empties it (0 rows; the state restarts
- * at position 0) and kv_copy_rows copies only whole caches; the disk tier refuses it. */
+ * at position 0) and kv_copy_rows copies only whole caches; the disk tier refuses it.
+ * model_config.kv_f32 caches hold F32 elements instead (nanochat). */
 struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e);
 void kv_free(struct kv_cache *kv);
 int kv_rows(const struct kv_cache *kv);
@@ -90,6 +95,7 @@ typedef int (*kv_io_fn)(void *ctx, void *p, size_t n);
 size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows);
 int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx);
 int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx);
-void kv_geometry(const struct kv_cache *kv, int g[4]); /* n_layer, n_head_kv, head_dim, KT */
+/* n_layer (with the row-token layer), n_head_kv, row width in halfs (head_dim, or 2*head_dim for F32), KT */
+void kv_geometry(const struct kv_cache *kv, int g[4]);
 
 #endif

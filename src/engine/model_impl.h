@@ -33,6 +33,8 @@ struct kv_layer_geom {
 struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct err *e);
 struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct err *e);
 struct model *gemma4_load(struct gguf *g, const struct model_opts *opts, struct err *e);
+/* A nanochat checkpoint directory (docs/nanochat.md); m->g is a metadata-only GGUF it builds. */
+struct model *nanochat_load(const char *dir, const struct model_opts *opts, struct err *e);
 
 /* Looks up a tensor and checks its shape (ne, n_dims) and that its type is computable; NULL + e
  * naming the tensor otherwise. */

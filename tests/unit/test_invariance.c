@@ -21,6 +21,7 @@
 #include "engine/kv_cache.h"
 #include "engine/kernels/matmul.h"
 #include "engine/format/mkmodel_gen.h"
+#include "engine/format/mkmodel_nanochat.h"
 #include "engine/model.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
@@ -304,6 +305,8 @@ static void expect_same(const float *want, const float *got, int V, const char *
         }
 }
 
+static void model_case_at(const char *path, const char *name, int V);
+
 static void model_case(const struct mkmodel_shape *sh, enum mkmodel_type type)
 {
     char path[96];
@@ -312,7 +315,29 @@ static void model_case(const struct mkmodel_shape *sh, enum mkmodel_type type)
     cr_assert(mkmodel_write(sh, type, 4242, NULL, path, &e) == 0, "%s", e.msg);
     char name[64];
     snprintf(name, sizeof name, "%s %s", sh->name, mkmodel_type_name(type));
-    int V = (int)sh->n_vocab;
+    model_case_at(path, name, (int)sh->n_vocab);
+    unlink(path);
+}
+
+/* A nanochat checkpoint directory (docs/nanochat.md): sliding windows, the smear's previous token
+ * from the cache's row tokens, value embeddings; the same batch shapes as the GGUF families. */
+static void nanochat_case(const char *shape, const char *type)
+{
+    char dir[96], f[160];
+    snprintf(dir, sizeof dir, "/tmp/lms-inv-%d-%s-%s", (int)getpid(), shape, type);
+    struct err e = {0};
+    cr_assert(mkmodel_nanochat_write(shape, type, 4242, dir, &e) == 0, "%s", e.msg);
+    char name[64];
+    snprintf(name, sizeof name, "%s %s", shape, type);
+    model_case_at(dir, name, 500);
+    static const char *const files[] = {"model.safetensors", "config.json", "tokenizer.json"};
+    for (int i = 0; i < 3; i++) snprintf(f, sizeof f, "%s/%s", dir, files[i]), unlink(f);
+    rmdir(dir);
+}
+
+static void model_case_at(const char *path, const char *name, int V)
+{
+    struct err e = {0};
     size_t bytes = sizeof(float) * (size_t)V * NT;
     float *ref = malloc(bytes), *got = malloc(bytes), *got2 = malloc(bytes);
     static const int one[] = {NT};
@@ -360,7 +385,6 @@ static void model_case(const struct mkmodel_shape *sh, enum mkmodel_type type)
         kv_free(kv2);
         model_free(m);
     }
-    unlink(path);
     free(ref), free(got), free(got2);
 }
 
@@ -382,6 +406,9 @@ Test(invariance, model_gemma4_f32) { model_case(gemma4_shape("gemma4-tiny"), MKM
 Test(invariance, model_gemma4_q8_0) { model_case(gemma4_shape("gemma4-tiny"), MKMODEL_Q8_0); }
 Test(invariance, model_gemma4_moe_q8_0) { model_case(gemma4_shape("gemma4-moe-tiny"), MKMODEL_Q8_0); }
 Test(invariance, model_dense_f32) { model_case(&k_dense, MKMODEL_F32); }
+Test(invariance, model_nanochat_f32) { nanochat_case("nanochat-tiny", "f32"); }
+Test(invariance, model_nanochat_bf16) { nanochat_case("nanochat-tiny", "bf16"); }
+Test(invariance, model_nanochat_old_f32) { nanochat_case("nanochat-tiny-old", "f32"); }
 Test(invariance, model_dense_f16) { model_case(&k_dense, MKMODEL_F16); }
 Test(invariance, model_dense_q8_0) { model_case(&k_dense, MKMODEL_Q8_0); }
 Test(invariance, model_dense_q4_k_m) { model_case(&k_dense, MKMODEL_Q4_K_M); }

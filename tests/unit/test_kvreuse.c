@@ -146,6 +146,7 @@ static struct kv_cache *fake_kv(int n_layer, int n_head_kv, int hd, int n_ctx)
 {
     struct kv_cache *kv = calloc(1, sizeof *kv);
     kv->n_layer = n_layer, kv->n_head_kv = n_head_kv, kv->head_dim = hd, kv->n_ctx = n_ctx;
+    kv->esize = 2; /* F16 */
     kv->cap = (n_ctx + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
     kv->head_stride = (int64_t)kv->cap * hd;
     kv->layer_stride = kv->head_stride * n_head_kv;

@@ -1023,3 +1023,28 @@ int gguf_writer_save(struct gguf_writer *w, const char *path, struct err *e)
     free(tmp);
     return rc;
 }
+
+int gguf_writer_save_mem(struct gguf_writer *w, void **out, size_t *n, struct err *e)
+{
+    *out = NULL;
+    *n = 0;
+    if (!w) return err_set(e, ERR_NOMEM, "gguf writer: out of memory");
+    if (w->failed) {
+        if (e) *e = w->err;
+        return -1;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    struct wout o = {.f = open_memstream(&buf, &len)};
+    if (!o.f) return err_set(e, ERR_NOMEM, "gguf writer: cannot open a memory stream");
+    int rc = write_all(w, &o, e);
+    if (fclose(o.f) != 0) o.bad = true;
+    if (!rc && o.bad) rc = err_set(e, ERR_NOMEM, "gguf writer: writing to memory failed");
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *n = len;
+    return 0;
+}

@@ -137,5 +137,8 @@ int gguf_w_tensor_fill(struct gguf_writer *w, const char *name, uint32_t type, i
  * size, or overflow. */
 int gguf_tensor_nbytes(uint32_t type, int n_dims, const int64_t *ne, uint64_t *out, struct err *e);
 int gguf_writer_save(struct gguf_writer *w, const char *path, struct err *e);
+/* Same into memory: *out (malloc'd, caller frees) of *n bytes; for metadata-only GGUFs built at
+ * load (a nanochat checkpoint's, which gguf_open_mem then reads). */
+int gguf_writer_save_mem(struct gguf_writer *w, void **out, size_t *n, struct err *e);
 
 #endif
