@@ -106,6 +106,81 @@ Test(invariance, matmul_every_type_m_slices_threads)
     }
 }
 
+/* The small-m shapes a batch or a verify runs (m = 2..16 tokens in groups of <= 8, docs/kernels.md)
+ * with what an MoE layer and a strided view add: tokens gathered by x_idx and scattered by y_idx
+ * in a shuffled order, a row stride wider than the row, a long K (129 and 257 blocks) and
+ * several ops sharing one activation set in one call. Every output must be the bits of that token
+ * alone through a plain one-token call, on 1, 2 and 3 threads. */
+Test(invariance, matmul_small_m_gathered_strided_long_k)
+{
+    quant_init();
+    static const enum ggml_type ty[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                                        GGML_TYPE_F16, GGML_TYPE_Q5_K};
+    static const int64_t colss[] = {4128, 8224};
+    const int64_t rows = 301, NT = 16;
+    struct mm_scratch *s = mm_scratch_new();
+    struct err e;
+    for (size_t ti = 0; ti < sizeof ty / sizeof ty[0]; ti++)
+        for (int ci = 0; ci < 2; ci++) {
+            const struct quant_traits *tr = quant_traits(ty[ti]);
+            int64_t cols = colss[ci] / tr->blck_size * tr->blck_size;
+            size_t rsz = quant_row_size(ty[ti], cols), stride = rsz + 64;
+            uint8_t *W = calloc((size_t)rows, stride);
+            float *row = malloc((size_t)cols * 4), *X = malloc((size_t)(NT * cols) * 4);
+            float *ref = malloc((size_t)(NT * rows) * 4), *Y = malloc((size_t)(2 * NT * rows) * 4);
+            for (int64_t r = 0; r < rows; r++) {
+                for (int64_t c = 0; c < cols; c++)
+                    row[c] = frand() * (0.5f + (float)(r % 3));
+                tr->from_float_ref(row, W + (size_t)r * stride, cols);
+            }
+            for (int64_t i = 0; i < NT * cols; i++)
+                X[i] = frand() * 2;
+            for (int64_t k = 0; k < NT; k++)
+                cr_assert_eq(mm_run(NULL, ty[ti], W, rows, cols, stride, X + k * cols, 1,
+                                    ref + k * rows, s, &e), 0, "%s", e.msg);
+            for (int nth = 1; nth <= 3; nth++) {
+                struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+                for (int64_t m = 2; m <= NT; m++) {
+                    int32_t xi[16], yi[16];
+                    for (int64_t k = 0; k < m; k++) {
+                        xi[k] = (int32_t)((k * 7 + m) % NT); /* distinct: 7 is prime to 16 */
+                        yi[k] = (int32_t)(m - 1 - k);
+                    }
+                    for (int64_t i = 0; i < 2 * NT * rows; i++)
+                        Y[i] = NAN;
+                    /* two ops on the same gathered X: rows [0, 150) and [150, rows) */
+                    struct mm_op ops[2];
+                    for (int o = 0; o < 2; o++) {
+                        int64_t r0 = o ? 150 : 0;
+                        ops[o] = (struct mm_op){.wtype = ty[ti],
+                                                .W = W + (size_t)r0 * stride,
+                                                .rows = o ? rows - 150 : 150,
+                                                .cols = cols,
+                                                .w_stride = stride,
+                                                .X = X,
+                                                .x_idx = xi,
+                                                .n_tok = m,
+                                                .Y = Y + r0,
+                                                .y_stride = rows,
+                                                .y_idx = yi};
+                    }
+                    cr_assert_eq(mm_run_ops(tp, ops, 2, s, &e), 0, "%s", e.msg);
+                    for (int64_t k = 0; k < m; k++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            float g = Y[yi[k] * rows + r], w = ref[xi[k] * rows + r];
+                            cr_assert(memcmp(&g, &w, 4) == 0,
+                                      "%s cols %ld, %d threads, m = %ld: token %d row %ld: %.9g, "
+                                      "alone %.9g",
+                                      tr->name, (long)cols, nth, (long)m, xi[k], (long)r, g, w);
+                        }
+                }
+                tp_free(tp);
+            }
+            free(W), free(row), free(X), free(ref), free(Y);
+        }
+    mm_scratch_free(s);
+}
+
 /* The knobs the startup calibration sets (prefetch distance, rows per decode work item) move data
  * and split work, never arithmetic: every setting of the calibration's candidate sets (and beyond)
  * gives the bits of a one-thread, default-setting run, for m = 1 and m = 5, on 2 and 3 threads. */

@@ -322,7 +322,7 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
     }
     if (p->path == PATH_TILE) {
         g_tile->run(op->wtype, W, p->w_stride, r1 - r0, op->cols, A->q, A->row_bytes, op->n_tok,
-                    op->Y, ys, op->y_idx, r0);
+                    op->Y, ys, op->y_idx, r0, j->s->n_panel > ith ? j->s->panel[ith] : NULL);
         return;
     }
     for (int64_t r = r0; r < r1; r++, W += p->w_stride) {
@@ -471,6 +471,10 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         p->tile_begin = j->total_tiles;
         j->total_tiles += p->n_tiles;
         if (amx && MM_AMX_TMP_BYTES(op->cols) > panel_need) panel_need = MM_AMX_TMP_BYTES(op->cols);
+        if (path == PATH_TILE && g_tile->tmp_bytes) {
+            size_t need = g_tile->tmp_bytes(op->wtype, op->cols, op->n_tok);
+            if (need > panel_need) panel_need = need;
+        }
         if (gemm) {
             size_t need = (size_t)op->cols * MM_TILE_ROWS +
                           4 * sizeof(float) * MM_TILE_ROWS * (size_t)(op->cols / 32);

@@ -93,6 +93,92 @@ AI void q8_0_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t
             yt[t][r + i] = hsum8(acc[i][t]);
 }
 
+/* Small m (a lockstep batch, a speculative verify, a short prefill chunk) and prefill: one weight
+ * row x T <= 8 tokens. The T tokens' activation blocks are first packed side by side
+ * (ys[(b * 8 + t) * 32], aligned, one sequential stream) with their scales as floats
+ * (dxs[b * 8 + t]), once per group and work item. Per row block the weights are loaded and made
+ * unsigned once for all T tokens, and the T product scales fl(d_w * d_x) come from one vector
+ * multiply, stored to the stack and broadcast back per token: a load, not one more multiply on
+ * the two ports that also run maddubs, madd and the FMA (Zen 3), which bound this loop. Per pair
+ * the arithmetic is q8_0_tile's exactly (the same exact int32 lanes, the same fl(d_w * d_x), one
+ * FMA per block in block order, hsum8), so the bits are those of the 1 x 1 decode tile and of
+ * every other shape. */
+AI void q8_0_row_tok(const int T, const uint8_t *Wr, int64_t nb, const int8_t *ys,
+                     const float *dxs, float *const *yt, int64_t r, int pf)
+{
+    __m256 acc[8];
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        acc[t] = _mm256_setzero_ps();
+    const struct block_q8_0 *x = (const struct block_q8_0 *)Wr;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf) _mm_prefetch((const char *)(x + b) + pf, _MM_HINT_T0);
+        const __m256i w = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const __m256i aw = _mm256_sign_epi8(w, w);
+        float s[8] __attribute__((aligned(32)));
+        _mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(fp16_to_f32(x[b].d)),
+                                         _mm256_load_ps(dxs + b * 8)));
+        const int8_t *yb = ys + b * 256;
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            __m256i y = _mm256_load_si256((const __m256i *)(yb + 32 * t));
+            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(y, w)), ones);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&s[t]), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        yt[t][r] = hsum8(acc[t]);
+}
+
+/* Rows [0, nrows) x tokens [0, n_tok), n_tok >= 2: tokens in even groups of <= 8 (9 -> 4 + 5,
+ * 16 -> 8 + 8); per group every row of the work item in order, so the item's weights come from
+ * DRAM once (first group) and from L2 for the others. tmp: q8_0_tmp_bytes(cols), 32-aligned. */
+static void q8_0_small_m(const uint8_t *W, size_t ws, int64_t nrows, int64_t nb, const uint8_t *X,
+                         size_t xs, int64_t n_tok, float *Y, int64_t yst, const int32_t *y_idx,
+                         int64_t r0, void *tmp)
+{
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
+    int8_t *ys = tmp;
+    float *dxs = (float *)(ys + nb * 256);
+    int64_t ng = (n_tok + 7) / 8;
+    for (int64_t g = 0, t0 = 0; g < ng; g++) {
+        int T = (int)((n_tok - t0) / (ng - g));
+        float *yt[8];
+        for (int k = 0; k < T; k++)
+            yt[k] = Y + (y_idx ? y_idx[t0 + k] : t0 + k) * yst + r0;
+        for (int k = 0; k < 8; k++) {
+            const struct block_q8_0 *xb = (const struct block_q8_0 *)(X + (size_t)(t0 + k) * xs);
+            for (int64_t b = 0; b < nb; b++) {
+                if (k < T) {
+                    memcpy(ys + (b * 8 + k) * 32, xb[b].qs, 32);
+                    dxs[b * 8 + k] = fp16_to_f32(xb[b].d);
+                } else {
+                    dxs[b * 8 + k] = 0.0f;
+                }
+            }
+        }
+        for (int64_t r = 0; r < nrows; r++) {
+            const uint8_t *Wr = W + (size_t)r * ws;
+            switch (T) {
+#define C(n)                                                                                       \
+    case n: q8_0_row_tok(n, Wr, nb, ys, dxs, yt, r, pf); break;
+                C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8)
+#undef C
+            default: break;
+            }
+        }
+        t0 += T;
+    }
+}
+
+static size_t tmp_bytes(enum ggml_type t, int64_t cols, int64_t n_tok)
+{
+    if (t != GGML_TYPE_Q8_0 || n_tok < 2) return 0;
+    return (size_t)(cols / 32) * (256 + 8 * sizeof(float));
+}
+
 /* ------------------------------------------------------------ q4_K x q8_K */
 
 /* Q4_K packed 6-bit scales and mins -> 8 int16 each (lane j = sub-block j). */
@@ -421,9 +507,13 @@ static int supported(enum ggml_type t)
 
 static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int64_t cols,
                 const uint8_t *X, size_t xs, int64_t n_tok, float *Y, int64_t ys,
-                const int32_t *y_idx, int64_t r0)
+                const int32_t *y_idx, int64_t r0, void *tmp)
 {
     const uint8_t *W = Wv;
+    if (t == GGML_TYPE_Q8_0 && n_tok >= 2) {
+        q8_0_small_m(W, ws, nrows, cols / 32, X, xs, n_tok, Y, ys, y_idx, r0, tmp);
+        return;
+    }
     /* prefill: 2 rows x 4 tokens; decode: 4 rows x 1 token */
     const int TP = 4, RP = 2;
     for (int64_t t0 = 0; t0 < n_tok; t0 += TP) {
@@ -478,6 +568,7 @@ static const struct mm_tile_impl g_tile = {
     .name = "avx2-tile",
     .supported = supported,
     .run = run,
+    .tmp_bytes = tmp_bytes,
     .set_prefetch = set_prefetch,
 };
 

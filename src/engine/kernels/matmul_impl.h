@@ -77,7 +77,10 @@ struct mm_tile_impl {
     int (*supported)(enum ggml_type wtype);
     void (*run)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                 const uint8_t *X, size_t x_row_bytes, int64_t n_tok, float *Y, int64_t y_stride,
-                const int32_t *y_idx, int64_t r0);
+                const int32_t *y_idx, int64_t r0, void *tmp);
+    /* bytes of per-thread scratch (64-aligned) run needs as tmp for this type and shape (0: none;
+     * the small-m kernels pack their tokens' activations there) */
+    size_t (*tmp_bytes)(enum ggml_type wtype, int64_t cols, int64_t n_tok);
     /* software prefetch distance of the weight stream in bytes (0: none); set by mm_calibrate */
     void (*set_prefetch)(int bytes);
 };
