@@ -50,7 +50,8 @@ static void attn_naive(const float *q, const uint16_t *k, const uint16_t *v, int
 }
 
 /* The AVX2 instantiation is not what ops_init picks on an AVX-512 machine: test it directly. */
-void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                       int c1, float *state);
 
 static void check_attention(int hd, int n_head, int n_head_kv, int n_q, int pos0)
 {
@@ -93,7 +94,10 @@ static void check_attention(int hd, int n_head, int n_head_kv, int n_q, int pos0
     if (have_avx2) {
         a.out = o3;
         for (int h = 0; h < n_head_kv; h++)
-            for (int q0 = 0; q0 < n_q; q0 += 5) ops_attn_run_avx2(&a, h, q0, q0 + 5 < n_q ? q0 + 5 : n_q, ws);
+            for (int q0 = 0; q0 < n_q; q0 += 5) {
+                int q1 = q0 + 5 < n_q ? q0 + 5 : n_q;
+                ops_attn_run_avx2(&a, h, q0, q1, ws, 0, ops_attn_chunks(&a, q1), NULL);
+            }
     }
     double *ref = malloc(sizeof(double) * (size_t)hd), maxd = 0, maxd2 = 0, maxd3 = 0;
     int group = n_head / n_head_kv;
@@ -137,6 +141,8 @@ Test(model, attention_matches_direct_formula)
     check_attention(64, 4, 4, 70, 0);     /* no GQA, head_dim 64 */
     check_attention(32, 8, 2, 9, 63);     /* group 4, head_dim 32 */
     check_attention(16, 4, 1, 5, 3);      /* head_dim below one AVX-512 vector × 4 */
+    check_attention(128, 16, 8, 1, 2500); /* decode over three split-K chunks (OPS_ATTN_KC) */
+    check_attention(64, 8, 2, 20, 1015);  /* prefill straddling a chunk edge */
 }
 
 Test(model, rope_neox_rotates_halves)

@@ -8,15 +8,19 @@
 #include "engine/kernels/fp16.h"
 
 /* SIMD variants (ops_avx2.c, ops_avx512.c); only referenced on x86-64. */
-void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
-void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                       int c1, float *state);
+void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                         int c1, float *state);
 void ops_f16_to_f32_avx512(float *dst, const uint16_t *src, int64_t n);
 void ops_f32_to_f16_avx512(uint16_t *dst, const float *src, int64_t n);
 void ops_swiglu_avx512(float *out, const float *gate, const float *up, int64_t n);
 void ops_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps);
 
-typedef void (*attn_fn)(const struct ops_attn *, int, int, int, float *);
-static attn_fn g_attn = ops_attn_run_ref;
+typedef void (*attn_fn)(const struct ops_attn *, int, int, int, float *, int, int, float *);
+static void attn_portable_fn(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch,
+                             int c0, int c1, float *state);
+static attn_fn g_attn = attn_portable_fn;
 static int g_attn_align = 1; /* head_dim must be a multiple of this for g_attn */
 static const char *g_isa = "scalar";
 static bool g_f16c_avx512;
@@ -158,22 +162,84 @@ void ops_f16_to_f32(float *dst, const uint16_t *src, int64_t n)
 #define ATTN_FN attn_portable
 #include "engine/kernels/ops_attn_impl.h"
 
+static void attn_portable_fn(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch,
+                             int c0, int c1, float *state)
+{
+    attn_portable(a, kvh, q0, q1, scratch, c0, c1, state);
+}
+
+/* Not inlined: the one copy of the merge arithmetic that every path (sequential chunks inside a
+ * unit, ops_attn_merge after split chunks) runs, written per element with fmaf so the vector
+ * width of the ISA cannot change it. A chunk the row sees nothing of (max -inf) adds nothing. */
+__attribute__((noinline)) void ops_attn_state_merge(float *run, const float *chunk, int hd)
+{
+    if (chunk[0] == -INFINITY) return;
+    float mn = chunk[0] > run[0] ? chunk[0] : run[0];
+    float ea = expf(run[0] - mn), eb = expf(chunk[0] - mn); /* run[0] = -inf: ea = 0 */
+    run[1] = fmaf(chunk[1], eb, run[1] * ea);
+    for (int d = 0; d < hd; d++)
+        run[2 + d] = fmaf(chunk[2 + d], eb, run[2 + d] * ea);
+    run[0] = mn;
+}
+
+__attribute__((noinline)) void ops_attn_state_finish(const float *run, float *out, int hd)
+{
+    float inv = 1.0f / run[1];
+    for (int d = 0; d < hd; d++)
+        out[d] = run[2 + d] * inv;
+}
+
+static attn_fn pick(const struct ops_attn *a)
+{
+    return a->head_dim % g_attn_align == 0 ? g_attn : attn_portable_fn;
+}
+
+int ops_attn_chunks(const struct ops_attn *a, int q1)
+{
+    return a->pos[q1 - 1] / OPS_ATTN_KC + 1;
+}
+
 void ops_attn_run_ref(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
 {
-    attn_portable(a, kvh, q0, q1, scratch);
+    attn_portable(a, kvh, q0, q1, scratch, 0, ops_attn_chunks(a, q1), NULL);
 }
 
 void ops_attn_run(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
 {
-    if (a->head_dim % g_attn_align == 0)
-        g_attn(a, kvh, q0, q1, scratch);
-    else
-        ops_attn_run_ref(a, kvh, q0, q1, scratch);
+    pick(a)(a, kvh, q0, q1, scratch, 0, ops_attn_chunks(a, q1), NULL);
+}
+
+size_t ops_attn_state_floats(const struct ops_attn *a, int q0, int q1)
+{
+    return (size_t)(q1 - q0) * (size_t)(a->n_head / a->n_head_kv) * (size_t)(a->head_dim + 2);
+}
+
+void ops_attn_run_chunk(const struct ops_attn *a, int kvh, int q0, int q1, int chunk, float *state,
+                        float *scratch)
+{
+    pick(a)(a, kvh, q0, q1, scratch, chunk, chunk + 1, state);
+}
+
+void ops_attn_merge(const struct ops_attn *a, int kvh, int q0, int q1, int n_chunks,
+                    const float *states, size_t stride)
+{
+    const int hd = a->head_dim, group = a->n_head / a->n_head_kv, rows = (q1 - q0) * group;
+    float run[OPS_ATTN_MAX_HEAD_DIM + 2];
+    for (int r = 0; r < rows; r++) {
+        run[0] = -INFINITY;
+        run[1] = 0.0f;
+        for (int d = 0; d < hd; d++)
+            run[2 + d] = 0.0f;
+        for (int c = 0; c < n_chunks; c++)
+            ops_attn_state_merge(run, states + (size_t)c * stride + (size_t)r * (hd + 2), hd);
+        int qi = r / group, g = r % group;
+        ops_attn_state_finish(run, a->out + (int64_t)(q0 + qi) * a->out_stride + (int64_t)(kvh * group + g) * hd, hd);
+    }
 }
 
 size_t ops_attn_scratch_floats(void)
 {
     size_t rows = (size_t)OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8 /* padding to a row block */, hd = OPS_ATTN_MAX_HEAD_DIM;
     size_t kt = OPS_ATTN_KT;
-    return rows * hd * 2 + rows * kt + rows * 3 + 16;
+    return rows * hd * 2 + rows * kt + rows * 3 + 2 * rows * (hd + 2) + 16;
 }

@@ -57,12 +57,33 @@ struct ops_attn {
 #define OPS_ATTN_KT 64        /* keys per tile */
 #define OPS_ATTN_MAX_HEAD_DIM 256
 #define OPS_ATTN_MAX_GROUP 16 /* n_head / n_head_kv */
+/* Split-K: keys are reduced in fixed chunks of OPS_ATTN_KC positions — each chunk from a fresh
+ * online-softmax state, the chunks' states merged in chunk order — for every query row, whatever
+ * the thread count, the query block or how the chunks are spread over threads, so decode at depth
+ * can run one long unit's chunks on several threads and stay batch-invariant. A cache of at most
+ * OPS_ATTN_KC positions is one chunk (the plain online softmax). */
+#define OPS_ATTN_KC 1024
 
 /* One work unit: kv head kvh, query tokens [q0, q1) with q1 - q0 <= OPS_ATTN_QB. Units write
  * disjoint outputs, so they can run on different threads. scratch: ops_attn_scratch_floats()
  * floats, 64-byte aligned, private to the calling thread. */
 void ops_attn_run(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
 size_t ops_attn_scratch_floats(void);
+/* Split-K pieces of the same unit (bit-identical to ops_attn_run of it): ops_attn_chunks() chunks
+ * cover its keys; ops_attn_run_chunk stores chunk c's state of the unit's rows in state
+ * (ops_attn_state_floats floats); ops_attn_merge folds n_chunks states (chunk c at states +
+ * c * stride) in chunk order and writes the unit's output. Chunks of one unit may run on
+ * different threads; the merge needs all of them. */
+int ops_attn_chunks(const struct ops_attn *a, int q1);
+size_t ops_attn_state_floats(const struct ops_attn *a, int q0, int q1);
+void ops_attn_run_chunk(const struct ops_attn *a, int kvh, int q0, int q1, int chunk, float *state,
+                        float *scratch);
+void ops_attn_merge(const struct ops_attn *a, int kvh, int q0, int q1, int n_chunks,
+                    const float *states, size_t stride);
+/* The merge and the final normalisation, shared by every ISA's unit (internal: ops_attn_impl.h).
+ * A state row is max, sum, head_dim accumulator floats. */
+void ops_attn_state_merge(float *run, const float *chunk, int hd);
+void ops_attn_state_finish(const float *run, float *out, int hd);
 /* The portable version (the reference for tests). */
 void ops_attn_run_ref(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
 

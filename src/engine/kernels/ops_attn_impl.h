@@ -15,7 +15,8 @@
  * ATTN_RB rows so each loaded K/V vector feeds RB FMAs and 4*RB independent FMA chains hide the
  * FMA latency (with one row, 4 chains made it latency-bound at ~1 FMA/cycle). */
 
-static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                    int c1, float *state)
 {
     enum { RB = ATTN_RB };
     const int hd = a->head_dim, group = a->n_head / a->n_head_kv;
@@ -28,6 +29,9 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
     float *mx = S + rows_p * KT;   /* [rows_p]      running max */
     float *sum = mx + rows_p;      /* [rows_p]      running sum of exp */
     float *corr = sum + rows_p;    /* [rows_p]      this tile's rescale of acc */
+    const int sw = hd + 2;         /* a row's state: max, sum, hd accumulator floats */
+    float *R = corr + rows_p;      /* [rows_p][sw]  the rows' state merged over chunks c0.. */
+    float *st = R + rows_p * sw;   /* [rows_p][sw]  one chunk's state (state == NULL) */
     int32_t rpos[OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8];
     int32_t rlo[OPS_ATTN_QB * OPS_ATTN_MAX_GROUP + 8]; /* first visible key position per row */
 
@@ -35,14 +39,14 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
         int qi = r / group, g = r % group;
         VEC vsc = VSET1(r < rows ? scale : 0.0f); /* padding rows: zero queries */
         const float *src = a->q + (int64_t)(q0 + (r < rows ? qi : 0)) * a->q_stride + (int64_t)(kvh * group + g) * hd;
-        for (int d = 0; d < hd; d += VW) {
+        for (int d = 0; d < hd; d += VW)
             VSTORE(Q + r * hd + d, VMUL(VLOAD(src + d), vsc));
-            VSTORE(acc + r * hd + d, VZERO());
-        }
         rpos[r] = r < rows ? a->pos[q0 + qi] : -1; /* padding sees nothing */
         rlo[r] = a->window > 0 && r < rows ? rpos[r] - a->window + 1 : INT32_MIN / 2;
-        mx[r] = -INFINITY;
-        sum[r] = 0.0f;
+        R[r * sw] = -INFINITY;
+        R[r * sw + 1] = 0.0f;
+        for (int d = 0; d < hd; d++)
+            R[r * sw + 2 + d] = 0.0f;
     }
     int32_t maxpos = a->pos[q1 - 1];
     const uint16_t *kh = a->k + (int64_t)kvh * a->kv_head_stride;
@@ -52,8 +56,21 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
      * before it are outside every row's window: skipping them changes no row's state) */
     int32_t kt_begin = 0;
     if (a->window > 0 && a->pos[q0] - a->window + 1 > 0) kt_begin = (a->pos[q0] - a->window + 1) / KT * KT;
-    for (int32_t kt0 = kt_begin; kt0 <= maxpos; kt0 += KT) {
-        int kn = maxpos + 1 - kt0 < KT ? maxpos + 1 - kt0 : KT;
+    /* Split-K (ops.h): keys in fixed chunks of OPS_ATTN_KC; each chunk starts from a fresh
+     * online-softmax state, and the chunks' states are merged in chunk order (ops_attn_state_merge)
+     * — here one after the other, or by ops_attn_merge from states other threads computed (state
+     * != NULL: this call does one chunk and stores its state). Same arithmetic either way. A chunk
+     * wholly before a sliding window has no tiles: its state (max -inf) merges as nothing. */
+    for (int c = c0; c < c1; c++) {
+    for (int r = 0; r < rows_p; r++) {
+        for (int d = 0; d < hd; d += VW) VSTORE(acc + r * hd + d, VZERO());
+        mx[r] = -INFINITY;
+        sum[r] = 0.0f;
+    }
+    const int32_t kend = (int32_t)(c + 1) * OPS_ATTN_KC - 1 < maxpos ? (int32_t)(c + 1) * OPS_ATTN_KC - 1 : maxpos;
+    int32_t kc0 = (int32_t)c * OPS_ATTN_KC > kt_begin ? (int32_t)c * OPS_ATTN_KC : kt_begin;
+    for (int32_t kt0 = kc0; kt0 <= kend; kt0 += KT) {
+        int kn = kend + 1 - kt0 < KT ? kend + 1 - kt0 : KT;
         /* K tile: hd rows of KT halfs (tail columns past kn hold stale values: masked); a ring
          * holds position kt0 at row kt0 % ring (tiles never straddle its end: ring % KT == 0) */
         int64_t row0 = a->ring > 0 ? kt0 % a->ring : kt0;
@@ -170,9 +187,17 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
         }
     }
     for (int r = 0; r < rows; r++) {
+        float *o = state ? state + (size_t)r * sw : st + (size_t)r * sw;
+        o[0] = mx[r];
+        o[1] = sum[r];
+        for (int d = 0; d < hd; d++) o[2 + d] = acc[r * hd + d];
+        if (!state) ops_attn_state_merge(R + (size_t)r * sw, o, hd);
+    }
+    }
+    if (state) return;
+    for (int r = 0; r < rows; r++) {
         int qi = r / group, g = r % group;
-        VEC inv = VSET1(1.0f / sum[r]);
-        float *dst = a->out + (int64_t)(q0 + qi) * a->out_stride + (int64_t)(kvh * group + g) * hd;
-        for (int d = 0; d < hd; d += VW) VSTORE(dst + d, VMUL(VLOAD(acc + r * hd + d), inv));
+        ops_attn_state_finish(R + (size_t)r * sw,
+                              a->out + (int64_t)(q0 + qi) * a->out_stride + (int64_t)(kvh * group + g) * hd, hd);
     }
 }

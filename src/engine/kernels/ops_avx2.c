@@ -5,7 +5,8 @@
 #include "engine/kernels/ops.h"
 #include "engine/kernels/vexp_avx2.h"
 
-void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                       int c1, float *state);
 
 static inline float hmax256(__m256 v)
 {
@@ -43,7 +44,8 @@ static inline float hsum256(__m256 v)
 #define ATTN_FN attn_rb2
 #include "engine/kernels/ops_attn_impl.h"
 
-void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                       int c1, float *state)
 {
-    attn_rb2(a, kvh, q0, q1, scratch);
+    attn_rb2(a, kvh, q0, q1, scratch, c0, c1, state);
 }

@@ -4,7 +4,8 @@
 
 #include "engine/kernels/ops.h"
 
-void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch);
+void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                         int c1, float *state);
 void ops_f16_to_f32_avx512(float *dst, const uint16_t *src, int64_t n);
 void ops_f32_to_f16_avx512(uint16_t *dst, const float *src, int64_t n);
 void ops_swiglu_avx512(float *out, const float *gate, const float *up, int64_t n);
@@ -110,10 +111,11 @@ void ops_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, f
 #define ATTN_FN attn_rb2
 #include "engine/kernels/ops_attn_impl.h"
 
-void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
+void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
+                         int c1, float *state)
 {
     if ((q1 - q0) * (a->n_head / a->n_head_kv) <= 2)
-        attn_rb2(a, kvh, q0, q1, scratch);
+        attn_rb2(a, kvh, q0, q1, scratch, c0, c1, state);
     else
-        attn_rb6(a, kvh, q0, q1, scratch);
+        attn_rb6(a, kvh, q0, q1, scratch, c0, c1, state);
 }

@@ -67,6 +67,14 @@ struct attn_unit {
     struct kv_cache *kv;
     int32_t t0;  /* first token of the run in the micro-batch */
     int32_t kvh, q0, q1; /* kv head and query range relative to t0 */
+    int32_t nc;          /* split-K chunks run as separate work items (0: one item) */
+    atomic_int left;     /* chunks not done yet in this layer; the last one merges */
+    size_t st;           /* offset of its chunk states in q3.attn_st */
+};
+
+/* A work item of the attention fork-join: a whole unit (chunk -1) or one split-K chunk of it. */
+struct attn_item {
+    int32_t unit, chunk;
 };
 
 struct q3 {
@@ -81,6 +89,11 @@ struct q3 {
     void *arena;
     size_t arena_bytes;
     struct q3_scratch s;
+    /* split-K decode at depth (ops.h): work items and the chunks' states, grown on demand */
+    struct attn_item *items;
+    size_t items_cap;
+    float *attn_st;
+    size_t attn_st_cap;
 };
 
 /* Next 64-byte aligned piece of the arena (NULL while only sizing, base == NULL). */
@@ -137,6 +150,8 @@ static void q3_free(struct model *bm)
     free(m->arena);
     free(m->layers);
     free(m->inv_freq);
+    free(m->items);
+    free(m->attn_st);
     gguf_close(&m->base.g);
     free(m);
 }
@@ -399,7 +414,7 @@ static int run(struct q3 *m, const struct mm_op *ops, int n, struct err *e)
 
 struct attn_job {
     struct q3 *m;
-    int layer, n_units;
+    int layer, n_units; /* work items (m->items) */
     const int32_t *pos;
     atomic_int next;
 };
@@ -414,7 +429,8 @@ static void attn_worker(void *ctx, int ith, int nth)
     for (;;) {
         int u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (u >= j->n_units) break;
-        const struct attn_unit *un = &m->s.units[u];
+        const struct attn_item *it = &m->items[u];
+        struct attn_unit *un = &m->s.units[it->unit];
         struct ops_attn a = {
             .q = m->s.q + (int64_t)un->t0 * qd,
             .q_stride = qd,
@@ -430,7 +446,15 @@ static void attn_worker(void *ctx, int ith, int nth)
             .head_dim = c->head_dim,
             .scale = 1.0f / sqrtf((float)c->head_dim),
         };
-        ops_attn_run(&a, un->kvh, un->q0, un->q1, ws);
+        if (it->chunk < 0) {
+            ops_attn_run(&a, un->kvh, un->q0, un->q1, ws);
+            continue;
+        }
+        size_t sf = ops_attn_state_floats(&a, un->q0, un->q1);
+        ops_attn_run_chunk(&a, un->kvh, un->q0, un->q1, it->chunk, m->attn_st + un->st + (size_t)it->chunk * sf, ws);
+        /* the thread that finishes a unit's last chunk merges them in chunk order */
+        if (atomic_fetch_sub_explicit(&un->left, 1, memory_order_acq_rel) == 1)
+            ops_attn_merge(&a, un->kvh, un->q0, un->q1, un->nc, m->attn_st + un->st, sf);
     }
     (void)nth;
 }
@@ -438,6 +462,49 @@ static void attn_worker(void *ctx, int ith, int nth)
 /* Splits the micro-batch into runs of consecutive tokens of one sequence, and each run into
  * (kv head, query block) units. Units are ordered longest-first (later query blocks see more
  * keys) so the dynamic queue ends balanced. */
+static int grow_buf(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t n = need + need / 2 + 16;
+    void *q = realloc(*p, n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Work items for the units: a decode-sized unit (<= 4 query tokens) whose keys span two or more
+ * split-K chunks runs each chunk as its own item, so one long sequence keeps every thread busy
+ * (the arithmetic is the same either way: ops.h). Returns the item count, or -1 (out of memory). */
+static int build_items(struct q3 *m, int n_units, const int32_t *pos)
+{
+    const struct model_config *c = &m->base.cfg;
+    size_t n_items = 0, st = 0;
+    for (int u = 0; u < n_units; u++) {
+        struct attn_unit *un = &m->s.units[u];
+        int nc = un->q1 - un->q0 <= 4 ? pos[un->t0 + un->q1 - 1] / OPS_ATTN_KC + 1 : 1;
+        un->nc = nc >= 2 ? nc : 0;
+        un->st = st;
+        if (un->nc)
+            st += (size_t)nc * (size_t)(un->q1 - un->q0) * (size_t)(c->n_head / c->n_head_kv) * (size_t)(c->head_dim + 2);
+        n_items += un->nc ? (size_t)nc : 1;
+    }
+    if (n_items > INT32_MAX || grow_buf((void **)&m->items, &m->items_cap, n_items, sizeof *m->items) ||
+        grow_buf((void **)&m->attn_st, &m->attn_st_cap, st, sizeof *m->attn_st))
+        return -1;
+    int n = 0;
+    for (int u = 0; u < n_units; u++) {
+        const struct attn_unit *un = &m->s.units[u];
+        if (!un->nc) {
+            m->items[n++] = (struct attn_item){u, -1};
+            continue;
+        }
+        for (int k = 0; k < un->nc; k++)
+            m->items[n++] = (struct attn_item){u, k};
+    }
+    return n;
+}
+
 static int build_units(struct q3 *m, struct kv_cache *const *seq, int64_t T)
 {
     const struct model_config *c = &m->base.cfg;
@@ -449,7 +516,7 @@ static int build_units(struct q3 *m, struct kv_cache *const *seq, int64_t T)
         for (int q1 = len; q1 > 0; q1 -= OPS_ATTN_QB) {
             int q0 = q1 - OPS_ATTN_QB > 0 ? q1 - OPS_ATTN_QB : 0;
             for (int h = 0; h < c->n_head_kv; h++)
-                m->s.units[n++] = (struct attn_unit){seq[t0], (int32_t)t0, h, q0, q1};
+                m->s.units[n++] = (struct attn_unit){.kv = seq[t0], .t0 = (int32_t)t0, .kvh = h, .q0 = q0, .q1 = q1};
         }
         t0 = t1;
     }
@@ -606,6 +673,8 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
     const int E = c->n_embd, HD = c->head_dim, QD = c->n_head * HD, KVD = c->n_head_kv * HD, FF = c->n_ff;
     for (int64_t t = 0; t < T; t++) embed(m, tok[t], s->x + t * E);
     int n_units = build_units(m, seq, T);
+    int n_items = build_items(m, n_units, pos);
+    if (n_items < 0) return err_set(e, ERR_NOMEM, "attention: out of memory for split-K states");
     struct rows_job rn = {.st = ST_RESID_NORM, .norm = m->layers[0].attn_norm, .add = false, .n = T};
     run_rows(m, &rn);
 
@@ -619,7 +688,8 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
         struct rows_job qk = {.st = ST_QK, .layer = l, .q_norm = L->q_norm, .k_norm = L->k_norm,
                               .pos = pos, .seq = seq, .n = T};
         run_rows(m, &qk);
-        struct attn_job aj = {.m = m, .layer = l, .n_units = n_units, .pos = pos};
+        for (int u = 0; u < n_units; u++) atomic_init(&s->units[u].left, s->units[u].nc);
+        struct attn_job aj = {.m = m, .layer = l, .n_units = n_items, .pos = pos};
         atomic_init(&aj.next, 0);
         /* units come from a counter: a descheduled worker holds nobody up */
         tp_run_dynamic(m->base.pool, attn_worker, &aj);
