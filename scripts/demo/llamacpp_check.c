@@ -10,6 +10,8 @@
  *   logits ID,...      -> the last position's logits, space separated (%.9g)
  *   greedy N ID,...    -> N greedy (argmax) token ids, comma separated
  *   nll ID,...         -> "SUM COUNT": summed negative log-likelihood (nats) of tokens 2..n
+ *   decode ID,...      -> like logits, the prompt fed one token per llama_decode
+ *   greedyp N ID,...   -> like greedy, each step one fresh prefill of the whole sequence
  * One thread, F16 KV cache (llama.cpp's default, like lmserve's).
  */
 #include <math.h>
@@ -91,8 +93,8 @@ int main(int argc, char **argv)
         char *rest = strchr(line, ' ');
         if (!rest) continue;
         *rest++ = '\0';
-        int greedy = 0;
-        if (!strcmp(line, "greedy")) {
+        int greedy = 0, fresh = !strcmp(line, "greedyp");
+        if (!strcmp(line, "greedy") || fresh) {
             greedy = atoi(rest);
             rest = strchr(rest, ' ');
             if (!rest || greedy <= 0) return fprintf(stderr, "llamacpp_check: bad greedy request\n"), 2;
@@ -101,9 +103,11 @@ int main(int argc, char **argv)
         int n = parse_ids(rest, tok, CAP);
         if (n <= 0 || n + greedy > CAP) return fprintf(stderr, "llamacpp_check: bad token list\n"), 2;
         llama_memory_clear(llama_get_memory(ctx), true);
-        int all = !strcmp(line, "nll");
-        if (decode(ctx, &b, tok, n, 0, all)) return fprintf(stderr, "llamacpp_check: decode failed\n"), 1;
-        if (!strcmp(line, "logits")) {
+        int all = !strcmp(line, "nll"), one = !strcmp(line, "decode");
+        for (int i = 0; i < (one ? n : 1); i++)
+            if (one ? decode(ctx, &b, tok + i, 1, i, 0) : decode(ctx, &b, tok, n, 0, all))
+                return fprintf(stderr, "llamacpp_check: decode failed\n"), 1;
+        if (!strcmp(line, "logits") || one) {
             const float *l = llama_get_logits_ith(ctx, -1);
             for (int j = 0; j < nv; j++) printf("%s%.9g", j ? " " : "", (double)l[j]);
             printf("\n");
@@ -120,8 +124,14 @@ int main(int argc, char **argv)
             for (int g = 0; g < greedy; g++) {
                 llama_token t = argmax(llama_get_logits_ith(ctx, -1), nv);
                 printf("%s%d", g ? "," : "", t);
-                if (g + 1 < greedy && decode(ctx, &b, &t, 1, n + g, 0))
+                if (g + 1 == greedy) break;
+                if (fresh) { /* the sequence so far, prefilled from scratch */
+                    tok[n + g] = t;
+                    llama_memory_clear(llama_get_memory(ctx), true);
+                    if (decode(ctx, &b, tok, n + g + 1, 0, 0)) return fprintf(stderr, "llamacpp_check: decode failed\n"), 1;
+                } else if (decode(ctx, &b, &t, 1, n + g, 0)) {
                     return fprintf(stderr, "llamacpp_check: decode failed\n"), 1;
+                }
             }
             printf("\n");
         } else {
