@@ -34,7 +34,7 @@ if [ "$what" = build ]; then
   apt_need gcc make pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev
 fi
 if [ "$what" = c ] || [ "$what" = all ]; then
-  pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcriterion-dev python3 python3-numpy python3-jinja2 python3-regex nodejs npm clang libclang-rt-14-dev curl gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+  pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcriterion-dev python3 python3-numpy python3-jinja2 python3-regex python3-torch libopenblas0-pthread nodejs npm clang libclang-rt-14-dev curl gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
   missing=""
   for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

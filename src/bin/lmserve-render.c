@@ -1,12 +1,15 @@
 /* lmserve-render — prints the prompt a family's chat template makes of a conversation.
  *
- *   lmserve-render [--arch qwen3] [--spans] < case.json
+ *   lmserve-render [--arch qwen3] [--spans | --ids TOKENIZER.json] < case.json
  *   lmserve-render --tojson < values.jsonl
  *
  * Input: an OpenAI-style messages array, or a case object {"messages": [...], "tools": [...],
- * "add_generation_prompt": bool (default false), "enable_thinking": bool (default true)}.
+ * "add_generation_prompt": bool (default false), "enable_thinking": bool (default true),
+ * "continue_final": bool (default false)}.
  * Output: the prompt bytes exactly (no trailing newline added). With --spans, a JSON object
- * {"text": ..., "spans": [[off, len], ...]} instead (spans = template structure).
+ * {"text": ..., "spans": [[off, len], ...]} instead (spans = template structure). With --ids, the
+ * token ids of the prompt (comma separated) in a nanochat tokenizer file's vocabulary, control
+ * tokens parsed only in the spans, as the server tokenizes it (tests/suites/46-nanochat-chat.sh).
  * --tojson: each input line is one JSON value; prints chat_tojson of it, one per line (the
  * Python json.dumps(ensure_ascii=False) compatibility check of tests/suites/45-chat.sh). */
 #include <stdio.h>
@@ -15,10 +18,11 @@
 
 #include "base/buf.h"
 #include "engine/text/chat.h"
+#include "engine/text/vocab.h"
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: lmserve-render [--arch NAME] [--spans] < case.json\n"
+    fprintf(stderr, "usage: lmserve-render [--arch NAME] [--spans | --ids TOKENIZER.json] < case.json\n"
                     "       lmserve-render --tojson < values.jsonl\n");
     return 2;
 }
@@ -71,11 +75,14 @@ int main(int argc, char **argv)
 {
     const char *arch = "qwen3";
     int spans = 0, tojson = 0;
+    const char *ids = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--arch") && i + 1 < argc)
             arch = argv[++i];
         else if (!strcmp(argv[i], "--spans"))
             spans = 1;
+        else if (!strcmp(argv[i], "--ids") && i + 1 < argc)
+            ids = argv[++i];
         else if (!strcmp(argv[i], "--tojson"))
             tojson = 1;
         else
@@ -107,18 +114,34 @@ int main(int argc, char **argv)
         if ((v = json_object_get(root, "add_generation_prompt")))
             opts.add_generation_prompt = json_is_true(v);
         if ((v = json_object_get(root, "enable_thinking"))) opts.enable_thinking = json_is_true(v);
+        if ((v = json_object_get(root, "continue_final"))) opts.continue_final = json_is_true(v);
     }
     struct err e = {0};
     struct chat_msg *msgs = NULL;
     int n = 0;
     struct chat_prompt p = {0};
+    struct vocab *v = NULL;
+    int32_t *t = NULL;
+    size_t nt = 0, ct = 0;
     int rc = 1;
-    if (chat_msgs_from_openai_json(messages, &msgs, &n, &e) ||
-        chat_render(arch, msgs, n, &opts, &p, &e)) {
-        fprintf(stderr, "lmserve-render: %s: %s\n", err_code_name(e.code), e.msg);
+    if (ids && !(v = vocab_load_tiktoken(ids, &e))) {
+        fprintf(stderr, "lmserve-render: %s\n", e.msg);
         goto done;
     }
-    if (spans) {
+    if (chat_msgs_from_openai_json(messages, &msgs, &n, &e) ||
+        chat_render(arch, msgs, n, &opts, &p, &e)) {
+        fprintf(stderr, "lmserve-render: %s%s%s%s: %s\n", err_code_name(e.code),
+                e.param[0] ? " (" : "", e.param, e.param[0] ? ")" : "", e.msg);
+        goto done;
+    }
+    if (v) {
+        if (tok_encode(v, p.text.data, p.text.len, p.spans, p.n_spans, false, &t, &nt, &ct, &e)) {
+            fprintf(stderr, "lmserve-render: %s\n", e.msg);
+            goto done;
+        }
+        for (size_t i = 0; i < nt; i++) printf(i ? ",%d" : "%d", t[i]);
+        putchar('\n');
+    } else if (spans) {
         json_t *o = json_object(), *sa = json_array();
         json_object_set_new(o, "text", json_stringn(p.text.data, p.text.len));
         for (size_t i = 0; i < p.n_spans; i++)
@@ -134,6 +157,8 @@ int main(int argc, char **argv)
     }
     rc = 0;
 done:
+    free(t);
+    vocab_free(v);
     chat_prompt_free(&p);
     chat_msgs_free(msgs, n);
     json_decref(root);

@@ -15,6 +15,7 @@
 #include "engine/text/vocab.h"
 #include "grammar/grammar.h"
 #include "serve/emitter.h"
+#include "serve/inline_tool.h"
 #include "serve/kvdisk.h"
 #include "serve/kvpool.h"
 #include "serve/spec.h"
@@ -658,6 +659,7 @@ struct stream {
     bool em_live;
     struct toolcall_scanner tc;
     struct tok_stream ts;
+    struct inline_tool it; /* the family's in-reply tool (nanochat's calculator) */
     struct spec sps; /* --spec: this stream's drafts */
     size_t snap_at[2]; /* recurrent families: prompt positions to snapshot the state at (0 = none) */
     float *vlog;     /* --spec: its verify rows, (spec + 1) x n_vocab */
@@ -725,6 +727,7 @@ static int stream_open(struct llm *L, struct stream *s, struct err *e)
     int room = L->base.n_ctx - (int)req->n_tokens;
     s->budget = req->max_tokens < room ? req->max_tokens : room;
     spec_init(&s->sps, L->spec);
+    inline_tool_init(&s->it, L->fam->inline_tool, L->v);
     return 0;
 }
 
@@ -781,6 +784,7 @@ static void stream_end(struct sched *S, struct stream *s, int why, bool stopped)
                   (long long)s->sps.n_forced_total);
     if (s->em_live) emitter_deinit(&s->em);
     toolcall_deinit(&s->tc);
+    inline_tool_deinit(&s->it);
     free(s->vlog);
     sampler_free(s->smp);
     matcher_free(s->mt);
@@ -959,22 +963,24 @@ static int stream_sample(struct sched *S, struct stream *s, float *logits, struc
     struct bjob *bj = s->bj;
     struct job *job = bj->job;
     const struct request *req = &job->req;
-    struct sampler_choice ch;
-    for (int i = 0; i < req->n_bias; i++) /* OpenAI logit_bias: before sampling */
+    struct sampler_choice ch = {0};
+    /* the family's in-reply tool (serve/inline_tool.h): its forced tokens replace sampling */
+    bool forced = inline_tool_next(&s->it, &ch.token);
+    for (int i = 0; i < req->n_bias && !forced; i++) /* OpenAI logit_bias: before sampling */
         logits[req->bias[i].token] += req->bias[i].bias;
-    if (s->mt) matcher_mask(s->mt, L->mask);
-    if (s->mt && matcher_status(s->mt, e)) { /* a grammar budget (docs/grammar.md) */
+    if (s->mt && !forced) matcher_mask(s->mt, L->mask);
+    if (s->mt && !forced && matcher_status(s->mt, e)) { /* a grammar budget (docs/grammar.md) */
         snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
         return -1;
     }
-    if (sampler_sample(s->smp, logits, s->mt ? L->mask : NULL, &ch) < 0) {
+    if (!forced && sampler_sample(s->smp, logits, s->mt ? L->mask : NULL, &ch) < 0) {
         if (s->mt) { /* the grammar allows nothing here: end the reply where it is */
             stream_end(S, s, FINISH_STOP, false);
             return 1;
         }
         return err_set(e, ERR_INTERNAL, "no token can be sampled (all logits -inf or NaN)");
     }
-    if (s->mt && matcher_consume(s->mt, ch.token) < 0) {
+    if (s->mt && !forced && matcher_consume(s->mt, ch.token) < 0) {
         if (matcher_status(s->mt, e))
             snprintf(e->param, sizeof e->param, "%s", req->constraint_param);
         else
@@ -982,10 +988,11 @@ static int stream_sample(struct sched *S, struct stream *s, float *logits, struc
         return -1;
     }
     if (!job->t_first) job->t_first = mono_seconds();
-    if (tok_is_eog(L->v, ch.token) || is_eot(L, ch.token)) {
+    if (!forced && (tok_is_eog(L->v, ch.token) || is_eot(L, ch.token))) {
         stream_end(S, s, FINISH_STOP, false);
         return 1;
     }
+    if (inline_tool_seen(&s->it, ch.token, e) < 0) return -1;
     sampler_accept(s->smp, ch.token);
     bj->u.completion_tokens++;
     if (emitter_in_reasoning(&s->em)) bj->u.reasoning_tokens++;
@@ -1004,7 +1011,7 @@ static int stream_sample(struct sched *S, struct stream *s, float *logits, struc
         stream_end(S, s, FINISH_STOP, true);
         return 1;
     }
-    if (s->mt && matcher_done(s->mt)) { /* only end-of-turn can follow: end here */
+    if (s->mt && matcher_done(s->mt) && !inline_tool_pending(&s->it)) { /* only end-of-turn */
         stream_end(S, s, FINISH_STOP, false);
         return 1;
     }

@@ -169,6 +169,10 @@ static int tojson_string(const char *s, size_t n, struct buf *out)
 
 /* Python float repr: the shortest digit string that round-trips, fixed notation when the decimal
  * exponent is in [-4, 16), else d.ddde±XX. */
+static int tojson_real(double d, struct buf *out);
+
+int chat_py_float_repr(double d, struct buf *out) { return tojson_real(d, out); }
+
 static int tojson_real(double d, struct buf *out)
 {
     if (isnan(d)) return buf_puts(out, "NaN");

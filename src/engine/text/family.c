@@ -7,6 +7,7 @@ static const struct family *const FAMILIES[] = {
     &family_qwen3,
     &family_qwen35,
     &family_gemma4,
+    &family_nanochat,
 };
 
 const struct family *family_find(const char *arch)

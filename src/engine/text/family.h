@@ -64,6 +64,16 @@ typedef int (*family_render_fn)(const struct chat_msg *, int, const struct chat_
  * the family's call shape, n >= 1, names and schemas already checked. 0, or -1 on OOM. */
 typedef int (*family_forced_fn)(const struct family_tool *tools, int n, struct buf *out);
 
+/* A tool the server runs inside a reply (nanochat's calculator): when the model emits the token
+ * call.open, the tokens up to call.close are the call; run gets their decoded bytes and may
+ * answer, and then result.open, the answer tokenized as plain text, and result.close are forced
+ * into the reply as if generated (serve/inline_tool.h). */
+struct family_inline_tool {
+    struct family_markers call, result; /* special-token texts */
+    /* 1 with the answer appended to out, 0 for no answer (nothing is forced), -1 on OOM */
+    int (*run)(const char *call, size_t n, struct buf *out);
+};
+
 struct family {
     const char *name;
     const char *const *archs; /* GGUF general.architecture values it serves, NULL-terminated */
@@ -76,6 +86,7 @@ struct family {
     family_forced_fn forced_call; /* NULL when tool_style is NONE */
     const char *const *end_of_turn; /* token texts that end a reply, NULL-terminated */
     struct family_sampling sampling, sampling_think;
+    const struct family_inline_tool *inline_tool; /* NULL: none */
 };
 
 /* The family serving GGUF architecture `arch`, or NULL. */
@@ -100,5 +111,6 @@ void family_sampling_params(const struct family_sampling *fs, const struct gguf 
 extern const struct family family_qwen3;
 extern const struct family family_qwen35;
 extern const struct family family_gemma4; /* chat_gemma4.c */
+extern const struct family family_nanochat;
 
 #endif
