@@ -135,8 +135,8 @@ $(BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c src/engine/format/safet
 # the fuzz targets compile base/ directly: faultsim.c's wrappers need the unit tests' --wrap link
 FUZZ_BASE_SRC := $(filter-out src/base/faultsim.c,$(wildcard src/base/*.c))
 FUZZ_REQ_SRC := tests/fuzz/fuzz_request.c $(wildcard src/api/*.c) src/serve/request.c src/serve/queue.c \
-                src/serve/pipe.c src/serve/forced.c $(FUZZ_BASE_SRC) src/engine/text/chat.c src/engine/text/chat_qwen3.c \
-                src/engine/text/family.c src/engine/text/chat_nanochat.c src/engine/text/calc.c \
+                src/serve/pipe.c src/serve/forced.c $(FUZZ_BASE_SRC) src/engine/format/gguf.c \
+                $(filter-out src/engine/text/family_sampling.c,$(wildcard src/engine/text/*.c)) \
                 $(wildcard src/grammar/*.c)
 fuzz: $(BUILD)/fuzz-request
 $(BUILD)/fuzz-request: $(FUZZ_REQ_SRC)
