@@ -13,6 +13,7 @@
 #include "engine/format/mkmodel_nanochat.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "engine/text/vocab.h"
 
 static char g_dir[128];
 
@@ -185,6 +186,30 @@ Test(nanochat, prefix_copy_and_serialized_rows_continue_exactly)
     free(mm.p);
     free(ref), free(got);
     kv_free(a), kv_free(b), kv_free(c);
+    model_free(m);
+    rm_dir();
+}
+
+/* the metadata GGUF a directory loads with: architecture, name, the random-weights mark, and the
+ * tokenizer through it (vocab_load follows nanochat.dir to DIR/tokenizer.json) */
+Test(nanochat, metadata_gguf_and_tokenizer)
+{
+    mk("nanochat-tiny");
+    struct err e = {0};
+    struct model_opts o = {.n_threads = 1};
+    struct model *m = model_load(g_dir, &o, &e);
+    cr_assert(m, "%s", e.msg);
+    char *arch = gguf_get_str(model_gguf(m), "general.architecture", &e), *name = gguf_get_str(model_gguf(m), "general.name", &e);
+    cr_expect_str_eq(arch, "nanochat");
+    cr_expect_str_eq(name, "nanochat-tiny");
+    bool rnd = false;
+    cr_expect(gguf_get_bool(model_gguf(m), "lmserve.random_weights", &rnd, &e) == 0 && rnd);
+    free(arch), free(name);
+    struct vocab *v = vocab_load(model_gguf(m), &e);
+    cr_assert(v, "%s", e.msg);
+    cr_expect_eq(vocab_size(v), 500);
+    cr_expect_eq(model_config(m)->n_vocab, 500);
+    vocab_free(v);
     model_free(m);
     rm_dir();
 }

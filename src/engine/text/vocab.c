@@ -445,6 +445,16 @@ static int32_t g_id(const struct gguf *g, const char *key, int32_t dflt)
 
 struct vocab *vocab_load(const struct gguf *g, struct err *e)
 {
+    /* a nanochat checkpoint directory's metadata GGUF (engine/models/nanochat.c) names the
+     * directory; its tokenizer is DIR/tokenizer.json (docs/nanochat.md) */
+    const struct gguf_kv *ncd = gguf_find(g, "nanochat.dir");
+    if (ncd && ncd->type == GGUF_STRING) {
+        char *dir = gguf_get_str(g, "nanochat.dir", e), path[4096];
+        if (!dir) return NULL;
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        free(dir);
+        return vocab_load_tiktoken(path, e);
+    }
     struct gguf_src gs = {0};
     struct src s = {0};
     char *model = gguf_get_str(g, "tokenizer.ggml.model", e);
