@@ -9,7 +9,8 @@
  * Output: the prompt bytes exactly (no trailing newline added). With --spans, a JSON object
  * {"text": ..., "spans": [[off, len], ...]} instead (spans = template structure). With --ids, the
  * token ids of the prompt (comma separated) in a nanochat tokenizer file's vocabulary, control
- * tokens parsed only in the spans, as the server tokenizes it (tests/suites/46-nanochat-chat.sh).
+ * tokens parsed only in the spans, the vocabulary's BOS first when it adds one: as the server
+ * tokenizes it (tests/suites/46-nanochat-chat.sh).
  * --tojson: each input line is one JSON value; prints chat_tojson of it, one per line (the
  * Python json.dumps(ensure_ascii=False) compatibility check of tests/suites/45-chat.sh). */
 #include <stdio.h>
@@ -135,6 +136,11 @@ int main(int argc, char **argv)
         goto done;
     }
     if (v) {
+        if (tok_add_bos(v) && tok_bos(v) >= 0) { /* as the server does (serve/backend_llm.c) */
+            if (!(t = malloc(16 * sizeof *t))) goto done;
+            ct = 16;
+            t[nt++] = tok_bos(v);
+        }
         if (tok_encode(v, p.text.data, p.text.len, p.spans, p.n_spans, false, &t, &nt, &ct, &e)) {
             fprintf(stderr, "lmserve-render: %s\n", e.msg);
             goto done;

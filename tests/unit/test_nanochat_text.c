@@ -92,14 +92,14 @@ Test(nanochat, render_structure_and_system_merge)
     struct chat_prompt_opts o = {.add_generation_prompt = true, .continue_final = true};
     struct err e = {0};
     cr_assert_eq(chat_render("nanochat", m, 3, &o, &p, &e), 0, "%s", e.msg);
-    const char *want = "<|bos|><|user_start|>S\n\n<|bos|>U<|user_end|><|assistant_start|>A"
-                       "<|python_start|>1+1";
+    const char *want = "<|user_start|>S\n\n<|bos|>U<|user_end|><|assistant_start|>A"
+                       "<|python_start|>1+1"; /* the server prepends <|bos|> (add_bos) */
     cr_assert_eq(p.text.len, strlen(want));
     cr_assert(!memcmp(p.text.data, want, p.text.len));
-    /* structure: <|bos|><|user_start|>, <|user_end|><|assistant_start|>; the user's <|bos|> and
-     * the unpaired <|python_start|> (no <|python_end|> after it) are text */
+    /* structure: <|user_start|>, <|user_end|><|assistant_start|>; the user's <|bos|> and the
+     * unpaired <|python_start|> (no <|python_end|> after it) are text */
     cr_assert_eq(p.n_spans, 2);
-    cr_assert(p.spans[0].off == 0 && p.spans[0].len == 21);
+    cr_assert(p.spans[0].off == 0 && p.spans[0].len == 14);
     cr_assert_eq(p.spans[1].len, strlen("<|user_end|><|assistant_start|>"));
     chat_prompt_free(&p);
     struct vocab *v = tiny_vocab();
@@ -108,10 +108,9 @@ Test(nanochat, render_structure_and_system_merge)
     cr_assert_eq(chat_render("nanochat", m + 1, 1, &o, &p, &e), 0);
     cr_assert_eq(tok_encode(v, p.text.data, p.text.len, p.spans, p.n_spans, false, &ids, &n, &cap,
                             &e), 0);
-    /* <|bos|> <|user_start|> "<|bos|>U" as 8 byte tokens <|user_end|> <|assistant_start|> */
-    cr_assert_eq(n, 12);
-    cr_assert(ids[0] == sp(0) && ids[1] == sp(1) && ids[2] == '<' && ids[10] == sp(2) &&
-              ids[11] == sp(3));
+    /* <|user_start|> "<|bos|>U" as 8 byte tokens <|user_end|> <|assistant_start|> */
+    cr_assert_eq(n, 11);
+    cr_assert(ids[0] == sp(1) && ids[1] == '<' && ids[9] == sp(2) && ids[10] == sp(3));
     free(ids);
     vocab_free(v);
     chat_prompt_free(&p);

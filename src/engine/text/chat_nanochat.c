@@ -9,6 +9,8 @@
  * markers, as a reply streamed them (<|python_start|>expr<|python_end|>,
  * <|output_start|>result<|output_end|>), are rendered as those special tokens: they are
  * render_conversation's "python" and "python_output" parts. Everything else is plain text.
+ * The leading <|bos|> is not in the text: the server prepends the vocabulary's BOS to every
+ * prompt (add_bos, as for gemma4's <bos>), so the ids are render_conversation's.
  * Tools are never rendered (the family has none: the api layer refuses or drops tool fields,
  * R-MAP-3 / R-ANT-1); a message carrying tool calls is refused. */
 #include <string.h>
@@ -79,7 +81,6 @@ int chat_render_nanochat(const struct chat_msg *m, int n, const struct chat_prom
         }
     }
     bool prefill = o->continue_final && m[n - 1].role == CHAT_ASSISTANT;
-    S(out, "<|bos|>");
     for (int i = first; i < n; i++) {
         if (m[i].role == CHAT_USER) {
             S(out, "<|user_start|>");
