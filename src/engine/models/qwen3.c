@@ -26,6 +26,7 @@
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
 #include "engine/kernels/threadpool.h"
+#include "engine/models/common.h"
 
 #define Q3_UBATCH 512
 
@@ -97,12 +98,6 @@ struct q3 {
 };
 
 /* Next 64-byte aligned piece of the arena (NULL while only sizing, base == NULL). */
-static void *carve(char *base, size_t *off, size_t bytes)
-{
-    void *r = base ? base + *off : NULL;
-    *off += (bytes + 63) / 64 * 64;
-    return r;
-}
 
 /* Lays out (or, with base == NULL, sizes) the scratch. */
 static size_t scratch_layout(struct q3 *m, char *base)
@@ -115,25 +110,25 @@ static size_t scratch_layout(struct q3 *m, char *base)
     int nth = tp_size(m->base.pool);
     size_t off = 0;
     struct q3_scratch s;
-    s.x = carve(base, &off, T * c->n_embd * sizeof(float));
-    s.xn = carve(base, &off, T * c->n_embd * sizeof(float));
-    s.tmp = carve(base, &off, T * c->n_embd * sizeof(float));
-    s.q = carve(base, &off, T * qd * sizeof(float));
-    s.k = carve(base, &off, T * kvd * sizeof(float));
-    s.v = carve(base, &off, T * kvd * sizeof(float));
-    s.att = carve(base, &off, T * qd * sizeof(float));
-    s.gate = carve(base, &off, T * ff * sizeof(float));
-    s.up = carve(base, &off, T * ff * sizeof(float));
-    s.ye = carve(base, &off, c->n_expert ? T * nk * c->n_embd * sizeof(float) : 0);
-    s.router = carve(base, &off, T * ne * sizeof(float));
-    s.sel = carve(base, &off, T * nk * sizeof(int32_t));
-    s.selw = carve(base, &off, T * nk * sizeof(float));
-    s.etok = carve(base, &off, ne * T * sizeof(int32_t));
-    s.etok_t = carve(base, &off, ne * T * sizeof(int32_t));
-    s.ecnt = carve(base, &off, ne * sizeof(int32_t));
-    s.ops = carve(base, &off, (3 * ne + 3) * sizeof(struct mm_op));
-    s.attn_ws = carve(base, &off, (size_t)nth * ops_attn_scratch_floats() * sizeof(float));
-    s.units = carve(base, &off, T * (size_t)c->n_head_kv * sizeof(struct attn_unit));
+    s.x = mdl_carve(base, &off, T * c->n_embd * sizeof(float));
+    s.xn = mdl_carve(base, &off, T * c->n_embd * sizeof(float));
+    s.tmp = mdl_carve(base, &off, T * c->n_embd * sizeof(float));
+    s.q = mdl_carve(base, &off, T * qd * sizeof(float));
+    s.k = mdl_carve(base, &off, T * kvd * sizeof(float));
+    s.v = mdl_carve(base, &off, T * kvd * sizeof(float));
+    s.att = mdl_carve(base, &off, T * qd * sizeof(float));
+    s.gate = mdl_carve(base, &off, T * ff * sizeof(float));
+    s.up = mdl_carve(base, &off, T * ff * sizeof(float));
+    s.ye = mdl_carve(base, &off, c->n_expert ? T * nk * c->n_embd * sizeof(float) : 0);
+    s.router = mdl_carve(base, &off, T * ne * sizeof(float));
+    s.sel = mdl_carve(base, &off, T * nk * sizeof(int32_t));
+    s.selw = mdl_carve(base, &off, T * nk * sizeof(float));
+    s.etok = mdl_carve(base, &off, ne * T * sizeof(int32_t));
+    s.etok_t = mdl_carve(base, &off, ne * T * sizeof(int32_t));
+    s.ecnt = mdl_carve(base, &off, ne * sizeof(int32_t));
+    s.ops = mdl_carve(base, &off, (3 * ne + 3) * sizeof(struct mm_op));
+    s.attn_ws = mdl_carve(base, &off, (size_t)nth * ops_attn_scratch_floats() * sizeof(float));
+    s.units = mdl_carve(base, &off, T * (size_t)c->n_head_kv * sizeof(struct attn_unit));
     if (base) m->s = s;
     return off;
 }
@@ -159,36 +154,7 @@ static void q3_free(struct model *bm)
 static int q3_forward(struct model *bm, const struct batch *b, float *logits, struct err *e);
 static const struct model_ops q3_ops = {.forward = q3_forward, .free = q3_free};
 
-static int get_u32(const struct gguf *g, const char *arch, const char *key, int *out, bool required,
-                   struct err *e)
-{
-    char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    uint32_t v;
-    if (!gguf_find(g, full)) {
-        if (!required) return 0;
-        return err_set(e, ERR_FORMAT, "metadata key %s is missing", full);
-    }
-    if (gguf_get_u32(g, full, &v, e)) return -1;
-    if (v == 0 || v > (1u << 24)) return err_set(e, ERR_FORMAT, "metadata %s = %u is out of range", full, v);
-    *out = (int)v;
-    return 0;
-}
 
-static int get_f32(const struct gguf *g, const char *arch, const char *key, float *out, bool required,
-                   struct err *e)
-{
-    char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    if (!gguf_find(g, full)) {
-        if (!required) return 0;
-        return err_set(e, ERR_FORMAT, "metadata key %s is missing", full);
-    }
-    if (gguf_get_f32(g, full, out, e)) return -1;
-    if (!(*out > 0.0f) || !isfinite(*out))
-        return err_set(e, ERR_FORMAT, "metadata %s = %g is out of range", full, (double)*out);
-    return 0;
-}
 
 /* Page-level advice for the expert tensors (see docs/engine.md, "MoE experts"). */
 static void advise_experts(const struct q3 *m, bool borrow)
@@ -239,19 +205,19 @@ struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct e
     free(arch);
     m->moe = !strcmp(c->arch, "qwen3moe");
 
-    if (get_u32(G, c->arch, "block_count", &c->n_layer, true, e) ||
-        get_u32(G, c->arch, "embedding_length", &c->n_embd, true, e) ||
-        get_u32(G, c->arch, "attention.head_count", &c->n_head, true, e) ||
-        get_u32(G, c->arch, "attention.head_count_kv", &c->n_head_kv, true, e) ||
-        get_u32(G, c->arch, "context_length", &c->n_ctx_train, false, e) ||
-        get_f32(G, c->arch, "attention.layer_norm_rms_epsilon", &c->norm_eps, true, e))
+    if (mdl_get_u32(G, c->arch, "block_count", &c->n_layer, true, e) ||
+        mdl_get_u32(G, c->arch, "embedding_length", &c->n_embd, true, e) ||
+        mdl_get_u32(G, c->arch, "attention.head_count", &c->n_head, true, e) ||
+        mdl_get_u32(G, c->arch, "attention.head_count_kv", &c->n_head_kv, true, e) ||
+        mdl_get_u32(G, c->arch, "context_length", &c->n_ctx_train, false, e) ||
+        mdl_get_f32(G, c->arch, "attention.layer_norm_rms_epsilon", &c->norm_eps, true, e))
         goto fail_keep_g;
     c->rope_base = 10000.0f;
-    if (get_f32(G, c->arch, "rope.freq_base", &c->rope_base, false, e)) goto fail_keep_g;
+    if (mdl_get_f32(G, c->arch, "rope.freq_base", &c->rope_base, false, e)) goto fail_keep_g;
     c->head_dim = c->n_embd / c->n_head;
-    if (get_u32(G, c->arch, "attention.key_length", &c->head_dim, false, e)) goto fail_keep_g;
+    if (mdl_get_u32(G, c->arch, "attention.key_length", &c->head_dim, false, e)) goto fail_keep_g;
     int vlen = c->head_dim;
-    if (get_u32(G, c->arch, "attention.value_length", &vlen, false, e)) goto fail_keep_g;
+    if (mdl_get_u32(G, c->arch, "attention.value_length", &vlen, false, e)) goto fail_keep_g;
     if (vlen != c->head_dim) {
         err_set(e, ERR_UNSUPPORTED, "value_length %d != key_length %d", vlen, c->head_dim);
         goto fail_keep_g;
@@ -267,16 +233,16 @@ struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct e
         goto fail_keep_g;
     }
     if (m->moe) {
-        if (get_u32(G, c->arch, "expert_count", &c->n_expert, true, e) ||
-            get_u32(G, c->arch, "expert_used_count", &c->n_expert_used, true, e) ||
-            get_u32(G, c->arch, "expert_feed_forward_length", &c->n_ff_exp, true, e))
+        if (mdl_get_u32(G, c->arch, "expert_count", &c->n_expert, true, e) ||
+            mdl_get_u32(G, c->arch, "expert_used_count", &c->n_expert_used, true, e) ||
+            mdl_get_u32(G, c->arch, "expert_feed_forward_length", &c->n_ff_exp, true, e))
             goto fail_keep_g;
         if (c->n_expert_used > c->n_expert) {
             err_set(e, ERR_FORMAT, "expert_used_count %d > expert_count %d", c->n_expert_used, c->n_expert);
             goto fail_keep_g;
         }
-        get_u32(G, c->arch, "feed_forward_length", &c->n_ff, false, e);
-    } else if (get_u32(G, c->arch, "feed_forward_length", &c->n_ff, true, e)) {
+        mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, false, e);
+    } else if (mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, true, e)) {
         goto fail_keep_g;
     }
 
@@ -386,25 +352,6 @@ fail_keep_g:
 
 /* Descriptor of y (n_tok rows, stride ys) = W · x (n_tok rows, stride xs) with W's expert slice
  * (0 for a 2-D tensor); x_idx/y_idx gather/scatter token rows (NULL = contiguous). */
-static struct mm_op op(const struct gguf_tensor *w, int64_t expert, const float *x, int64_t xs,
-                       const int32_t *x_idx, int64_t n_tok, float *y, int64_t ys, const int32_t *y_idx)
-{
-    size_t rs = quant_row_size((enum ggml_type)w->type, w->ne[0]);
-    return (struct mm_op){
-        .wtype = (enum ggml_type)w->type,
-        .W = (const uint8_t *)w->data + (size_t)expert * rs * (size_t)w->ne[1],
-        .rows = w->ne[1],
-        .cols = w->ne[0],
-        .w_stride = rs,
-        .X = x,
-        .x_stride = xs,
-        .x_idx = x_idx,
-        .n_tok = n_tok,
-        .Y = y,
-        .y_stride = ys,
-        .y_idx = y_idx,
-    };
-}
 
 static int run(struct q3 *m, const struct mm_op *ops, int n, struct err *e)
 {
@@ -607,7 +554,7 @@ static int moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T, struct err
     const struct model_config *c = &m->base.cfg;
     struct q3_scratch *s = &m->s;
     const int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
-    struct mm_op r = op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
+    struct mm_op r = mdl_op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
     if (run(m, &r, 1, e)) return -1;
     memset(s->ecnt, 0, sizeof(int32_t) * (size_t)NE);
     for (int64_t t = 0; t < T; t++) {
@@ -639,8 +586,8 @@ static int moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T, struct err
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
         const int32_t *slot = s->etok + (int64_t)x * Q3_UBATCH, *tok = s->etok_t + (int64_t)x * Q3_UBATCH;
-        s->ops[n++] = op(L->gate_exps, x, s->xn, E, tok, s->ecnt[x], s->gate, FF, slot);
-        s->ops[n++] = op(L->up_exps, x, s->xn, E, tok, s->ecnt[x], s->up, FF, slot);
+        s->ops[n++] = mdl_op(L->gate_exps, x, s->xn, E, tok, s->ecnt[x], s->gate, FF, slot);
+        s->ops[n++] = mdl_op(L->up_exps, x, s->xn, E, tok, s->ecnt[x], s->up, FF, slot);
     }
     if (run(m, s->ops, n, e)) return -1;
     struct rows_job sw = {.st = ST_SWIGLU, .n = T * K, .width = FF};
@@ -649,7 +596,7 @@ static int moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T, struct err
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
         const int32_t *slot = s->etok + (int64_t)x * Q3_UBATCH;
-        s->ops[n++] = op(L->down_exps, x, s->gate, FF, slot, s->ecnt[x], s->ye, E, slot);
+        s->ops[n++] = mdl_op(L->down_exps, x, s->gate, FF, slot, s->ecnt[x], s->ye, E, slot);
     }
     if (run(m, s->ops, n, e)) return -1;
     for (int64_t t = 0; t < T; t++) {
@@ -681,9 +628,9 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
     for (int l = 0; l < c->n_layer; l++) {
         const struct q3_layer *L = &m->layers[l];
         /* here xn = rmsnorm(x)·attn_norm */
-        struct mm_op qkv[3] = {op(L->wq, 0, s->xn, E, NULL, T, s->q, QD, NULL),
-                               op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL),
-                               op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL)};
+        struct mm_op qkv[3] = {mdl_op(L->wq, 0, s->xn, E, NULL, T, s->q, QD, NULL),
+                               mdl_op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL),
+                               mdl_op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL)};
         if (run(m, qkv, 3, e)) return -1;
         struct rows_job qk = {.st = ST_QK, .layer = l, .q_norm = L->q_norm, .k_norm = L->k_norm,
                               .pos = pos, .seq = seq, .n = T};
@@ -693,19 +640,19 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
         atomic_init(&aj.next, 0);
         /* units come from a counter: a descheduled worker holds nobody up */
         tp_run_dynamic(m->base.pool, attn_worker, &aj);
-        struct mm_op o = op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
+        struct mm_op o = mdl_op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
         if (run(m, &o, 1, e)) return -1;
         rn = (struct rows_job){.st = ST_RESID_NORM, .norm = L->ffn_norm, .add = true, .n = T};
         run_rows(m, &rn);
         if (m->moe) {
             if (moe_ffn(m, L, T, e)) return -1;
         } else {
-            struct mm_op gu[2] = {op(L->gate, 0, s->xn, E, NULL, T, s->gate, FF, NULL),
-                                  op(L->up, 0, s->xn, E, NULL, T, s->up, FF, NULL)};
+            struct mm_op gu[2] = {mdl_op(L->gate, 0, s->xn, E, NULL, T, s->gate, FF, NULL),
+                                  mdl_op(L->up, 0, s->xn, E, NULL, T, s->up, FF, NULL)};
             if (run(m, gu, 2, e)) return -1;
             struct rows_job sw = {.st = ST_SWIGLU, .n = T, .width = FF};
             run_rows(m, &sw);
-            struct mm_op d = op(L->down, 0, s->gate, FF, NULL, T, s->tmp, E, NULL);
+            struct mm_op d = mdl_op(L->down, 0, s->gate, FF, NULL, T, s->tmp, E, NULL);
             if (run(m, &d, 1, e)) return -1;
         }
         /* residual, then the next layer's attention norm (none after the last layer) */
@@ -721,7 +668,7 @@ static int forward_ubatch(struct q3 *m, const int32_t *tok, const int32_t *pos, 
     for (int64_t t = 0; t < T; t++)
         if (want[t]) ops_rmsnorm(s->xn + (nw++) * E, s->x + t * E, m->output_norm, E, c->norm_eps);
     if (nw && out) {
-        struct mm_op lo = op(m->output, 0, s->xn, E, NULL, nw, out, c->n_vocab, NULL);
+        struct mm_op lo = mdl_op(m->output, 0, s->xn, E, NULL, nw, out, c->n_vocab, NULL);
         if (run(m, &lo, 1, e)) return -1;
     }
     return 0;
