@@ -304,3 +304,23 @@ Test(emitter, descriptor_markers_drive_the_reasoning_split)
     static const struct family plain = {.name = "plain"};
     cr_assert_null(family_think(&plain));
 }
+
+/* Gemma 4's descriptor (a real family): its reply opens with <|channel>thought\n, the thinking
+ * ends at <channel|>; the markers come as several tokens (the stand-in vocabulary has none of
+ * them as one). */
+Test(emitter, gemma4_thought_channel_is_the_reasoning_split)
+{
+    const struct family_markers *m = family_think(&family_gemma4);
+    cr_assert_not_null(m);
+    struct rec r = {0};
+    const char *toks[] = {"<|chan", "nel>", "thought", "\n", "plan", " it", "<channel|>", "done", NULL};
+    cr_assert_str_eq(run_with(m, toks, &r), "R[plan]R[ it]T[done]F1:");
+    /* thinking off: the prompt primed the empty channel, the reply is text */
+    struct rec r2 = {0};
+    const char *t[] = {"Hello", " there", NULL};
+    cr_assert_str_eq(run_with(m, t, &r2), "T[Hello]T[ there]F1:");
+    /* <|channel> not followed by thought is text (held while it could still open) */
+    struct rec r3 = {0};
+    const char *c[] = {"<|channel>", "x", NULL};
+    cr_assert_str_eq(run_with(m, c, &r3), "T[<|channel>x]F1:");
+}
