@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "base/log.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
@@ -187,6 +188,7 @@ static void q35_free(struct model *bm)
 
 static int q35_forward(struct model *bm, const struct batch *b, float *logits, struct err *e);
 static const struct model_ops q35_ops = {.forward = q35_forward, .free = q35_free};
+static void pick_kernels(void);
 
 static int get_u32(const struct gguf *g, const char *arch, const char *key, int *out, bool required,
                    struct err *e)
@@ -271,6 +273,7 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
         return NULL;
     }
     m->base.g = *g; /* owned from here on (q35_free closes it) */
+    pick_kernels();
     m->base.ops = &q35_ops;
     if (opts) m->base.opts = *opts;
     struct model_config *c = &m->base.cfg;
@@ -520,7 +523,10 @@ static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float siluf(float x) { return x / (1.0f + expf(-x)); }
 static float softplusf(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
-static float dot(const float *a, const float *b, int n)
+/* The DeltaNet's inner products and updates (over d_state floats): AVX2+FMA where the CPU has it
+ * (picked once at load; a machine always runs the same one, so bits do not depend on the batch),
+ * else the portable loops. */
+static float dot_ref(const float *a, const float *b, int n)
 {
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -528,9 +534,49 @@ static float dot(const float *a, const float *b, int n)
 }
 
 /* y += a * x */
-static void axpy(float *y, const float *x, float a, int n)
+static void axpy_ref(float *y, const float *x, float a, int n)
 {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b, int n)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    __m256 acc = _mm256_add_ps(acc0, acc1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    float s = _mm_cvtss_f32(h);
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static void axpy_avx2(float *y, const float *x, float a, int n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+#endif
+
+static float (*dot)(const float *, const float *, int) = dot_ref;
+static void (*axpy)(float *, const float *, float, int) = axpy_ref;
+
+static void pick_kernels(void)
+{
+#if defined(__x86_64__)
+    if (cpu_has_avx2_fma()) dot = dot_avx2, axpy = axpy_avx2;
+#endif
 }
 
 static float *layer_state(const struct q35 *m, struct kv_cache *kv, int rs_l)
@@ -835,6 +881,7 @@ static void dn_chunk(const struct q35 *m, float *M, const int32_t *idx, int C, i
     const int S = m->d_state, CH = m->conv_ch, kh = h % m->n_group;
     float *A = ws, *Aq = A + (size_t)C * C, *U = Aq + (size_t)C * C, *W = U + (size_t)C * S,
           *Vn = W + (size_t)C * S, *gc = Vn + (size_t)C * S, *bt = gc + C;
+    float eg[Q35_CHUNK], el[Q35_CHUNK]; /* e^{γ_t}, e^{γ_C - γ_t} */
 #define QP(t) (s->cv + (int64_t)idx[t] * CH + kh * S)
 #define KP(t) (s->cv + (int64_t)idx[t] * CH + m->k_dim + kh * S)
 #define VP(t) (s->cv + (int64_t)idx[t] * CH + 2 * m->k_dim + h * S)
@@ -844,6 +891,7 @@ static void dn_chunk(const struct q35 *m, float *M, const int32_t *idx, int C, i
         gc[t] = acc;
         bt[t] = s->beta[(int64_t)idx[t] * m->n_v + h];
     }
+    for (int t = 0; t < C; t++) eg[t] = expf(gc[t]), el[t] = expf(gc[C - 1] - gc[t]);
     for (int t = 0; t < C; t++) {
         const float *kt = KP(t), *qt = QP(t);
         for (int u = 0; u < t; u++) {
@@ -870,29 +918,28 @@ static void dn_chunk(const struct q35 *m, float *M, const int32_t *idx, int C, i
             float a = u == t ? 1.0f : A[(size_t)t * C + u];
             float bu = a * bt[u];
             axpy(ut, VP(u), bu, S);
-            axpy(wt, KP(u), bu * expf(gc[u]), S);
+            axpy(wt, KP(u), bu * eg[u], S);
         }
     }
     /* Vn and the inter-chunk part of o, from the state before the chunk */
     for (int t = 0; t < C; t++) {
         float *vn = Vn + (size_t)t * S, *o = s->o + (int64_t)idx[t] * m->v_dim + h * S;
         const float *wt = W + (size_t)t * S, *qt = QP(t);
-        float eg = expf(gc[t]);
         for (int jj = 0; jj < S; jj++) {
             const float *row = M + (size_t)jj * S;
             vn[jj] = U[(size_t)t * S + jj] - dot(wt, row, S);
-            o[jj] = eg * dot(qt, row, S);
+            o[jj] = eg[t] * dot(qt, row, S);
         }
     }
     for (int t = 0; t < C; t++) {
         float *o = s->o + (int64_t)idx[t] * m->v_dim + h * S;
         for (int u = 0; u <= t; u++) axpy(o, Vn + (size_t)u * S, Aq[(size_t)t * C + u], S);
     }
-    float gl = gc[C - 1], egl = expf(gl);
+    float egl = eg[C - 1];
     for (int jj = 0; jj < S; jj++) {
         float *row = M + (size_t)jj * S;
         for (int i = 0; i < S; i++) row[i] *= egl;
-        for (int t = 0; t < C; t++) axpy(row, KP(t), expf(gl - gc[t]) * Vn[(size_t)t * S + jj], S);
+        for (int t = 0; t < C; t++) axpy(row, KP(t), el[t] * Vn[(size_t)t * S + jj], S);
     }
 #undef QP
 #undef KP
