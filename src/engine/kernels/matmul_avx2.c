@@ -300,6 +300,98 @@ AI void q4_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t
             yt[t][r + i] = hsum8(acc[i][t]) - macc[i][t];
 }
 
+/* ------------------------------------------------------------ q5_K x q8_K */
+
+/* q4_K_tile's sequence with the 5th bit of each element or'ed in (values 0..31, still
+ * maddubs-able): per pair and 256-block the same exact sumi / mins, the same FMA and min term. */
+AI void q5_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
+                  const uint8_t *X, size_t xs, float *const *yt, int64_t r)
+{
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
+    __m256 acc[4][4];
+    float macc[4][4];
+    const __m256i m4 = _mm256_set1_epi8(15), b1 = _mm256_set1_epi8(1);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[i][t] = _mm256_setzero_ps(), macc[i][t] = 0.0f;
+    for (int64_t s = 0; s < nsb; s++) {
+        const struct block_q5_K *x[4];
+        const struct block_q8_K *y[4];
+        __m256i sc2[4], sumi[4][4];
+        __m128i mn[4];
+        __m256i qh[4];
+        float d[4], dmin[4], dy[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            x[i] = (const struct block_q5_K *)(W + (size_t)i * ws) + s;
+            if (pf) {
+                _mm_prefetch((const char *)x[i] + pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + pf + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)x[i] + pf + 128, _MM_HINT_T0);
+            }
+            __m128i sc;
+            qh[i] = _mm256_loadu_si256((const __m256i *)x[i]->qh);
+            k4_scales(x[i]->scales, &sc, &mn[i]);
+            sc2[i] = _mm256_broadcastsi128_si256(sc);
+            d[i] = fp16_to_f32(x[i]->d);
+            dmin[i] = fp16_to_f32(x[i]->dmin);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            y[t] = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
+            dy[t] = y[t]->d;
+            __m128i ps = pair_sums(y[t]->bsums);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                int mins = hsum4i(_mm_madd_epi16(ps, mn[i]));
+                macc[i][t] = fmaf(dmin[i] * dy[t], (float)mins, macc[i][t]);
+                sumi[i][t] = _mm256_setzero_si256();
+            }
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i lo[4], hi[4], s0[4], s1[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                __m256i bq = _mm256_loadu_si256((const __m256i *)(x[i]->qs + 32 * c));
+                /* the 5th bit of sub-block j is bit j of qh[l] (l = element % 32) */
+                lo[i] = _mm256_or_si256(
+                    _mm256_and_si256(bq, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[i], 2 * c), b1), 4));
+                hi[i] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(bq, 4), m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[i], 2 * c + 1), b1), 4));
+                s0[i] = bcast16(sc2[i], 2 * c);
+                s1[i] = bcast16(sc2[i], 2 * c + 1);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c));
+                __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c + 32));
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) {
+                    __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], y0), s0[i]);
+                    __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], y1), s1[i]);
+                    sumi[i][t] = _mm256_add_epi32(sumi[i][t], _mm256_add_epi32(p0, p1));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++)
+                acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[i][t]),
+                                            _mm256_set1_ps(d[i] * dy[t]), acc[i][t]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            yt[t][r + i] = hsum8(acc[i][t]) - macc[i][t];
+}
+
 /* ------------------------------------------------------------ q6_K x q8_K */
 
 /* int16 vector: scale g in lanes 0-7 and g + 1 in lanes 8-15, from 16 int8 scales */
@@ -495,6 +587,7 @@ static int supported(enum ggml_type t)
     switch (t) {
     case GGML_TYPE_Q8_0:
     case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K:
     case GGML_TYPE_Q6_K:
     case GGML_TYPE_F32:
     case GGML_TYPE_F16:
@@ -534,6 +627,11 @@ static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int6
                 break;
             case GGML_TYPE_Q4_K:
 #define C(a, b) q4_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r)
+                TILE_SWITCH(C, rr, tt);
+#undef C
+                break;
+            case GGML_TYPE_Q5_K:
+#define C(a, b) q5_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r)
                 TILE_SWITCH(C, rr, tt);
 #undef C
                 break;
