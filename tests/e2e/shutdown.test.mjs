@@ -100,7 +100,7 @@ test('SIGTERM with 10 streaming and 10 queued clients: every reply ends well-for
   assert.equal(endings.slice(1).filter((e) => e === '503').length, 19, `queued: ${endings}`);
 });
 
-test('SIGTERM: the running reply may finish within --shutdown-grace (complete, in every dialect)', { timeout: 60000 }, async () => {
+test('SIGTERM: the running reply may finish within --shutdown-grace (complete, in every dialect)', { timeout: 180000 }, async () => {
   for (const d of Object.keys(DIALECTS)) {
     const s = await startServer(['--shutdown-grace', '30', '--batch', '1']);
     const run = client(s.port, d, true, 200);

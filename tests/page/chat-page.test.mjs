@@ -102,6 +102,19 @@ test('Stop aborts the request and the server cancels the generation', async () =
     await waitText(page, '.msg.assistant .content', (t) => t.length > 20, 'streamed tokens');
     const h1 = await (await fetch(srv.url + '/health')).json();
     assert.equal(h1.busy, true, 'the worker should be generating');
+    // Regression: the page redrew the whole reply for every token; at the random model's hundreds
+    // of tokens a second the page froze (a DevTools call timed out). It draws at most once per
+    // 50 ms: count the redraws of the reply over a second of streaming.
+    const draws = await page.$eval('.msg.assistant .content', async (el) => {
+      let n = 0;
+      const t0 = performance.now();
+      const mo = new MutationObserver((ms) => { n += ms.length; });
+      mo.observe(el, { childList: true, characterData: true, subtree: true });
+      await new Promise((r) => setTimeout(r, 1000));
+      mo.disconnect();
+      return { n, ms: performance.now() - t0, len: el.textContent.length };
+    });
+    assert.ok(draws.n <= draws.ms / 50 + 4, `the reply was redrawn ${draws.n} times in ${draws.ms.toFixed(0)} ms`);
     await page.click('#stop');
     const done = await page.waitForSelector('.msg.assistant[data-done]', { timeout: 30000 });
     assert.equal(await done.evaluate((e) => e.dataset.done), 'stopped');
