@@ -871,6 +871,15 @@ static bool has_big_repeat(const struct rx_ast *a, int32_t x)
     return false;
 }
 
+/* Whether subtree x has a repetition (a loop or copies) inside. */
+static bool has_repeat(const struct rx_ast *a, int32_t x)
+{
+    const struct rx_node *nd = &a->nodes[x];
+    if (nd->kind == RX_REPEAT || nd->kind == RX_LEN) return true;
+    if (nd->kind == RX_CAT || nd->kind == RX_ALT) return has_repeat(a, nd->a) || has_repeat(a, nd->b);
+    return false;
+}
+
 static int32_t emit(struct nbuild *B, int32_t x, int32_t next);
 
 /* x{m,n} with a counter: CNT_ENTER -> body -> CNT_END -> (body | continuation). */
@@ -1098,12 +1107,17 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
                 if (min > max) min = max;
             }
             /* copies multiply the lexer states a count can meet: past the counted-loop
-             * threshold the masks would outgrow their budget, so refuse at compile time */
-            if (min > RX_NATIVE_COUNT || max > RX_NATIVE_COUNT) {
+             * threshold the masks would outgrow their budget, so refuse at compile time. A
+             * body without repetitions of its own (one character, a fixed string: a hostname
+             * label's {0,61}) may have up to RX_REGION_COUNT copies; composite bodies (a word
+             * count such as (?:\S+\s+){0,49}) make a state per (copy, count) pair and each
+             * copy's inner loops more: RX_NATIVE_COUNT */
+            int32_t lim = has_repeat(B->a, nd->a) ? RX_NATIVE_COUNT : RX_REGION_COUNT;
+            if (min > lim || max > lim) {
                 err_set(B->e, ERR_UNSUPPORTED,
                         "regex: a repetition count above %d inside a length region "
                         "(pattern or format with minLength/maxLength) is not supported",
-                        RX_NATIVE_COUNT);
+                        lim);
                 return -1;
             }
         } else if (big_repeat(nd) && !rx_ast_nullable(B->a, nd->a) &&

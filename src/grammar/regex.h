@@ -66,6 +66,9 @@ int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root);
  * repetition inside x) are not expanded: x is emitted once between CNT_ENTER and CNT_END, and an
  * NFA thread inside x carries an iteration counter (DFA states are sets of (state, counter)). */
 #define RX_NATIVE_COUNT 32
+/* Inside a length region repetitions are expanded up to this count (e.g. the {0,61} of a
+ * hostname label in `format: email` with `maxLength`); above it, a compile error. */
+#define RX_REGION_COUNT 64
 /* A length region is a loop (len = true) whose counter counts ticks instead of iterations:
  * CNT_ENTER starts it at 0, CNT_TICK adds one (a thread past max dies), CNT_END leaves the
  * region when the count is at least min. Regions and counted loops never nest (inside a region

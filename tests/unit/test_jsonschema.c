@@ -787,6 +787,20 @@ Test(jsonschema, pattern_and_format_with_lengths)
     const char *const long_bad[] = {"\"ax\"", s61.data, NULL};
     engine_check(v, "{\"type\":\"string\",\"pattern\":\"^x[a-z]+$\",\"maxLength\":60}", long_good,
                  long_bad);
+    /* email with the usual maxLength: the hostname labels' {0,61} expanded inside the region
+     * (single-character bodies may have up to 64 copies); a 64-character label is too long */
+    struct buf lab63 = {0}, lab64 = {0};
+    buf_puts(&lab63, "\"a@");
+    for (int i = 0; i < 63; i++)
+        buf_puts(&lab63, "b");
+    buf_puts(&lab63, ".io\"");
+    buf_printf(&lab64, "\"a@b%s", lab63.data + 3);
+    const char *email254 = "{\"type\":\"string\",\"format\":\"email\",\"minLength\":6,\"maxLength\":254}";
+    const char *const e254_good[] = {"\"a@b.co\"", "\"first.last@sub.example.org\"", lab63.data, NULL};
+    const char *const e254_bad[] = {"\"a@b.c\"", "\"a@b\"", "\"@b.co\"", "\"a@-b.co\"", lab64.data, NULL};
+    engine_check(v, email254, e254_good, e254_bad); /* too large for the PCRE2 checker */
+    buf_free(&lab63);
+    buf_free(&lab64);
     buf_free(&s60);
     buf_free(&s61);
     grammar_vocab_index_free(v->vi);
