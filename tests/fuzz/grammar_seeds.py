@@ -34,7 +34,13 @@ schemas = [{"type": "object", "properties": {"name": {"type": "string", "maxLeng
            {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}}, {"required": ["a"]}]},
            {"type": "object", "additionalProperties": {"type": "boolean"}, "x-whitespace": "pretty"},
            {"oneOf": [{"const": 1}, {"const": "x"}]},
-           {"not": {"enum": ["a", "b"]}, "type": "string"}, True, False, {}]
+           {"not": {"enum": ["a", "b"]}, "type": "string"}, True, False, {},
+           # the rewritten conditional keywords (jsonschema_cond.c) and a label in a length region
+           {"type": "object", "properties": {"k": {"enum": ["a", "b"]}, "x": {"type": "integer"}},
+            "if": {"properties": {"k": {"const": "a"}}, "required": ["k"]},
+            "then": {"required": ["x"]}, "else": {"properties": {"x": False}},
+            "dependentSchemas": {"x": {"required": ["k"]}}, "propertyNames": {"enum": ["k", "x", "y"]}},
+           {"type": "string", "format": "email", "maxLength": 254}]
 for s in schemas:
     seeds.append(b"\x02" + json.dumps(s).encode())
 for path in sorted(glob.glob("tests/grammar/gbnf/*.gbnf")):
