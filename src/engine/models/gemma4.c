@@ -35,6 +35,7 @@
 #include "engine/kernels/threadpool.h"
 #include "engine/kv_cache.h"
 #include "engine/model_impl.h"
+#include "engine/models/common.h"
 
 #define G4_UBATCH 512
 #define G4_MAX_LAYERS 256
@@ -88,12 +89,6 @@ struct g4 {
     struct g4_scratch s;
 };
 
-static void *carve(char *base, size_t *off, size_t bytes)
-{
-    void *r = base ? base + *off : NULL;
-    *off += (bytes + 63) / 64 * 64;
-    return r;
-}
 
 static size_t scratch_layout(struct g4 *m, char *base)
 {
@@ -106,27 +101,27 @@ static size_t scratch_layout(struct g4 *m, char *base)
     int nth = tp_size(m->base.pool);
     size_t off = 0;
     struct g4_scratch s;
-    s.x = carve(base, &off, T * E * sizeof(float));
-    s.xn = carve(base, &off, T * E * sizeof(float));
-    s.xn2 = carve(base, &off, T * E * sizeof(float));
-    s.tmp = carve(base, &off, T * E * sizeof(float));
-    s.tmp2 = carve(base, &off, T * E * sizeof(float));
-    s.q = carve(base, &off, T * qd * sizeof(float));
-    s.att = carve(base, &off, T * qd * sizeof(float));
-    s.k = carve(base, &off, T * kvd * sizeof(float));
-    s.v = carve(base, &off, T * kvd * sizeof(float));
-    s.gate = carve(base, &off, T * 2 * ff * sizeof(float)); /* gate|up side by side */
-    s.up = carve(base, &off, T * ff * sizeof(float));
-    s.ye = carve(base, &off, c->n_expert ? T * nk * E * sizeof(float) : 0);
-    s.router = carve(base, &off, T * ne * sizeof(float));
-    s.sel = carve(base, &off, T * nk * sizeof(int32_t));
-    s.selw = carve(base, &off, T * nk * sizeof(float));
-    s.etok = carve(base, &off, ne * T * sizeof(int32_t));
-    s.etok_t = carve(base, &off, ne * T * sizeof(int32_t));
-    s.ecnt = carve(base, &off, ne * sizeof(int32_t));
-    s.ops = carve(base, &off, (2 * ne + 4) * sizeof(struct mm_op));
-    s.attn_ws = carve(base, &off, (size_t)nth * ops_attn_scratch_floats() * sizeof(float));
-    s.units = carve(base, &off, T * (size_t)c->n_head * sizeof(struct attn_unit)); /* T x n_head_kv at most */
+    s.x = mdl_carve(base, &off, T * E * sizeof(float));
+    s.xn = mdl_carve(base, &off, T * E * sizeof(float));
+    s.xn2 = mdl_carve(base, &off, T * E * sizeof(float));
+    s.tmp = mdl_carve(base, &off, T * E * sizeof(float));
+    s.tmp2 = mdl_carve(base, &off, T * E * sizeof(float));
+    s.q = mdl_carve(base, &off, T * qd * sizeof(float));
+    s.att = mdl_carve(base, &off, T * qd * sizeof(float));
+    s.k = mdl_carve(base, &off, T * kvd * sizeof(float));
+    s.v = mdl_carve(base, &off, T * kvd * sizeof(float));
+    s.gate = mdl_carve(base, &off, T * 2 * ff * sizeof(float)); /* gate|up side by side */
+    s.up = mdl_carve(base, &off, T * ff * sizeof(float));
+    s.ye = mdl_carve(base, &off, c->n_expert ? T * nk * E * sizeof(float) : 0);
+    s.router = mdl_carve(base, &off, T * ne * sizeof(float));
+    s.sel = mdl_carve(base, &off, T * nk * sizeof(int32_t));
+    s.selw = mdl_carve(base, &off, T * nk * sizeof(float));
+    s.etok = mdl_carve(base, &off, ne * T * sizeof(int32_t));
+    s.etok_t = mdl_carve(base, &off, ne * T * sizeof(int32_t));
+    s.ecnt = mdl_carve(base, &off, ne * sizeof(int32_t));
+    s.ops = mdl_carve(base, &off, (2 * ne + 4) * sizeof(struct mm_op));
+    s.attn_ws = mdl_carve(base, &off, (size_t)nth * ops_attn_scratch_floats() * sizeof(float));
+    s.units = mdl_carve(base, &off, T * (size_t)c->n_head * sizeof(struct attn_unit)); /* T x n_head_kv at most */
     if (base) m->s = s;
     return off;
 }
@@ -503,25 +498,6 @@ fail:
 
 /* ---------------------------------------------------------------- forward */
 
-static struct mm_op op(const struct gguf_tensor *w, int64_t expert, const float *x, int64_t xs,
-                       const int32_t *x_idx, int64_t n_tok, float *y, int64_t ys, const int32_t *y_idx)
-{
-    size_t rs = quant_row_size((enum ggml_type)w->type, w->ne[0]);
-    return (struct mm_op){
-        .wtype = (enum ggml_type)w->type,
-        .W = (const uint8_t *)w->data + (size_t)expert * rs * (size_t)w->ne[1],
-        .rows = w->ne[1],
-        .cols = w->ne[0],
-        .w_stride = rs,
-        .X = x,
-        .x_stride = xs,
-        .x_idx = x_idx,
-        .n_tok = n_tok,
-        .Y = y,
-        .y_stride = ys,
-        .y_idx = y_idx,
-    };
-}
 
 static int run(struct g4 *m, const struct mm_op *ops, int n, struct err *e)
 {
@@ -706,12 +682,12 @@ static int dense_ffn(struct g4 *m, const struct g4_layer *L, int64_t T, struct e
 {
     struct g4_scratch *s = &m->s;
     const int E = m->base.cfg.n_embd, FF = m->base.cfg.n_ff;
-    struct mm_op gu[2] = {op(L->gate, 0, s->xn, E, NULL, T, s->gate, 2 * FF, NULL),
-                          op(L->up, 0, s->xn, E, NULL, T, s->gate + FF, 2 * FF, NULL)};
+    struct mm_op gu[2] = {mdl_op(L->gate, 0, s->xn, E, NULL, T, s->gate, 2 * FF, NULL),
+                          mdl_op(L->up, 0, s->xn, E, NULL, T, s->gate + FF, 2 * FF, NULL)};
     if (run(m, gu, 2, e)) return -1;
     struct rows_job g = {.st = ST_GEGLU, .src = s->gate, .dst = s->up, .n = T, .width = FF};
     run_rows(m, &g);
-    struct mm_op d = op(L->down, 0, s->up, FF, NULL, T, s->tmp, E, NULL);
+    struct mm_op d = mdl_op(L->down, 0, s->up, FF, NULL, T, s->tmp, E, NULL);
     return run(m, &d, 1, e);
 }
 
@@ -721,7 +697,7 @@ static int experts(struct g4 *m, const struct g4_layer *L, int64_t T, struct err
     const struct model_config *c = &m->base.cfg;
     struct g4_scratch *s = &m->s;
     const int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
-    struct mm_op r = op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
+    struct mm_op r = mdl_op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
     if (run(m, &r, 1, e)) return -1;
     memset(s->ecnt, 0, sizeof(int32_t) * (size_t)NE);
     for (int64_t t = 0; t < T; t++) {
@@ -754,10 +730,10 @@ static int experts(struct g4 *m, const struct g4_layer *L, int64_t T, struct err
         if (!s->ecnt[x]) continue;
         const int32_t *slot = s->etok + (int64_t)x * G4_UBATCH, *tok = s->etok_t + (int64_t)x * G4_UBATCH;
         if (L->gate_up_exps) {
-            s->ops[n++] = op(L->gate_up_exps, x, s->xn2, E, tok, s->ecnt[x], s->gate, 2 * FF, slot);
+            s->ops[n++] = mdl_op(L->gate_up_exps, x, s->xn2, E, tok, s->ecnt[x], s->gate, 2 * FF, slot);
         } else {
-            s->ops[n++] = op(L->gate_exps, x, s->xn2, E, tok, s->ecnt[x], s->gate, 2 * FF, slot);
-            s->ops[n] = op(L->up_exps, x, s->xn2, E, tok, s->ecnt[x], s->gate + FF, 2 * FF, slot);
+            s->ops[n++] = mdl_op(L->gate_exps, x, s->xn2, E, tok, s->ecnt[x], s->gate, 2 * FF, slot);
+            s->ops[n] = mdl_op(L->up_exps, x, s->xn2, E, tok, s->ecnt[x], s->gate + FF, 2 * FF, slot);
             n++;
         }
     }
@@ -768,7 +744,7 @@ static int experts(struct g4 *m, const struct g4_layer *L, int64_t T, struct err
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
         const int32_t *slot = s->etok + (int64_t)x * G4_UBATCH;
-        s->ops[n++] = op(L->down_exps, x, s->up, FF, slot, s->ecnt[x], s->ye, E, slot);
+        s->ops[n++] = mdl_op(L->down_exps, x, s->up, FF, slot, s->ecnt[x], s->ye, E, slot);
     }
     return run(m, s->ops, n, e);
 }
@@ -795,17 +771,17 @@ static int forward_ubatch(struct g4 *m, const int32_t *tok, const int32_t *pos, 
         const struct g4_layer *L = &m->layers[l];
         const int HD = L->hd, QD = c->n_head * HD, KVD = L->n_head_kv * HD;
         /* here xn = rms(x)·attn_norm */
-        struct mm_op qkv[3] = {op(L->wq, 0, s->xn, E, NULL, T, s->q, QD, NULL),
-                               op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL)};
+        struct mm_op qkv[3] = {mdl_op(L->wq, 0, s->xn, E, NULL, T, s->q, QD, NULL),
+                               mdl_op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL)};
         int nq = 2;
-        if (L->wv) qkv[nq++] = op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL);
+        if (L->wv) qkv[nq++] = mdl_op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL);
         if (run(m, qkv, nq, e)) return -1;
         struct rows_job qk = {.st = ST_QKV, .layer = l, .pos = pos, .seq = seq, .n = T};
         run_rows(m, &qk);
         struct attn_job aj = {.m = m, .layer = l, .pos = pos, .n_units = build_units(m, seq, T, L->n_head_kv)};
         atomic_init(&aj.next, 0);
         tp_run_dynamic(m->base.pool, attn_worker, &aj);
-        struct mm_op o = op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
+        struct mm_op o = mdl_op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
         if (run(m, &o, 1, e)) return -1;
         /* x += rms(attn)·post_attention_norm; xn = rms(x)·ffn_norm (the dense FFN's input) */
         rn = (struct rows_job){.st = ST_POST_ADD, .src = s->tmp, .dst = s->xn, .w = L->post_attn_norm,
@@ -832,7 +808,7 @@ static int forward_ubatch(struct g4 *m, const int32_t *tok, const int32_t *pos, 
     for (int64_t t = 0; t < T; t++)
         if (want[t]) ops_rmsnorm(s->xn + (nw++) * E, s->x + t * E, m->output_norm, E, c->norm_eps);
     if (nw && out) {
-        struct mm_op lo = op(m->output, 0, s->xn, E, NULL, nw, out, c->n_vocab, NULL);
+        struct mm_op lo = mdl_op(m->output, 0, s->xn, E, NULL, nw, out, c->n_vocab, NULL);
         if (run(m, &lo, 1, e)) return -1;
         if (m->softcap > 0) {
             const float cap = m->softcap, inv = 1.0f / m->softcap;

@@ -32,6 +32,7 @@
 #include "engine/kernels/threadpool.h"
 #include "engine/kv_cache.h"
 #include "engine/model_impl.h"
+#include "engine/models/common.h"
 
 #define NC_UBATCH 256
 #define NC_SMEAR 24 /* smear_gate's input channels (nanochat: Linear(24, 1)) */
@@ -319,12 +320,6 @@ static void nc_free(struct model *bm)
     free(m);
 }
 
-static void *carve(char *base, size_t *off, size_t bytes)
-{
-    void *r = base ? base + *off : NULL;
-    *off += (bytes + 63) / 64 * 64;
-    return r;
-}
 
 static size_t scratch_layout(struct nc *m, char *base)
 {
@@ -332,18 +327,18 @@ static size_t scratch_layout(struct nc *m, char *base)
     size_t T = NC_UBATCH, E = (size_t)c->n_embd, QD = (size_t)c->n_head * c->head_dim,
            KVD = (size_t)c->n_head_kv * c->head_dim, off = 0;
     struct nc_scratch s;
-    s.x = carve(base, &off, T * E * sizeof(float));
-    s.x0 = carve(base, &off, T * E * sizeof(float));
-    s.xn = carve(base, &off, T * E * sizeof(float));
-    s.tmp = carve(base, &off, T * E * sizeof(float));
-    s.xb = carve(base, &off, T * E * sizeof(float));
-    s.q = carve(base, &off, T * QD * sizeof(float));
-    s.att = carve(base, &off, T * QD * sizeof(float));
-    s.k = carve(base, &off, T * KVD * sizeof(float));
-    s.v = carve(base, &off, T * KVD * sizeof(float));
-    s.h = carve(base, &off, T * (size_t)c->n_ff * sizeof(float));
-    s.ones = carve(base, &off, (E > (size_t)c->head_dim ? E : (size_t)c->head_dim) * sizeof(float));
-    s.units = carve(base, &off, T * (size_t)c->n_head_kv * sizeof(struct attn_unit));
+    s.x = mdl_carve(base, &off, T * E * sizeof(float));
+    s.x0 = mdl_carve(base, &off, T * E * sizeof(float));
+    s.xn = mdl_carve(base, &off, T * E * sizeof(float));
+    s.tmp = mdl_carve(base, &off, T * E * sizeof(float));
+    s.xb = mdl_carve(base, &off, T * E * sizeof(float));
+    s.q = mdl_carve(base, &off, T * QD * sizeof(float));
+    s.att = mdl_carve(base, &off, T * QD * sizeof(float));
+    s.k = mdl_carve(base, &off, T * KVD * sizeof(float));
+    s.v = mdl_carve(base, &off, T * KVD * sizeof(float));
+    s.h = mdl_carve(base, &off, T * (size_t)c->n_ff * sizeof(float));
+    s.ones = mdl_carve(base, &off, (E > (size_t)c->head_dim ? E : (size_t)c->head_dim) * sizeof(float));
+    s.units = mdl_carve(base, &off, T * (size_t)c->n_head_kv * sizeof(struct attn_unit));
     if (base) m->s = s;
     return off;
 }

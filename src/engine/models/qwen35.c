@@ -39,6 +39,7 @@
 #include "engine/kernels/threadpool.h"
 #include "engine/kv_cache.h"
 #include "engine/model_impl.h"
+#include "engine/models/common.h"
 
 #define Q35_UBATCH 512
 #define Q35_CHUNK 64
@@ -113,12 +114,6 @@ struct q35 {
     int n_seqs;
 };
 
-static void *carve(char *base, size_t *off, size_t bytes)
-{
-    void *r = base ? base + *off : NULL;
-    *off += (bytes + 63) / 64 * 64;
-    return r;
-}
 
 static size_t scratch_layout(struct q35 *m, char *base)
 {
@@ -135,35 +130,35 @@ static size_t scratch_layout(struct q35 *m, char *base)
     m->dn_ws_floats = 2 * C * C + 3 * C * S + 2 * C + 16;
     size_t off = 0;
     struct q35_scratch s;
-    s.x = carve(base, &off, T * E * sizeof(float));
-    s.xn = carve(base, &off, T * E * sizeof(float));
-    s.tmp = carve(base, &off, T * E * sizeof(float));
-    s.qg = carve(base, &off, T * wide * sizeof(float));
-    s.q = carve(base, &off, T * qd * sizeof(float));
-    s.k = carve(base, &off, T * kvd * sizeof(float));
-    s.v = carve(base, &off, T * kvd * sizeof(float));
-    s.att = carve(base, &off, T * qd * sizeof(float));
-    s.ag = carve(base, &off, T * qd * sizeof(float));
-    s.cv = carve(base, &off, T * (size_t)m->conv_ch * sizeof(float));
-    s.z = carve(base, &off, T * (size_t)m->v_dim * sizeof(float));
-    s.o = carve(base, &off, T * (size_t)m->v_dim * sizeof(float));
-    s.beta = carve(base, &off, T * (size_t)m->n_v * sizeof(float));
-    s.g = carve(base, &off, T * (size_t)m->n_v * sizeof(float));
-    s.gate = carve(base, &off, T * ff * sizeof(float));
-    s.up = carve(base, &off, T * ff * sizeof(float));
-    s.ye = carve(base, &off, c->n_expert ? T * nk * E * sizeof(float) : 0);
-    s.router = carve(base, &off, T * ne * sizeof(float));
-    s.selw = carve(base, &off, T * nk * sizeof(float));
-    s.shg = carve(base, &off, T * sizeof(float));
-    s.sel = carve(base, &off, T * nk * sizeof(int32_t));
-    s.etok = carve(base, &off, ne * T * sizeof(int32_t));
-    s.etok_t = carve(base, &off, ne * T * sizeof(int32_t));
-    s.ecnt = carve(base, &off, ne * sizeof(int32_t));
-    s.ops = carve(base, &off, (3 * ne + 8) * sizeof(struct mm_op));
-    s.attn_ws = carve(base, &off, (size_t)nth * ops_attn_scratch_floats() * sizeof(float));
-    s.dn_ws = carve(base, &off, (size_t)nth * m->dn_ws_floats * sizeof(float));
-    s.units = carve(base, &off, T * (size_t)c->n_head_kv * sizeof(struct attn_unit));
-    int32_t *si = carve(base, &off, T * sizeof(int32_t));
+    s.x = mdl_carve(base, &off, T * E * sizeof(float));
+    s.xn = mdl_carve(base, &off, T * E * sizeof(float));
+    s.tmp = mdl_carve(base, &off, T * E * sizeof(float));
+    s.qg = mdl_carve(base, &off, T * wide * sizeof(float));
+    s.q = mdl_carve(base, &off, T * qd * sizeof(float));
+    s.k = mdl_carve(base, &off, T * kvd * sizeof(float));
+    s.v = mdl_carve(base, &off, T * kvd * sizeof(float));
+    s.att = mdl_carve(base, &off, T * qd * sizeof(float));
+    s.ag = mdl_carve(base, &off, T * qd * sizeof(float));
+    s.cv = mdl_carve(base, &off, T * (size_t)m->conv_ch * sizeof(float));
+    s.z = mdl_carve(base, &off, T * (size_t)m->v_dim * sizeof(float));
+    s.o = mdl_carve(base, &off, T * (size_t)m->v_dim * sizeof(float));
+    s.beta = mdl_carve(base, &off, T * (size_t)m->n_v * sizeof(float));
+    s.g = mdl_carve(base, &off, T * (size_t)m->n_v * sizeof(float));
+    s.gate = mdl_carve(base, &off, T * ff * sizeof(float));
+    s.up = mdl_carve(base, &off, T * ff * sizeof(float));
+    s.ye = mdl_carve(base, &off, c->n_expert ? T * nk * E * sizeof(float) : 0);
+    s.router = mdl_carve(base, &off, T * ne * sizeof(float));
+    s.selw = mdl_carve(base, &off, T * nk * sizeof(float));
+    s.shg = mdl_carve(base, &off, T * sizeof(float));
+    s.sel = mdl_carve(base, &off, T * nk * sizeof(int32_t));
+    s.etok = mdl_carve(base, &off, ne * T * sizeof(int32_t));
+    s.etok_t = mdl_carve(base, &off, ne * T * sizeof(int32_t));
+    s.ecnt = mdl_carve(base, &off, ne * sizeof(int32_t));
+    s.ops = mdl_carve(base, &off, (3 * ne + 8) * sizeof(struct mm_op));
+    s.attn_ws = mdl_carve(base, &off, (size_t)nth * ops_attn_scratch_floats() * sizeof(float));
+    s.dn_ws = mdl_carve(base, &off, (size_t)nth * m->dn_ws_floats * sizeof(float));
+    s.units = mdl_carve(base, &off, T * (size_t)c->n_head_kv * sizeof(struct attn_unit));
+    int32_t *si = mdl_carve(base, &off, T * sizeof(int32_t));
     if (base) {
         m->s = s;
         m->seq_idx = si;
@@ -190,36 +185,7 @@ static int q35_forward(struct model *bm, const struct batch *b, float *logits, s
 static const struct model_ops q35_ops = {.forward = q35_forward, .free = q35_free};
 static void pick_kernels(void);
 
-static int get_u32(const struct gguf *g, const char *arch, const char *key, int *out, bool required,
-                   struct err *e)
-{
-    char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    uint32_t v;
-    if (!gguf_find(g, full)) {
-        if (!required) return 0;
-        return err_set(e, ERR_FORMAT, "metadata key %s is missing", full);
-    }
-    if (gguf_get_u32(g, full, &v, e)) return -1;
-    if (v == 0 || v > (1u << 24)) return err_set(e, ERR_FORMAT, "metadata %s = %u is out of range", full, v);
-    *out = (int)v;
-    return 0;
-}
 
-static int get_f32(const struct gguf *g, const char *arch, const char *key, float *out, bool required,
-                   struct err *e)
-{
-    char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    if (!gguf_find(g, full)) {
-        if (!required) return 0;
-        return err_set(e, ERR_FORMAT, "metadata key %s is missing", full);
-    }
-    if (gguf_get_f32(g, full, out, e)) return -1;
-    if (!(*out > 0.0f) || !isfinite(*out))
-        return err_set(e, ERR_FORMAT, "metadata %s = %g is out of range", full, (double)*out);
-    return 0;
-}
 
 /* The layer pattern: attention.recurrent_layers (per-layer flags) if present, else every
  * full_attention_interval-th layer is full attention (default 4, llama.cpp's fallback). */
@@ -237,7 +203,7 @@ static int layer_pattern(struct q35 *m, struct err *e)
         return 0;
     }
     int interval = 4;
-    if (get_u32(G, c->arch, "full_attention_interval", &interval, false, e)) return -1;
+    if (mdl_get_u32(G, c->arch, "full_attention_interval", &interval, false, e)) return -1;
     for (int l = 0; l < c->n_layer; l++) m->layers[l].recr = (l + 1) % interval != 0;
     return 0;
 }
@@ -284,19 +250,19 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
     free(arch);
     m->moe = !strcmp(c->arch, "qwen35moe");
 
-    if (get_u32(G, c->arch, "block_count", &c->n_layer, true, e) ||
-        get_u32(G, c->arch, "embedding_length", &c->n_embd, true, e) ||
-        get_u32(G, c->arch, "attention.head_count", &c->n_head, true, e) ||
-        get_u32(G, c->arch, "attention.head_count_kv", &c->n_head_kv, true, e) ||
-        get_u32(G, c->arch, "context_length", &c->n_ctx_train, false, e) ||
-        get_f32(G, c->arch, "attention.layer_norm_rms_epsilon", &c->norm_eps, true, e) ||
-        get_u32(G, c->arch, "ssm.conv_kernel", &m->d_conv, true, e) ||
-        get_u32(G, c->arch, "ssm.state_size", &m->d_state, true, e) ||
-        get_u32(G, c->arch, "ssm.group_count", &m->n_group, true, e) ||
-        get_u32(G, c->arch, "ssm.time_step_rank", &m->n_v, true, e))
+    if (mdl_get_u32(G, c->arch, "block_count", &c->n_layer, true, e) ||
+        mdl_get_u32(G, c->arch, "embedding_length", &c->n_embd, true, e) ||
+        mdl_get_u32(G, c->arch, "attention.head_count", &c->n_head, true, e) ||
+        mdl_get_u32(G, c->arch, "attention.head_count_kv", &c->n_head_kv, true, e) ||
+        mdl_get_u32(G, c->arch, "context_length", &c->n_ctx_train, false, e) ||
+        mdl_get_f32(G, c->arch, "attention.layer_norm_rms_epsilon", &c->norm_eps, true, e) ||
+        mdl_get_u32(G, c->arch, "ssm.conv_kernel", &m->d_conv, true, e) ||
+        mdl_get_u32(G, c->arch, "ssm.state_size", &m->d_state, true, e) ||
+        mdl_get_u32(G, c->arch, "ssm.group_count", &m->n_group, true, e) ||
+        mdl_get_u32(G, c->arch, "ssm.time_step_rank", &m->n_v, true, e))
         goto fail_keep_g;
     int inner = 0;
-    if (get_u32(G, c->arch, "ssm.inner_size", &inner, true, e)) goto fail_keep_g;
+    if (mdl_get_u32(G, c->arch, "ssm.inner_size", &inner, true, e)) goto fail_keep_g;
     if (inner != m->d_state * m->n_v || m->n_v % m->n_group || m->d_state > Q35_MAX_STATE || m->d_conv > 16) {
         err_set(e, ERR_UNSUPPORTED, "DeltaNet geometry: inner_size %d, state_size %d, %d v heads, %d groups, "
                 "conv %d (need inner = state x v heads, v heads a multiple of groups, state <= %d, conv <= 16)",
@@ -304,13 +270,13 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
         goto fail_keep_g;
     }
     c->rope_base = 10000.0f;
-    if (get_f32(G, c->arch, "rope.freq_base", &c->rope_base, false, e)) goto fail_keep_g;
+    if (mdl_get_f32(G, c->arch, "rope.freq_base", &c->rope_base, false, e)) goto fail_keep_g;
     c->head_dim = c->n_embd / c->n_head;
-    if (get_u32(G, c->arch, "attention.key_length", &c->head_dim, false, e)) goto fail_keep_g;
+    if (mdl_get_u32(G, c->arch, "attention.key_length", &c->head_dim, false, e)) goto fail_keep_g;
     int vlen = c->head_dim;
-    if (get_u32(G, c->arch, "attention.value_length", &vlen, false, e)) goto fail_keep_g;
+    if (mdl_get_u32(G, c->arch, "attention.value_length", &vlen, false, e)) goto fail_keep_g;
     m->n_rot = c->head_dim;
-    if (get_u32(G, c->arch, "rope.dimension_count", &m->n_rot, false, e)) goto fail_keep_g;
+    if (mdl_get_u32(G, c->arch, "rope.dimension_count", &m->n_rot, false, e)) goto fail_keep_g;
     if (vlen != c->head_dim || m->n_rot % 2 || m->n_rot > c->head_dim) {
         err_set(e, ERR_UNSUPPORTED, "value_length %d, key_length %d, rope dims %d: need equal lengths and an "
                 "even rope width within the head", vlen, c->head_dim, m->n_rot);
@@ -326,17 +292,17 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
     }
     if (rope_sections(m, e)) goto fail_keep_g;
     if (m->moe) {
-        if (get_u32(G, c->arch, "expert_count", &c->n_expert, true, e) ||
-            get_u32(G, c->arch, "expert_used_count", &c->n_expert_used, true, e) ||
-            get_u32(G, c->arch, "expert_feed_forward_length", &c->n_ff_exp, true, e) ||
-            get_u32(G, c->arch, "expert_shared_feed_forward_length", &m->n_ff_sh, false, e))
+        if (mdl_get_u32(G, c->arch, "expert_count", &c->n_expert, true, e) ||
+            mdl_get_u32(G, c->arch, "expert_used_count", &c->n_expert_used, true, e) ||
+            mdl_get_u32(G, c->arch, "expert_feed_forward_length", &c->n_ff_exp, true, e) ||
+            mdl_get_u32(G, c->arch, "expert_shared_feed_forward_length", &m->n_ff_sh, false, e))
             goto fail_keep_g;
         if (c->n_expert_used > c->n_expert) {
             err_set(e, ERR_FORMAT, "expert_used_count %d > expert_count %d", c->n_expert_used, c->n_expert);
             goto fail_keep_g;
         }
-        get_u32(G, c->arch, "feed_forward_length", &c->n_ff, false, e);
-    } else if (get_u32(G, c->arch, "feed_forward_length", &c->n_ff, true, e)) {
+        mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, false, e);
+    } else if (mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, true, e)) {
         goto fail_keep_g;
     }
     m->k_dim = m->d_state * m->n_group;
@@ -493,25 +459,6 @@ fail_keep_g:
 
 /* ---------------------------------------------------------------- helpers */
 
-static struct mm_op op(const struct gguf_tensor *w, int64_t expert, const float *x, int64_t xs,
-                       const int32_t *x_idx, int64_t n_tok, float *y, int64_t ys, const int32_t *y_idx)
-{
-    size_t rs = quant_row_size((enum ggml_type)w->type, w->ne[0]);
-    return (struct mm_op){
-        .wtype = (enum ggml_type)w->type,
-        .W = (const uint8_t *)w->data + (size_t)expert * rs * (size_t)w->ne[1],
-        .rows = w->ne[1],
-        .cols = w->ne[0],
-        .w_stride = rs,
-        .X = x,
-        .x_stride = xs,
-        .x_idx = x_idx,
-        .n_tok = n_tok,
-        .Y = y,
-        .y_stride = ys,
-        .y_idx = y_idx,
-    };
-}
 
 static int run(struct q35 *m, const struct mm_op *ops, int n, struct err *e)
 {
@@ -768,9 +715,9 @@ static int full_attn(struct q35 *m, const struct q35_layer *L, const int32_t *po
     const struct model_config *c = &m->base.cfg;
     struct q35_scratch *s = &m->s;
     const int E = c->n_embd, QD = c->n_head * c->head_dim, KVD = c->n_head_kv * c->head_dim;
-    struct mm_op qkv[3] = {op(L->wq, 0, s->xn, E, NULL, T, s->qg, 2 * QD, NULL),
-                           op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL),
-                           op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL)};
+    struct mm_op qkv[3] = {mdl_op(L->wq, 0, s->xn, E, NULL, T, s->qg, 2 * QD, NULL),
+                           mdl_op(L->wk, 0, s->xn, E, NULL, T, s->k, KVD, NULL),
+                           mdl_op(L->wv, 0, s->xn, E, NULL, T, s->v, KVD, NULL)};
     if (run(m, qkv, 3, e)) return -1;
     struct rows_job qk = {.st = ST_QK, .L = L, .pos = pos, .seq = seq, .n = T};
     run_rows(m, &qk);
@@ -779,7 +726,7 @@ static int full_attn(struct q35 *m, const struct q35_layer *L, const int32_t *po
     tp_run_dynamic(m->base.pool, attn_worker, &aj);
     struct rows_job ag = {.st = ST_ATT_GATE, .n = T};
     run_rows(m, &ag);
-    struct mm_op o = op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
+    struct mm_op o = mdl_op(L->wo, 0, s->att, QD, NULL, T, s->tmp, E, NULL);
     return run(m, &o, 1, e);
 }
 
@@ -983,10 +930,10 @@ static int delta_net(struct q35 *m, const struct q35_layer *L, int64_t T, struct
     const struct model_config *c = &m->base.cfg;
     struct q35_scratch *s = &m->s;
     const int E = c->n_embd;
-    struct mm_op in[4] = {op(L->wqkv, 0, s->xn, E, NULL, T, s->qg, m->conv_ch, NULL),
-                          op(L->wz, 0, s->xn, E, NULL, T, s->z, m->v_dim, NULL),
-                          op(L->wbeta, 0, s->xn, E, NULL, T, s->beta, m->n_v, NULL),
-                          op(L->walpha, 0, s->xn, E, NULL, T, s->g, m->n_v, NULL)};
+    struct mm_op in[4] = {mdl_op(L->wqkv, 0, s->xn, E, NULL, T, s->qg, m->conv_ch, NULL),
+                          mdl_op(L->wz, 0, s->xn, E, NULL, T, s->z, m->v_dim, NULL),
+                          mdl_op(L->wbeta, 0, s->xn, E, NULL, T, s->beta, m->n_v, NULL),
+                          mdl_op(L->walpha, 0, s->xn, E, NULL, T, s->g, m->n_v, NULL)};
     if (run(m, in, 4, e)) return -1;
     struct rows_job pre = {.st = ST_DN_PRE, .L = L, .n = T};
     run_rows(m, &pre);
@@ -999,7 +946,7 @@ static int delta_net(struct q35 *m, const struct q35_layer *L, int64_t T, struct
     tp_run_dynamic(m->base.pool, dn_worker, &dj);
     struct rows_job post = {.st = ST_DN_POST, .L = L, .n = T};
     run_rows(m, &post);
-    struct mm_op o = op(L->wout, 0, s->o, m->v_dim, NULL, T, s->tmp, E, NULL);
+    struct mm_op o = mdl_op(L->wout, 0, s->o, m->v_dim, NULL, T, s->tmp, E, NULL);
     return run(m, &o, 1, e);
 }
 
@@ -1019,7 +966,7 @@ static int moe_ffn(struct q35 *m, const struct q35_layer *L, int64_t T, struct e
     const struct model_config *c = &m->base.cfg;
     struct q35_scratch *s = &m->s;
     const int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
-    struct mm_op r = op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
+    struct mm_op r = mdl_op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
     if (run(m, &r, 1, e)) return -1;
     memset(s->ecnt, 0, sizeof(int32_t) * (size_t)NE);
     for (int64_t t = 0; t < T; t++) {
@@ -1050,8 +997,8 @@ static int moe_ffn(struct q35 *m, const struct q35_layer *L, int64_t T, struct e
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
         const int32_t *slot = s->etok + (int64_t)x * Q35_UBATCH, *tok = s->etok_t + (int64_t)x * Q35_UBATCH;
-        s->ops[n++] = op(L->gate_exps, x, s->xn, E, tok, s->ecnt[x], s->gate, FF, slot);
-        s->ops[n++] = op(L->up_exps, x, s->xn, E, tok, s->ecnt[x], s->up, FF, slot);
+        s->ops[n++] = mdl_op(L->gate_exps, x, s->xn, E, tok, s->ecnt[x], s->gate, FF, slot);
+        s->ops[n++] = mdl_op(L->up_exps, x, s->xn, E, tok, s->ecnt[x], s->up, FF, slot);
     }
     if (run(m, s->ops, n, e)) return -1;
     struct rows_job sw = {.st = ST_SWIGLU, .n = T * K, .width = FF};
@@ -1060,7 +1007,7 @@ static int moe_ffn(struct q35 *m, const struct q35_layer *L, int64_t T, struct e
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
         const int32_t *slot = s->etok + (int64_t)x * Q35_UBATCH;
-        s->ops[n++] = op(L->down_exps, x, s->gate, FF, slot, s->ecnt[x], s->ye, E, slot);
+        s->ops[n++] = mdl_op(L->down_exps, x, s->gate, FF, slot, s->ecnt[x], s->ye, E, slot);
     }
     if (run(m, s->ops, n, e)) return -1;
     for (int64_t t = 0; t < T; t++) {
@@ -1070,12 +1017,12 @@ static int moe_ffn(struct q35 *m, const struct q35_layer *L, int64_t T, struct e
     }
     if (!L->up_sh) return 0;
     const int FS = m->n_ff_sh;
-    struct mm_op gu[2] = {op(L->gate_sh, 0, s->xn, E, NULL, T, s->gate, FS, NULL),
-                          op(L->up_sh, 0, s->xn, E, NULL, T, s->up, FS, NULL)};
+    struct mm_op gu[2] = {mdl_op(L->gate_sh, 0, s->xn, E, NULL, T, s->gate, FS, NULL),
+                          mdl_op(L->up_sh, 0, s->xn, E, NULL, T, s->up, FS, NULL)};
     if (run(m, gu, 2, e)) return -1;
     sw = (struct rows_job){.st = ST_SWIGLU, .n = T, .width = FS};
     run_rows(m, &sw);
-    struct mm_op d = op(L->down_sh, 0, s->gate, FS, NULL, T, s->ye, E, NULL);
+    struct mm_op d = mdl_op(L->down_sh, 0, s->gate, FS, NULL, T, s->ye, E, NULL);
     if (run(m, &d, 1, e)) return -1;
     for (int64_t t = 0; t < T; t++) {
         float gsh = sigmoidf(dot(L->sh_gate, s->xn + t * E, E));
@@ -1089,12 +1036,12 @@ static int dense_ffn(struct q35 *m, const struct q35_layer *L, int64_t T, struct
     const struct model_config *c = &m->base.cfg;
     struct q35_scratch *s = &m->s;
     const int E = c->n_embd, FF = c->n_ff;
-    struct mm_op gu[2] = {op(L->gate, 0, s->xn, E, NULL, T, s->gate, FF, NULL),
-                          op(L->up, 0, s->xn, E, NULL, T, s->up, FF, NULL)};
+    struct mm_op gu[2] = {mdl_op(L->gate, 0, s->xn, E, NULL, T, s->gate, FF, NULL),
+                          mdl_op(L->up, 0, s->xn, E, NULL, T, s->up, FF, NULL)};
     if (run(m, gu, 2, e)) return -1;
     struct rows_job sw = {.st = ST_SWIGLU, .n = T, .width = FF};
     run_rows(m, &sw);
-    struct mm_op d = op(L->down, 0, s->gate, FF, NULL, T, s->tmp, E, NULL);
+    struct mm_op d = mdl_op(L->down, 0, s->gate, FF, NULL, T, s->tmp, E, NULL);
     return run(m, &d, 1, e);
 }
 
@@ -1155,7 +1102,7 @@ static int forward_ubatch(struct q35 *m, const int32_t *tok, const int32_t *pos,
     for (int64_t t = 0; t < T; t++)
         if (want[t]) ops_rmsnorm(s->xn + (nw++) * E, s->x + t * E, m->output_norm, E, c->norm_eps);
     if (nw && out) {
-        struct mm_op lo = op(m->output, 0, s->xn, E, NULL, nw, out, c->n_vocab, NULL);
+        struct mm_op lo = mdl_op(m->output, 0, s->xn, E, NULL, nw, out, c->n_vocab, NULL);
         if (run(m, &lo, 1, e)) return -1;
     }
     return 0;
