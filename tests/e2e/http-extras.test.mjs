@@ -146,11 +146,17 @@ test('metrics: KV slots in use, rows held, sidecars, plans and spills', async ()
         spills: v('lmserve_kv_spills_total'), cached: v('lmserve_cached_tokens_total'),
         plan: Object.fromEntries(['cold', 'adopt', 'copy', 'restore'].map((p) => [p, v('lmserve_kv_plans_total', `{plan="${p}"}`)])) };
     };
+    // The token counters are observed when the server has finished a request, which may come a
+    // moment after the client has the whole reply (a flake under load: cached 0, not 457): wait
+    // for the request's log line, written right after its metrics are.
+    let asked = 0;
     const ask = async (tag) => {
       const body = JSON.stringify({ messages: [{ role: 'system', content: systemPrompt(tag, 60) }, { role: 'user', content: 'Go' }],
         max_tokens: 4, temperature: 0 });
       const r = await req(kv.port, 'POST', '/v1/chat/completions', {}, body);
       assert.equal(r.status, 200, r.body);
+      asked++;
+      for (let i = 0; i < 500 && (kv.log().match(/POST \/v1\/chat\/completions 200 /g) ?? []).length < asked; i++) await sleep(10);
       return JSON.parse(r.body).usage;
     };
     let m = await get();
