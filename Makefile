@@ -53,6 +53,9 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c $< -o $@
 # the AVX2 tiles must emit the same float operations in every tile shape (batch invariance)
 $(BUILD)/obj/src/engine/kernels/matmul_avx2.o: CFLAGS += -ffp-contract=off
+# the low-bit dots repeat their scalar references' float operations exactly (bit-identical)
+$(BUILD)/obj/src/engine/kernels/quant_ternary_avx2.o: CFLAGS += -ffp-contract=off
+$(BUILD)/obj/src/engine/kernels/matmul_ternary_avx2.o: CFLAGS += -ffp-contract=off
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@

@@ -8,8 +8,9 @@
  * computed in.
  * model level: every position's logits of a prompt fed as one prefill, as several chunks of uneven
  * sizes, token by token, and in lockstep with a second sequence, at 1, 2 and 3 threads, are
- * bit-identical (dense F32, F16, Q8_0, Q4_K_M, and MoE Q8_0 models from mkmodel_gen; Gemma 4 dense
- * F32/Q8_0 and MoE Q8_0 from mkmodel_gemma4, also at depth through its wrapped SWA rings). */
+ * bit-identical (dense F32, F16, Q8_0, Q4_K_M, TQ1_0, TQ2_0, Q1_0, Q2_0, and MoE Q8_0 models
+ * from mkmodel_gen; Gemma 4 dense F32/Q8_0 and MoE Q8_0 from mkmodel_gemma4, also at depth
+ * through its wrapped SWA rings). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -488,6 +489,11 @@ Test(invariance, model_dense_f16) { model_case(&k_dense, MKMODEL_F16); }
 Test(invariance, model_dense_q8_0) { model_case(&k_dense, MKMODEL_Q8_0); }
 Test(invariance, model_dense_q4_k_m) { model_case(&k_dense, MKMODEL_Q4_K_M); }
 Test(invariance, model_moe_q8_0) { model_case(&k_moe, MKMODEL_Q8_0); }
+/* the low-bit types (every projection of k_dense is one of them; embedding / output Q8_0) */
+Test(invariance, model_dense_tq1_0) { model_case(&k_dense, MKMODEL_TQ1_0); }
+Test(invariance, model_dense_tq2_0) { model_case(&k_dense, MKMODEL_TQ2_0); }
+Test(invariance, model_dense_q1_0) { model_case(&k_dense, MKMODEL_Q1_0); }
+Test(invariance, model_dense_q2_0) { model_case(&k_dense, MKMODEL_Q2_0); }
 
 /* ------------------------------------------------------------ depth */
 

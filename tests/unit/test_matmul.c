@@ -103,7 +103,7 @@ static void check(const struct wmat *m, const float *X, int64_t xs, int64_t n_to
 static void run_type(enum ggml_type t, struct threadpool *tp, struct mm_scratch *s)
 {
     const struct quant_traits *tr = quant_traits(t);
-    int64_t cols = tr->blck_size >= 256 ? 768 : 224;
+    int64_t cols = tr->blck_size >= 256 ? 768 : tr->blck_size > 32 ? 3 * tr->blck_size : 224;
     static const int64_t rows_list[] = {1, 17, 37};
     /* path 0: GEMV (AVX-512) / AVX2 tiles / vec_dot; 1: GEMM (AMX where the CPU has it); 2: GEMM
      * without AMX; 3: vec_dot per row and token (AVX2 tiles off) */

@@ -46,6 +46,16 @@ static double roundtrip_bound(enum ggml_type t)
         return 0.06;
     case GGML_TYPE_Q6_K:
         return 0.032;
+    /* the low-bit types are made for weights trained to be ternary / binary: on these normal-ish
+     * rows with outliers they are barely better than zero (measured 0.95 / 0.88 / 0.77 worst);
+     * test_ternary.c checks them exactly on data of their own kind */
+    case GGML_TYPE_TQ1_0:
+    case GGML_TYPE_TQ2_0:
+        return 1.0;
+    case GGML_TYPE_Q2_0:
+        return 0.95;
+    case GGML_TYPE_Q1_0:
+        return 0.82;
     default:
         return 0;
     }
@@ -73,7 +83,7 @@ Test(quant, table_is_consistent)
         if (tr->blck_size > 1)
             cr_assert_eq(quant_row_size((enum ggml_type)t, tr->blck_size + 1), 0);
     }
-    cr_assert_eq(n, 14); /* f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K..q6_K q8_K */
+    cr_assert_eq(n, 18); /* f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K..q6_K q8_K tq1_0 tq2_0 q1_0 q2_0 */
     cr_assert_eq(quant_traits(GGML_TYPE_Q8_1), NULL);
     cr_assert(!quant_type_valid(999));
     cr_assert_eq(quant_traits(GGML_TYPE_Q4_K)->type_size, 144);

@@ -43,6 +43,8 @@ static const struct type_size type_sizes[GGML_TYPE_COUNT] = {
     [GGML_TYPE_Q4_K] = {"q4_k", 256, 144},   [GGML_TYPE_Q5_K] = {"q5_k", 256, 176},
     [GGML_TYPE_Q6_K] = {"q6_k", 256, 210},   [GGML_TYPE_Q8_K] = {"q8_k", 256, 292},
     [GGML_TYPE_BF16] = {"bf16", 1, 2},
+    [GGML_TYPE_TQ1_0] = {"tq1_0", 256, 54},  [GGML_TYPE_TQ2_0] = {"tq2_0", 256, 66},
+    [GGML_TYPE_Q1_0] = {"q1_0", 128, 18},    [GGML_TYPE_Q2_0] = {"q2_0", 64, 18},
 };
 
 static const struct type_size *type_size_of(uint32_t t)

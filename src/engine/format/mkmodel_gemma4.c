@@ -401,8 +401,7 @@ out:
 
 static uint32_t ftype(enum mkmodel_type t)
 {
-    static const uint32_t ids[MKMODEL_TYPE_COUNT] = {0, 1, 7, 15}; /* llama_ftype */
-    return ids[t];
+    return mkmodel_file_type(t);
 }
 
 static int g4_write(const struct mkmodel_shape *s, int type_, uint64_t seed, const char *tokdir,
@@ -430,7 +429,7 @@ static int g4_write(const struct mkmodel_shape *s, int type_, uint64_t seed, con
     r |= gguf_w_str(w, "general.architecture", "gemma4");
     r |= gguf_w_str(w, "general.name", gname);
     r |= gguf_w_u32(w, "general.file_type", ftype(type));
-    if (type == MKMODEL_Q8_0 || type == MKMODEL_Q4_K_M) r |= gguf_w_u32(w, "general.quantization_version", 2);
+    if (mkmodel_type_quantized(type)) r |= gguf_w_u32(w, "general.quantization_version", 2);
     r |= gguf_w_bool(w, MKMODEL_KEY_RANDOM, true);
     r |= gguf_w_u32(w, KEY("block_count"), (uint32_t)L);
     r |= gguf_w_u32(w, KEY("context_length"), (uint32_t)s->n_ctx);

@@ -65,7 +65,8 @@ const char *mkmodel_shape_names(void)
            "qwen35moe-tiny, qwen35-0.8b";
 }
 
-static const char *const type_names[MKMODEL_TYPE_COUNT] = {"f32", "f16", "q8_0", "q4_k_m"};
+static const char *const type_names[MKMODEL_TYPE_COUNT] = {"f32", "f16", "q8_0", "q4_k_m",
+                                                            "tq1_0", "tq2_0", "q1_0", "q2_0"};
 
 int mkmodel_type_parse(const char *s)
 {
@@ -95,15 +96,33 @@ uint32_t mkmodel_tensor_type(enum mkmodel_type t, const char *role, int64_t n_in
         if (n_in % 256 == 0) return more ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
         return n_in % 32 == 0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
     }
+    case MKMODEL_TQ1_0:
+    case MKMODEL_TQ2_0:
+    case MKMODEL_Q1_0:
+    case MKMODEL_Q2_0: {
+        static const uint32_t low[4] = {GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_Q1_0, GGML_TYPE_Q2_0};
+        uint32_t lt = low[t - MKMODEL_TQ1_0];
+        /* the embedding / output stay Q8_0 (llama.cpp's own choice for these ftypes is Q4_K / Q6_K):
+         * a sign-only or ternary vocabulary projection of random weights would only add noise */
+        bool edge = strcmp(role, "token_embd") == 0 || strcmp(role, "output") == 0;
+        if (!edge && n_in % quant_traits((enum ggml_type)lt)->blck_size == 0) return lt;
+        return n_in % 32 == 0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
+    }
     default: return GGML_TYPE_F32;
     }
 }
 
-static uint32_t file_type_id(enum mkmodel_type t)
+uint32_t mkmodel_file_type(enum mkmodel_type t)
 {
-    /* llama.cpp's enum llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15 */
-    static const uint32_t ids[MKMODEL_TYPE_COUNT] = {0, 1, 7, 15};
-    return ids[t];
+    /* llama.cpp's enum llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15,
+     * MOSTLY_TQ1_0 36, MOSTLY_TQ2_0 37, MOSTLY_Q1_0 40, MOSTLY_Q2_0 41 */
+    static const uint32_t ids[MKMODEL_TYPE_COUNT] = {0, 1, 7, 15, 36, 37, 40, 41};
+    return (unsigned)t < MKMODEL_TYPE_COUNT ? ids[t] : 0;
+}
+
+bool mkmodel_type_quantized(enum mkmodel_type t)
+{
+    return t != MKMODEL_F32 && t != MKMODEL_F16;
 }
 
 /* ---- deterministic random numbers (splitmix64; no libm so files are bit-identical anywhere) ---- */
@@ -273,8 +292,8 @@ int mkmodel_write_hparams(struct gguf_writer *w, const struct mkmodel_shape *s, 
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     rc |= gguf_w_str(w, "general.architecture", arch);
     rc |= gguf_w_str(w, "general.name", general_name);
-    rc |= gguf_w_u32(w, "general.file_type", file_type_id(type));
-    if (type == MKMODEL_Q8_0 || type == MKMODEL_Q4_K_M) rc |= gguf_w_u32(w, "general.quantization_version", 2);
+    rc |= gguf_w_u32(w, "general.file_type", mkmodel_file_type(type));
+    if (mkmodel_type_quantized(type)) rc |= gguf_w_u32(w, "general.quantization_version", 2);
     rc |= gguf_w_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
     rc |= gguf_w_u32(w, KEY("context_length"), (uint32_t)s->n_ctx);
     rc |= gguf_w_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd);

@@ -47,15 +47,25 @@ extern const struct mkmodel_shape mkmodel_gemma4_shapes[MKMODEL_GEMMA4_SHAPES];
 extern const struct mkmodel_shape mkmodel_qwen35_shapes[MKMODEL_QWEN35_SHAPES];
 
 /* Weight file type, named like llama.cpp's ftypes. */
-enum mkmodel_type { MKMODEL_F32, MKMODEL_F16, MKMODEL_Q8_0, MKMODEL_Q4_K_M, MKMODEL_TYPE_COUNT };
+/* The low-bit ones (tq1_0, tq2_0, q1_0, q2_0) put that type in every matrix whose rows are a
+ * multiple of its block, and Q8_0 in token_embd / output (docs/gguf.md). */
+enum mkmodel_type {
+    MKMODEL_F32, MKMODEL_F16, MKMODEL_Q8_0, MKMODEL_Q4_K_M,
+    MKMODEL_TQ1_0, MKMODEL_TQ2_0, MKMODEL_Q1_0, MKMODEL_Q2_0,
+    MKMODEL_TYPE_COUNT
+};
 
 /* The built-in shape with this name, or NULL. */
 const struct mkmodel_shape *mkmodel_shape_find(const char *name);
 /* Comma-separated list of built-in shape names (for --help). */
 const char *mkmodel_shape_names(void);
-/* Parses "f32" | "f16" | "q8_0" | "q4_k_m"; -1 if unknown. */
+/* Parses "f32" | "f16" | "q8_0" | "q4_k_m" | "tq1_0" | "tq2_0" | "q1_0" | "q2_0"; -1 if unknown. */
 int mkmodel_type_parse(const char *s);
 const char *mkmodel_type_name(enum mkmodel_type t);
+/* llama.cpp's llama_ftype id of file type t (general.file_type) */
+uint32_t mkmodel_file_type(enum mkmodel_type t);
+/* whether file type t is a quantized one (the file then carries general.quantization_version) */
+bool mkmodel_type_quantized(enum mkmodel_type t);
 
 /* The GGML tensor type a weight of this role gets in file type t. role is the llama.cpp tensor
  * name without "blk.N." and ".weight" (e.g. "attn_v", "token_embd", "ffn_down_exps"), n_in is

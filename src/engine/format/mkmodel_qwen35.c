@@ -160,8 +160,7 @@ static void norm(struct q35_gen *g, const char *name, int64_t n)
 
 static uint32_t ftype(enum mkmodel_type t)
 {
-    static const uint32_t ids[MKMODEL_TYPE_COUNT] = {0, 1, 7, 15}; /* llama_ftype */
-    return ids[t];
+    return mkmodel_file_type(t);
 }
 
 static int q35_write(const struct mkmodel_shape *s, int type, uint64_t seed,
@@ -192,7 +191,7 @@ static int q35_write(const struct mkmodel_shape *s, int type, uint64_t seed,
     int rc = gguf_w_str(w, "general.architecture", arch);
     rc |= gguf_w_str(w, "general.name", gname);
     rc |= gguf_w_u32(w, "general.file_type", ftype(type));
-    if (type == MKMODEL_Q8_0 || type == MKMODEL_Q4_K_M) rc |= gguf_w_u32(w, "general.quantization_version", 2);
+    if (mkmodel_type_quantized(type)) rc |= gguf_w_u32(w, "general.quantization_version", 2);
     rc |= gguf_w_bool(w, MKMODEL_KEY_RANDOM, true);
     rc |= gguf_w_u32(w, KEY("block_count"), (uint32_t)s->n_layer);
     rc |= gguf_w_u32(w, KEY("context_length"), (uint32_t)s->n_ctx);

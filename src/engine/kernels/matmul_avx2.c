@@ -594,7 +594,7 @@ static int supported(enum ggml_type t)
     case GGML_TYPE_BF16:
         return 1;
     default:
-        return 0;
+        return mm_ternary_tile_supported(t); /* matmul_ternary_avx2.c */
     }
 }
 
@@ -603,6 +603,10 @@ static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int6
                 const int32_t *y_idx, int64_t r0, void *tmp)
 {
     const uint8_t *W = Wv;
+    if (mm_ternary_tile_supported(t)) {
+        mm_ternary_tile_run(t, W, ws, nrows, cols, X, xs, n_tok, Y, ys, y_idx, r0);
+        return;
+    }
     if (t == GGML_TYPE_Q8_0 && n_tok >= 2) {
         q8_0_small_m(W, ws, nrows, cols / 32, X, xs, n_tok, Y, ys, y_idx, r0, tmp);
         return;

@@ -90,4 +90,14 @@ const struct mm_gemm_impl *mm_gemm_avx512(void);
 const struct mm_tile_impl *mm_tile_avx2(void);
 #endif
 
+#if defined(__x86_64__)
+/* The low-bit types' tile kernel (matmul_ternary_avx2.c), run by the AVX2 tile back-end for any
+ * token count: arguments as mm_tile_impl.run (no scratch); every output is the bits of the
+ * type's reference vec_dot on that row and token. */
+int mm_ternary_tile_supported(enum ggml_type t);
+void mm_ternary_tile_run(enum ggml_type t, const void *W, size_t w_stride, int64_t nrows,
+                         int64_t cols, const uint8_t *X, size_t x_row_bytes, int64_t n_tok,
+                         float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
+#endif
+
 #endif

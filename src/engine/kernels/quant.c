@@ -867,6 +867,31 @@ static struct quant_traits g_traits[GGML_TYPE_COUNT] = {
                         .is_quantized = true,
                         .vec_dot_type = GGML_TYPE_Q8_K,
                         REF(q8_K_to_float, q8_K_from_float, q8_K_vec_dot)},
+    /* low-bit types: references in quant_ternary.c */
+    [GGML_TYPE_TQ1_0] = {.name = "tq1_0",
+                         .blck_size = QK_K,
+                         .type_size = sizeof(struct block_tq1_0),
+                         .is_quantized = true,
+                         .vec_dot_type = GGML_TYPE_Q8_K,
+                         REF(quant_tq1_0_to_float, quant_tq1_0_from_float, quant_tq1_0_vec_dot)},
+    [GGML_TYPE_TQ2_0] = {.name = "tq2_0",
+                         .blck_size = QK_K,
+                         .type_size = sizeof(struct block_tq2_0),
+                         .is_quantized = true,
+                         .vec_dot_type = GGML_TYPE_Q8_K,
+                         REF(quant_tq2_0_to_float, quant_tq2_0_from_float, quant_tq2_0_vec_dot)},
+    [GGML_TYPE_Q1_0] = {.name = "q1_0",
+                        .blck_size = QK1_0,
+                        .type_size = sizeof(struct block_q1_0),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_0,
+                        REF(quant_q1_0_to_float, quant_q1_0_from_float, quant_q1_0_vec_dot)},
+    [GGML_TYPE_Q2_0] = {.name = "q2_0",
+                        .blck_size = QK2_0,
+                        .type_size = sizeof(struct block_q2_0),
+                        .is_quantized = true,
+                        .vec_dot_type = GGML_TYPE_Q8_0,
+                        REF(quant_q2_0_to_float, quant_q2_0_from_float, quant_q2_0_vec_dot)},
 };
 
 static const char *g_isa = "scalar";
@@ -878,6 +903,7 @@ static void quant_init_once(void)
     const struct cpu_features *c = cpu_features();
     if (cpu_has_avx2_fma() && c->f16c && c->bmi2) {
         quant_register_avx2(g_traits);
+        quant_register_ternary_avx2(g_traits);
         g_isa = "avx2";
         if (cpu_has_avx512_vnni()) {
             quant_register_avx512(g_traits);

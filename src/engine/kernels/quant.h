@@ -16,7 +16,11 @@ enum ggml_type {
     GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q4_1 = 3,
     GGML_TYPE_Q5_0 = 6, GGML_TYPE_Q5_1 = 7, GGML_TYPE_Q8_0 = 8, GGML_TYPE_Q8_1 = 9,
     GGML_TYPE_Q2_K = 10, GGML_TYPE_Q3_K = 11, GGML_TYPE_Q4_K = 12, GGML_TYPE_Q5_K = 13,
-    GGML_TYPE_Q6_K = 14, GGML_TYPE_Q8_K = 15, GGML_TYPE_BF16 = 30, GGML_TYPE_COUNT = 40
+    GGML_TYPE_Q6_K = 14, GGML_TYPE_Q8_K = 15, GGML_TYPE_BF16 = 30,
+    /* low-bit types (llama.cpp d32676d): ternary TQ1_0/TQ2_0 (BitNet b1.58, TriLM), sign-only Q1_0
+     * and 2-bit Q2_0 (quant_ternary.c, docs/kernels.md "Ternary and low-bit types") */
+    GGML_TYPE_TQ1_0 = 34, GGML_TYPE_TQ2_0 = 35, GGML_TYPE_Q1_0 = 41, GGML_TYPE_Q2_0 = 42,
+    GGML_TYPE_COUNT = 43
 };
 
 typedef void (*quant_to_float_fn)(const void *src, float *dst, int64_t n);
