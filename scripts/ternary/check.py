@@ -16,7 +16,8 @@ For each type, on `lmserve-mkmodel --shape SHAPE --type TYPE` (every projection 
   - dots: llama.cpp's CPU vec_dot and lmserve's (AVX2 where the CPU has it) on identical bytes
     (weights and llama.cpp-quantized activations) -> max |difference|;
   - logits: the last position of a 40-token prompt, lmserve-logits vs libllama (one thread
-    each) -> max |dlogit|, and 24 greedy tokens from both.
+    each) -> max |dlogit|, and 24 greedy tokens from both; the same for the shape's F32 and Q8_0
+    files first, as the baseline of how far the two engines are apart on random weights.
 """
 import argparse
 import json
@@ -94,6 +95,25 @@ def main():
     prompt = [rng.randrange(1000, 30000) for _ in range(40)]
     ids = ",".join(map(str, prompt))
     res = {"llama_cpp_commit": commit, "shape": a.shape, "types": {}}
+    am = lambda v: max(range(len(v)), key=v.__getitem__)  # noqa: E731
+
+    def logits(model):
+        eng = [float(v) for v in run([os.path.join(B, "lmserve-logits"), model, "--tokens", ids,
+                                      "--threads", "1"]).split()]
+        ref = [float(v) for v in run([lcp, model], f"logits {ids}\n").split()]
+        return max(abs(x - y) for x, y in zip(eng, ref)), max(abs(y) for y in ref), am(eng) == am(ref)
+
+    # the baseline: how far the two engines' last logits are apart on the same shape's F32 and
+    # Q8_0 files (random weights amplify every rounding difference: activation quantization,
+    # summation order, the F16 KV cache)
+    for base in ("f32", "q8_0"):
+        model = os.path.join(odir, f"{a.shape}-{base}.gguf")
+        run([os.path.join(B, "lmserve-mkmodel"), "--shape", a.shape, "--type", base, "--tokenizer",
+             a.tokdir, "--seed", "1", "-o", model])
+        d, mx, eq = logits(model)
+        res[f"baseline_{base}"] = {"logits_max_abs_diff": d, "logits_max_abs": mx, "argmax_equal": eq}
+        print(f"baseline {base}: last logits max |lmserve - llama.cpp| {d:.3g} (max |logit| {mx:.3g}), "
+              f"argmax {'equal' if eq else 'DIFFERENT'}", flush=True)
     for name in a.types.split(","):
         tid, blck = TYPES[name]
         r = {}
@@ -137,13 +157,7 @@ def main():
         r["dot_max_abs_diff"] = max(abs(x - y) for x, y in zip(do, dp))
         r["dot_max_abs"] = max(abs(y) for y in dp)
         # logits and greedy
-        eng = [float(v) for v in run([os.path.join(B, "lmserve-logits"), model, "--tokens", ids,
-                                      "--threads", "1"]).split()]
-        ref = [float(v) for v in run([lcp, model], f"logits {ids}\n").split()]
-        am = lambda v: max(range(len(v)), key=v.__getitem__)  # noqa: E731
-        r["logits_max_abs_diff"] = max(abs(x - y) for x, y in zip(eng, ref))
-        r["logits_max_abs"] = max(abs(y) for y in ref)
-        r["argmax_equal"] = am(eng) == am(ref)
+        r["logits_max_abs_diff"], r["logits_max_abs"], r["argmax_equal"] = logits(model)
         ge = [int(v) for v in run([os.path.join(B, "lmserve-logits"), model, "--tokens", ids, "--greedy",
                                    str(N_GREEDY), "--threads", "1"]).strip().split(",")]
         gl = [int(v) for v in run([lcp, model], f"greedy {N_GREEDY} {ids}\n").strip().split(",")]
