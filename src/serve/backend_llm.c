@@ -723,6 +723,8 @@ static int stream_open(struct llm *L, struct stream *s, struct err *e)
     emitter_init(&s->em, esink, req->choice_base + s->choice,
                  L->base.caps.think && !req->raw ? family_think(L->fam) : NULL,
                  (const char *const *)req->stop, req->n_stop);
+    if (L->fam->think_primed && req->reasoning && !req->prefill && !req->raw)
+        emitter_start_in_reasoning(&s->em); /* the generation prompt ends with the open marker */
     s->em_live = true;
     int room = L->base.n_ctx - (int)req->n_tokens;
     s->budget = req->max_tokens < room ? req->max_tokens : room;

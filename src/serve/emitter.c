@@ -24,6 +24,13 @@ void emitter_init(struct emitter *em, struct reply_sink *sink, int choice,
     em->fired = -1;
 }
 
+void emitter_start_in_reasoning(struct emitter *em)
+{
+    if (em->mode != EM_HEAD || em->pend.len) return; /* no markers, or fed already */
+    em->mode = EM_REASONING;
+    em->strip_nl = true;
+}
+
 void emitter_deinit(struct emitter *em)
 {
     buf_free(&em->pend);

@@ -40,6 +40,10 @@ struct emitter {
  * borrowed, must outlive the emitter): the reply may open with think->open … think->close. */
 void emitter_init(struct emitter *em, struct reply_sink *sink, int choice,
                   const struct family_markers *think, const char *const *stop, int n_stop);
+/* Before the first feed: the prompt already opened the reasoning section (the family's
+ * think_primed with reasoning on), so the reply starts inside it, up to the close marker. A no-op
+ * for an emitter without think markers. */
+void emitter_start_in_reasoning(struct emitter *em);
 void emitter_deinit(struct emitter *em);
 /* Feeds one token's bytes (lp: its logprob record, or NULL). Returns 0 to go on, 1 when a stop
  * string fired (the choice is finished: do not call emitter_finish), -1 when the sink refused

@@ -1,10 +1,12 @@
 // Qwen3.5 (issue 15) end to end: the real server on a generated qwen35 model (Gated DeltaNet
-// hybrid, the Qwen3 tokenizer and template as stand-ins) answers in all three dialects, forced
-// tool calls and a JSON Schema constraint included. A recurrent state cannot be cut to a prefix:
-// a request reuses another's cache only from a state snapshot (taken at the 64-aligned ends of a
-// prompt's messages), a follow-up then reports those rows as cached and its reply — text and
-// logprobs — is identical to a cold server's; without a snapshot nothing is reused
-// (docs/qwen35.md).
+// hybrid; the Qwen3.5 stand-in tokenizer — Qwen3's vocabulary with Qwen3.5's pre-tokenizer — and
+// Qwen3.5's own chat template) answers in all three dialects, a JSON Schema constraint included;
+// with reasoning on, the template primes `<think>\n` and the reply starts inside the reasoning
+// section. Tools are refused until serve/ has a scanner for the template's XML calls. A
+// recurrent state cannot be cut to a prefix: a request reuses another's cache only from a state
+// snapshot (taken at the 64-aligned ends of a prompt's messages), a follow-up then reports those
+// rows as cached and its reply — text and logprobs — is identical to a cold server's; without a
+// snapshot nothing is reused (docs/qwen35.md).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -61,26 +63,62 @@ test('chat completions, responses and messages answer (create and stream)', asyn
   assert.deepEqual(fin.content, m.content);
 });
 
-test('a forced tool call and a JSON Schema constraint hold on the hybrid model', async () => {
-  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: WEATHER, strict: true } }];
-  const c = await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Weather in Oslo?' }],
-    tools, tool_choice: 'required', max_tokens: 200, ...G });
-  assert.equal(c.choices[0].finish_reason, 'tool_calls', JSON.stringify(c.choices[0]));
-  const call = c.choices[0].message.tool_calls[0];
-  assert.equal(call.function.name, 'get_weather');
-  const a = JSON.parse(call.function.arguments);
-  assert.deepEqual(Object.keys(a), ['city']);
-  assert.ok(a.city.length <= 12);
-
+test('a JSON Schema constraint holds on the hybrid model', async () => {
   const j = await oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'A city as JSON.' }],
     max_tokens: 200, response_format: { type: 'json_schema', json_schema: { name: 'w', schema: WEATHER, strict: true } }, ...G });
   assert.equal(j.choices[0].finish_reason, 'stop', JSON.stringify(j.choices[0]));
   assert.ok(JSON.parse(j.choices[0].message.content).city.length <= 12);
+  const r = await oai.responses.create({ model: 'm', input: 'A city as JSON.', max_output_tokens: 200,
+    text: { format: { type: 'json_schema', name: 'w', schema: WEATHER, strict: true } }, ...G });
+  assert.equal(r.status, 'completed', JSON.stringify(r.output));
+  assert.ok(JSON.parse(r.output_text).city.length <= 12);
+});
 
-  const m = await ant.messages.create({ model: 'm', max_tokens: 200, messages: [{ role: 'user', content: 'Weather in Oslo?' }],
-    tools: [{ name: 'get_weather', input_schema: WEATHER }], tool_choice: { type: 'any' }, ...G });
-  assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
-  assert.equal(m.content.find((b) => b.type === 'tool_use').name, 'get_weather');
+test('tools are refused with a clear error (the XML call style has no scanner yet); /v1/messages drops them', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: WEATHER } }];
+  const messages = [{ role: 'user', content: 'Weather in Oslo?' }];
+  await assert.rejects(oai.chat.completions.create({ model: 'm', messages, tools, max_tokens: 8, ...G }),
+    (err) => err.status === 400 && err.param === 'tools' && /tool/i.test(err.message));
+  await assert.rejects(oai.responses.create({ model: 'm', input: 'Weather in Oslo?', max_output_tokens: 8,
+    tools: [{ type: 'function', name: 'get_weather', parameters: WEATHER }], ...G }),
+  (err) => err.status === 400 && /tool/i.test(err.message));
+  const plain = await ant.messages.create({ model: 'm', max_tokens: 8, messages, ...G });
+  const withTools = await ant.messages.create({ model: 'm', max_tokens: 8, messages,
+    tools: [{ name: 'get_weather', input_schema: WEATHER }], ...G });
+  assert.deepEqual(withTools.content, plain.content);
+  assert.equal(withTools.usage.input_tokens, plain.usage.input_tokens);
+});
+
+test('reasoning on: the prompt ends with the primed <think>, the reply starts in the reasoning section (three dialects)', async () => {
+  const messages = [{ role: 'user', content: 'Think about the sea.' }];
+  const off = await oai.chat.completions.create({ model: 'm', messages, max_tokens: 10, ...G });
+  const on = await oai.chat.completions.create({ model: 'm', messages, max_tokens: 10,
+    chat_template_kwargs: { enable_thinking: true }, ...G });
+  // "<think>\n" primed vs the closed "<think>\n\n</think>\n\n": two tokens fewer
+  assert.equal(on.usage.prompt_tokens, off.usage.prompt_tokens - 2);
+  const think = on.choices[0].message.reasoning_content ?? '';
+  assert.ok(think.length > 0, JSON.stringify(on.choices[0].message));
+  assert.ok(!think.includes('<think>'), think);
+  assert.ok(off.choices[0].message.content.length > 0);
+  assert.equal(off.choices[0].message.reasoning_content ?? '', '');
+  let streamed = '', text = '';
+  for await (const ch of await oai.chat.completions.create({ model: 'm', messages, max_tokens: 10, stream: true,
+    reasoning_effort: 'high', ...G }))
+    for (const x of ch.choices) { streamed += x.delta.reasoning_content ?? ''; text += x.delta.content ?? ''; }
+  assert.equal(streamed, think);
+  assert.equal(text, on.choices[0].message.content ?? '');
+
+  const r = await oai.responses.create({ model: 'm', input: 'Think about the sea.', max_output_tokens: 10,
+    reasoning: { effort: 'high' }, ...G });
+  const ri = r.output.find((o) => o.type === 'reasoning');
+  assert.ok(ri, JSON.stringify(r.output));
+  assert.equal(ri.content.map((c) => c.text).join(''), think);
+
+  const m = await ant.messages.create({ model: 'm', max_tokens: 10, messages,
+    thinking: { type: 'enabled', budget_tokens: 1024 }, ...G });
+  const tb = m.content.find((b) => b.type === 'thinking');
+  assert.ok(tb, JSON.stringify(m.content));
+  assert.equal(tb.thinking, think);
 });
 
 test('short prompts (no snapshot below 64 tokens): follow-ups report 0 cached tokens, replies do not depend on what ran before', async () => {

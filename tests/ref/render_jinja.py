@@ -14,6 +14,12 @@ raise_exception), so tests can compare our C renderers with it byte for byte.
                                                                   per line (ASCII-escaped input)
   render_jinja.py --tojson-expect < values.jsonl                  prints json.dumps(ensure_ascii=False)
 
+  render_jinja.py --args-objects ...                             tool-call arguments given as JSON
+                                                                  text are parsed into objects first
+                                                                  (a server does that before a
+                                                                  template that iterates
+                                                                  `arguments|items`: Qwen3.5's)
+
 A case is {"messages": [...], "tools": [...]?, "add_generation_prompt": bool?, "enable_thinking":
 bool?}. Before rendering, messages get the same normalization lmserve's request mapping applies
 (chat_msgs_from_openai_json), which is not part of the template: null/absent content -> "",
@@ -46,8 +52,21 @@ def compile_template(source):
     return env.from_string(source)
 
 
+ARGS_OBJECTS = False
+
+
 def normalize(msg):
     m = dict(msg)
+    if ARGS_OBJECTS and m.get("tool_calls"):
+        calls = []
+        for tc in m["tool_calls"]:
+            tc = dict(tc)
+            fn = dict(tc.get("function") or {})
+            if isinstance(fn.get("arguments"), str):
+                fn["arguments"] = json.loads(fn["arguments"])
+            tc["function"] = fn
+            calls.append(tc)
+        m["tool_calls"] = calls
     if m.get("role") == "developer":
         m["role"] = "system"
     c = m.get("content")
@@ -99,6 +118,10 @@ def random_value(rng, depth=0):
 
 
 def main(argv):
+    global ARGS_OBJECTS
+    if "--args-objects" in argv:
+        ARGS_OBJECTS = True
+        argv = [a for a in argv if a != "--args-objects"]
     if argv[1:2] == ["--tojson-cases"]:
         n, seed = int(argv[2]), int(argv[3])
         rng = random.Random(seed)

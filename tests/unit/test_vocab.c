@@ -1005,3 +1005,74 @@ Test(vocab, gemma_conversion_and_gguf_round_trip, .timeout = 120)
     vocab_free(a);
     hf_tokenizer_free(&t);
 }
+
+/* ---- qwen35: Qwen3.5's pre-tokenizer (combining marks inside words) ---- */
+
+Test(vocab, qwen35_marks_stay_in_their_word)
+{
+    /* U+0301 is CC 81, "Ìģ" in byte-level form; no NFC composition exists for x + U+0301 */
+    const char *extra[] = {"Ìģ", "xÌģ", "Ìģ!", "ÌģÌģ"};
+    const char *merges[] = {"Ì ģ", "x Ìģ", "Ìģ !", "Ìģ Ìģ"};
+    struct err e = {0};
+    struct vocab *q35 = synth("qwen35", extra, 4, merges, 4, NULL, NULL, 0, &e);
+    cr_assert_not_null(q35, "%s", e.msg);
+    struct vocab *q2 = synth("qwen2", extra, 4, merges, 4, NULL, NULL, 0, &e);
+    cr_assert_not_null(q2, "%s", e.msg);
+    /* qwen35: [\p{L}\p{M}]+ takes the mark into "x"; the punctuation run stops before it */
+    ASSERT_PIECES(q35, "x\xcc\x81!", "x\xcc\x81|!");
+    /* qwen2: "x" alone, then the mark starts a punctuation run with "!" */
+    ASSERT_PIECES(q2, "x\xcc\x81!", "x|\xcc\x81!");
+    /* after a digit: the mark is a word of its own with qwen35, a punctuation run with qwen2 */
+    ASSERT_PIECES(q35, "7\xcc\x81!", "7|\xcc\x81|!");
+    ASSERT_PIECES(q2, "7\xcc\x81!", "7|\xcc\x81!");
+    /* NFC still runs first: e + U+0301 becomes é (C3 A9) before the split */
+    ASSERT_PIECES(q35, "e\xcc\x81", "\xc3|\xa9");
+    vocab_free(q35);
+    vocab_free(q2);
+}
+
+Test(vocab, hf_tokenizer_qwen35_regex_and_template_file)
+{
+    char dir[] = "/tmp/lms-hftok35-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char tj[4096];
+    snprintf(tj, sizeof tj,
+             "{\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": %s, \"decoder\": {\"type\":"
+             " \"ByteLevel\"}, \"added_tokens\": [{\"id\": 3, \"content\": \"<|im_end|>\","
+             " \"special\": true}], \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1,"
+             " \"ab\": 2}, \"merges\": [\"a b\"]}}",
+             PRE_SPLIT("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{L}\\\\p{M}]+|"
+                       "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{M}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"
+                       "\\\\s+(?!\\\\S)|\\\\s+"));
+    write_file(dir, "tokenizer.json", tj);
+    /* transformers 5 layout: no chat_template in the config, the template in its own file */
+    write_file(dir, "tokenizer_config.json", "{\"eos_token\": \"<|im_end|>\", \"bos_token\": null}");
+    write_file(dir, "chat_template.jinja", "{{ messages }}\n");
+    struct hf_tokenizer t;
+    struct err e = {0};
+    cr_assert_eq(hf_tokenizer_load(dir, 0, &t, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(t.pre, "qwen35");
+    cr_assert_str_eq(t.chat_template, "{{ messages }}\n");
+    cr_assert_eq(t.eos, 3);
+    hf_tokenizer_free(&t);
+    /* a template file that is not UTF-8 text is an error naming it */
+    write_file(dir, "chat_template.jinja", "\xff\xfe");
+    cr_assert_neq(hf_tokenizer_load(dir, 0, &t, &e), 0);
+    cr_assert_eq(e.code, ERR_FORMAT);
+    cr_assert(strstr(e.msg, "chat_template.jinja"), "%s", e.msg);
+    /* Qwen3.5's regex without NFC: GGUF's qwen35 implies NFC, so it is refused */
+    char *nonfc = strstr(tj, "{\"type\": \"NFC\"}");
+    memcpy(nonfc, "null           ", 15);
+    write_file(dir, "tokenizer.json", tj);
+    char path[600];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    unlink(path);
+    cr_assert_neq(hf_tokenizer_load(dir, 0, &t, &e), 0);
+    cr_assert_eq(e.code, ERR_UNSUPPORTED);
+    cr_assert(strstr(e.msg, "normalizer"), "%s", e.msg);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    unlink(path);
+    rmdir(dir);
+}

@@ -33,6 +33,12 @@ static const char *const pre_patterns[VOCAB_PRE_COUNT] = {
                          "]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
     [VOCAB_PRE_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n" LN "]?" L "+|" N "| ?[^" WS LN
                         "]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
+    /* Qwen3.5's: Qwen2's with combining marks (\p{M}) inside words: a letter run takes the marks
+     * that follow it (Devanagari vowel signs, Hebrew points, U+FE0F), and punctuation runs stop
+     * at them. A mark may still open a word as its one optional leading non-letter. */
+    [VOCAB_PRE_QWEN35] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n" LN "]?[A-Za-z\\p{L}\\p{M}]+|" N
+                         "| ?[^" WS LN "\\p{M}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS
+                         "])|[" WS "]+",
     /* nanochat's SPLIT_PATTERN (GPT-4's with \p{N}{1,2}, possessive ?+ and ++, one newline) */
     [VOCAB_PRE_NANOCHAT] = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n" LN "]?+" L "+|" N "{1,2}| ?[^" WS LN
                            "]++[\\r\\n]*|[" WS "]*[\\r\\n]|[" WS "]+(?![^" WS "])|[" WS "]+",
@@ -44,6 +50,7 @@ static const char *const pre_patterns[VOCAB_PRE_COUNT] = {
 int vocab_pre_init(struct vocab *v, const char *pre, struct err *e)
 {
     if (strcmp(pre, "qwen2") == 0) v->pre = VOCAB_PRE_QWEN2, v->nfc = true;
+    else if (strcmp(pre, "qwen35") == 0) v->pre = VOCAB_PRE_QWEN35, v->nfc = true;
     else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0)
         v->pre = VOCAB_PRE_LLAMA3, v->ignore_merges = true; /* Llama 3's tokenizer.json says so */
     else if (strcmp(pre, "gpt2") == 0 || strcmp(pre, "gpt-2") == 0) v->pre = VOCAB_PRE_GPT2;
@@ -51,7 +58,7 @@ int vocab_pre_init(struct vocab *v, const char *pre, struct err *e)
         v->pre = VOCAB_PRE_NANOCHAT, v->ignore_merges = true;
     else
         return err_set(e, ERR_UNSUPPORTED,
-                       "tokenizer.ggml.pre \"%s\" is not supported (qwen2, llama-bpe, gpt2, nanochat)", pre);
+                       "tokenizer.ggml.pre \"%s\" is not supported (qwen2, qwen35, llama-bpe, gpt2, nanochat)", pre);
     int ec;
     PCRE2_SIZE eo;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pre_patterns[v->pre], PCRE2_ZERO_TERMINATED,

@@ -18,6 +18,8 @@ int chat_py_float_repr(double d, struct buf *out);
 
 int chat_render_qwen3(const struct chat_msg *msgs, int n, const struct chat_prompt_opts *opts,
                       struct chat_prompt *out, struct err *e);
+int chat_render_qwen35(const struct chat_msg *msgs, int n, const struct chat_prompt_opts *opts,
+                       struct chat_prompt *out, struct err *e);
 int chat_render_gemma4(const struct chat_msg *msgs, int n, const struct chat_prompt_opts *opts,
                        struct chat_prompt *out, struct err *e);
 int chat_render_nanochat(const struct chat_msg *msgs, int n, const struct chat_prompt_opts *opts,

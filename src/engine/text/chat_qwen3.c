@@ -251,25 +251,3 @@ const struct family family_qwen3 = {
     .sampling = {.temperature = 0.7f, .top_k = 20, .top_p = 0.8f, .min_p = 0},
     .sampling_think = {.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .min_p = 0},
 };
-
-/* Qwen3.5 (qwen35, qwen35moe) until its own tokenizer and template (issue 15 item 4, not done):
- * Qwen3's conventions — the generated test models carry the Qwen3 tokenizer as a stand-in — with
- * KV reuse off: the Gated DeltaNet state holds the whole prefix and cannot be cut to a shorter
- * one, so every request prefills fresh (docs/qwen35.md). */
-static const char *const QWEN35_ARCHS[] = {"qwen35", "qwen35moe", NULL};
-
-const struct family family_qwen35 = {
-    .name = "qwen35",
-    .archs = QWEN35_ARCHS,
-    .render = chat_render_qwen3,
-    .templates = {0x2bfdb7aa9754484eull},
-    .caps = {.grammar = true, .reasoning = true, .stop = true, .system_role = true,
-             .kv_reuse = false},
-    .think = {"<think>", "</think>"},
-    .tool_style = FAMILY_TOOLS_JSON_REGION,
-    .tool_call = {"<tool_call>", "</tool_call>"},
-    .forced_call = qwen3_forced_call,
-    .end_of_turn = QWEN3_END_OF_TURN,
-    .sampling = {.temperature = 0.7f, .top_k = 20, .top_p = 0.8f, .min_p = 0},
-    .sampling_think = {.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .min_p = 0},
-};

@@ -87,6 +87,9 @@ struct family {
     const char *const *end_of_turn; /* token texts that end a reply, NULL-terminated */
     struct family_sampling sampling, sampling_think;
     const struct family_inline_tool *inline_tool; /* NULL: none */
+    /* With reasoning on, the generation prompt ends with think.open already (Qwen3.5's
+     * `<think>\n`): the reply starts inside the reasoning section, not at its head. */
+    bool think_primed;
 };
 
 /* The family serving GGUF architecture `arch`, or NULL. */
@@ -109,7 +112,7 @@ void family_sampling_params(const struct family_sampling *fs, const struct gguf 
                             struct sampler_params *out);
 
 extern const struct family family_qwen3;
-extern const struct family family_qwen35;
+extern const struct family family_qwen35; /* chat_qwen35.c */
 extern const struct family family_gemma4; /* chat_gemma4.c */
 extern const struct family family_nanochat;
 

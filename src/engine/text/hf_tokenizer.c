@@ -9,7 +9,7 @@
  *    the key is not written and add_bos is false). vocab's end-of-generation test also covers
  *    <|endoftext|>, which llama.cpp's converter writes as eos.
  *  - tokenizer.ggml.pre is derived from the pre_tokenizer's split regex: the Qwen2 pattern gives
- *    "qwen2", Llama 3's "llama-bpe", a plain ByteLevel with use_regex gives "gpt2"; anything else
+ *    "qwen2", Qwen3.5's (marks inside words) "qwen35", Llama 3's "llama-bpe", a plain ByteLevel with use_regex gives "gpt2"; anything else
  *    is refused (a tokenizer we would silently get wrong). */
 #include "engine/text/hf_tokenizer.h"
 
@@ -23,6 +23,9 @@
 #define HF_PAT_QWEN2                                                                               \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                          \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define HF_PAT_QWEN35                                                                              \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "                  \
+    "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define HF_PAT_GPT2                                                                                \
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define HF_PAT_LLAMA3                                                                              \
@@ -109,6 +112,7 @@ static const char *detect_pre(json_t *pre)
     }
     if (!regex || !bytelevel) return NULL;
     if (strcmp(regex, HF_PAT_QWEN2) == 0) return "qwen2";
+    if (strcmp(regex, HF_PAT_QWEN35) == 0) return "qwen35";
     if (strcmp(regex, HF_PAT_LLAMA3) == 0) return "llama-bpe";
     if (strcmp(regex, HF_PAT_GPT2) == 0) return "gpt2";
     return NULL;
@@ -167,6 +171,41 @@ static const char *gemma_shape(json_t *tj)
     return NULL;
 }
 
+/* Newer Hugging Face repos (transformers 5, e.g. Qwen3.5's) keep the template beside the config
+ * as chat_template.jinja instead of inside it. *out stays NULL when there is no such file. */
+static int read_template_file(const char *dir, char **out, struct err *e)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/chat_template.jinja", dir) >= (int)sizeof path)
+        return err_set(e, ERR_INVALID, "tokenizer directory path too long");
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    struct buf b = {0};
+    char chunk[4096];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (buf_append(&b, chunk, n)) {
+            rc = err_set(e, ERR_NOMEM, "out of memory reading %s", path);
+            break;
+        }
+    if (!rc && ferror(f)) rc = err_set(e, ERR_IO, "%s: read error", path);
+    for (size_t i = 0; !rc && i < b.len;) {
+        int k = b.data[i] ? tok_utf8_seq((const unsigned char *)b.data + i, b.len - i) : -1;
+        if (k <= 0) rc = err_set(e, ERR_FORMAT, "%s: not UTF-8 text (byte %zu)", path, i);
+        i += k > 0 ? (size_t)k : 0;
+    }
+    fclose(f);
+    if (!rc && buf_reserve(&b, 1)) rc = err_set(e, ERR_NOMEM, "out of memory reading %s", path);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    b.data[b.len] = 0;
+    *out = buf_steal(&b);
+    return 0;
+}
+
 static char *xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -213,14 +252,15 @@ int hf_tokenizer_load(const char *dir, int64_t n_vocab_pad, struct hf_tokenizer 
     const char *pre = detect_pre(json_object_get(tj, "pre_tokenizer"));
     if (!pre) {
         err_set(e, ERR_UNSUPPORTED,
-                "tokenizer.json: pre_tokenizer is not one we know (qwen2, llama3 or gpt2 regex)");
+                "tokenizer.json: pre_tokenizer is not one we know (qwen2, qwen35, llama3 or gpt2 "
+                "regex)");
         goto fail;
     }
-    /* GGUF records no normalizer: the pre-tokenizer name implies it (qwen2 = NFC, the others
-     * none), so a tokenizer that pairs them differently cannot be converted faithfully. */
+    /* GGUF records no normalizer: the pre-tokenizer name implies it (qwen2 and qwen35 = NFC, the
+     * others none), so a tokenizer that pairs them differently cannot be converted faithfully. */
     json_t *norm = json_object_get(tj, "normalizer");
     const char *nt = json_is_null(norm) || !norm ? "none" : json_string_value(json_object_get(norm, "type"));
-    const char *want = strcmp(pre, "qwen2") == 0 ? "NFC" : "none";
+    const char *want = strcmp(pre, "qwen2") == 0 || strcmp(pre, "qwen35") == 0 ? "NFC" : "none";
     if (!nt || strcmp(nt, want) != 0) {
         err_set(e, ERR_UNSUPPORTED, "tokenizer.json: normalizer %s with the %s pre-tokenizer "
                 "(GGUF implies %s)", nt ? nt : "?", pre, want);
@@ -354,6 +394,7 @@ tables:;
         tpl = found;
     }
     if (json_is_string(tpl) && !(out->chat_template = xstrdup(json_string_value(tpl)))) goto nomem;
+    if (!out->chat_template && read_template_file(dir, &out->chat_template, e)) goto fail;
     rc = 0;
     goto done;
 nomem:

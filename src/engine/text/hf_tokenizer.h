@@ -29,7 +29,7 @@ struct hf_tokenizer {
     int64_t n_merges;
     int32_t bos, eos, eot, pad; /* -1 when absent */
     bool add_bos;
-    char *pre;           /* "qwen2", "llama-bpe", "gpt2"; NULL for gemma4 */
+    char *pre;           /* "qwen2", "qwen35", "llama-bpe", "gpt2"; NULL for gemma4 */
     char *chat_template; /* may be NULL */
     char *model;         /* tokenizer.ggml.model: "gpt2" or "gemma4" (SentencePiece-style BPE) */
     int32_t unk;         /* gemma4: the unk_token; -1 when absent */

@@ -9,7 +9,14 @@
 
 #define VOCAB_MAX_EOG 16
 
-enum vocab_pre { VOCAB_PRE_GPT2, VOCAB_PRE_LLAMA3, VOCAB_PRE_QWEN2, VOCAB_PRE_NANOCHAT, VOCAB_PRE_COUNT };
+enum vocab_pre {
+    VOCAB_PRE_GPT2,
+    VOCAB_PRE_LLAMA3,
+    VOCAB_PRE_QWEN2,
+    VOCAB_PRE_NANOCHAT,
+    VOCAB_PRE_QWEN35,
+    VOCAB_PRE_COUNT
+};
 
 struct vocab {
     int32_t n;                /* tokens */
@@ -46,7 +53,7 @@ struct vocab {
     uint32_t *koff; /* spm: (n+1) */
 
     enum vocab_pre pre;
-    bool nfc;        /* normalize segments to NFC before splitting (qwen2, as HF does) */
+    bool nfc;        /* normalize segments to NFC before splitting (qwen2, qwen35, as HF does) */
     bool ignore_merges; /* a piece that is a token is not merged (llama3, as HF / llama.cpp) */
     void *re;        /* pcre2_code_8 * */
     bool re_jit;
