@@ -162,6 +162,15 @@ test('a follow-up resumes from the state snapshot of the previous turn: cached r
     const m = await ant.messages.create({ model: 'm', max_tokens: 4, system,
       messages: turn2.slice(1).map((x) => ({ role: x.role, content: x.content })), ...G });
     assert.ok(m.usage.cache_read_input_tokens >= 128, JSON.stringify(m.usage));
+    // with reasoning on: the first turn's reasoning is dropped from the history (the template
+    // keeps it only after the last user query), its messages are still the prefix: cached rows
+    const think = { chat_template_kwargs: { enable_thinking: true } };
+    const t1 = await oai.chat.completions.create({ model: 'm', messages: turn1, max_tokens: 6, ...think, ...G });
+    assert.ok((t1.choices[0].message.reasoning_content ?? '').length > 0, JSON.stringify(t1.choices[0].message));
+    const t2 = await oai.chat.completions.create({ model: 'm', max_tokens: 4, ...think, ...G,
+      messages: [...turn1, { role: 'assistant', content: 'The Danube.', reasoning_content: t1.choices[0].message.reasoning_content },
+        { role: 'user', content: 'And the shortest?' }] });
+    assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= 128, JSON.stringify(t2.usage));
   } finally {
     assert.equal((await cold.stop()).code, 0, cold.log());
   }
