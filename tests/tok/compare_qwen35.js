@@ -22,6 +22,7 @@ const path = require("path");
 const { spawnSync } = require("child_process");
 const { TokenizerLoader } = require("@lenml/tokenizers");
 const { generate } = require("./corpus.js");
+const { markStrings } = require("./marks.js");
 
 const [tool, tokdir, ...models] = process.argv.slice(2);
 if (!tool || !tokdir || models.length === 0) {
@@ -58,26 +59,6 @@ function makeTokenizer({ rust, dropControl, regex }) {
 const ref = { special: makeTokenizer({ rust: true }), plain: makeTokenizer({ rust: true, dropControl: true }) };
 const js = { special: makeTokenizer({ rust: false }), plain: makeTokenizer({ rust: false, dropControl: true }) };
 const q2 = { special: makeTokenizer({ rust: true, regex: QWEN2 }), plain: makeTokenizer({ rust: true, dropControl: true, regex: QWEN2 }) };
-
-// Combining marks that NFC leaves alone (no precomposed form), after letters, digits, spaces,
-// punctuation, at the start, in runs; scripts whose vowel signs are marks; U+FE0F / U+20E3.
-const MARKS = ["\u0301", "\u0308", "\u0327", "\u0336", "\u20d7", "\u0903", "\u093f", "\u094d",
-  "\u05b7", "\u05bc", "\u064e", "\u0651", "\u0e34", "\u0e48", "\u1ab0", "\ufe0f", "\u20e3", "\u0489"];
-const BASES = ["q", "x", "Z", "ω", "Ж", "क", "ש", "ب", "ก", "7", " ", "!", "-", "'", "\n", "(", "", "中", "😀"];
-function markStrings() {
-  const out = [];
-  let k = 0;
-  for (const b of BASES)
-    for (const m of MARKS) {
-      const m2 = MARKS[(k++ * 7) % MARKS.length];
-      out.push(b + m, b + m + m2 + "abc", "ab" + b + m + " cd", "..." + m + "x", "x" + m + "!" + m2,
-        "12" + m + "34", " " + m + b);
-    }
-  out.push("naïve cafe\u0301 fiance\u0301e", "हिन्दी में लिखा", "ภาษาไทย ที่นี่", "שָׁלוֹם עוֹלָם",
-    "مَرْحَبًا بِكُمْ", "❤️ ✌️ 1️⃣ #️⃣", "Zalgo: Z\u0351\u0346a\u0352l\u0357g\u0359o\u035b",
-    "\u0301\u0302\u0303", "a\u0301'\u0301s", "don\u0301't", "e\u0301\u0301\u0301\u0301\u0301");
-  return out;
-}
 
 const corpus = generate();
 for (const s of markStrings()) corpus.push({ cat: "marks", mode: "plain", bytes: Buffer.from(s, "utf8") });
