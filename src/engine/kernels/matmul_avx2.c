@@ -42,6 +42,12 @@ AI float hsum8(__m256 v)
 #define MM2_PF MM2_PF_DEFAULT
 #endif
 static int g_pf = MM2_PF;
+/* q4_K/q6_K with >= 2 tokens on the 1 x 8 small-m kernel (1) or the 2 x 4 tiles (0); both give the
+ * same bits, the switch is for measuring one against the other (MM2_KSM=0) */
+#ifndef MM2_KSM
+#define MM2_KSM 1
+#endif
+static const int g_k_small_m = MM2_KSM;
 
 static void set_prefetch(int bytes)
 {
@@ -357,6 +363,67 @@ AI void q4_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t
             yt[t][r + i] = hsum8(acc[i][t]) - macc[i][t];
 }
 
+/* Small m for q4_K: one weight row x T <= 8 tokens. Per 256-block the row's scales, mins, d and
+ * dmin are decoded once, then per 32-byte chunk its nibbles and the two broadcast sub-block
+ * scales once for all T tokens (the 2 x 4 tile decodes them once per 4 tokens and reads every
+ * row again from the cache for each group of 4). Per pair the sequence is q4_K_tile's exactly:
+ * the same exact int32 sumi and mins, fmaf of the min term and one FMA of cvt(sumi) by
+ * fl(d * dy) per block in block order, hsum8(acc) - macc; so the bits of every other shape. */
+AI void q4_K_row_tok(const int T, const uint8_t *Wr, int64_t nsb, const uint8_t *X, size_t xs,
+                     float *const *yt, int64_t r, int pf)
+{
+    __m256 acc[8];
+    float macc[8];
+    const __m256i m4 = _mm256_set1_epi8(15);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        acc[t] = _mm256_setzero_ps(), macc[t] = 0.0f;
+    for (int64_t s = 0; s < nsb; s++) {
+        const struct block_q4_K *x = (const struct block_q4_K *)Wr + s;
+        if (pf) {
+            _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+            _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
+        }
+        __m128i sc, mn;
+        k4_scales(x->scales, &sc, &mn);
+        const __m256i sc2 = _mm256_broadcastsi128_si256(sc);
+        const float d = fp16_to_f32(x->d), dmin = fp16_to_f32(x->dmin);
+        __m256i sumi[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const struct block_q8_K *y = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
+            int mins = hsum4i(_mm_madd_epi16(pair_sums(y->bsums), mn));
+            macc[t] = fmaf(dmin * y->d, (float)mins, macc[t]);
+            sumi[t] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i bq = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(bq, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bq, 4), m4);
+            const __m256i s0 = bcast16(sc2, 2 * c), s1 = bcast16(sc2, 2 * c + 1);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const int8_t *yq = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->qs;
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)(yq + 64 * c));
+                __m256i y1 = _mm256_loadu_si256((const __m256i *)(yq + 64 * c + 32));
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p0, p1));
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const float dy = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->d;
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]), _mm256_set1_ps(d * dy), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        yt[t][r] = hsum8(acc[t]) - macc[t];
+}
+
 /* ------------------------------------------------------------ q5_K x q8_K */
 
 /* q4_K_tile's sequence with the 5th bit of each element or'ed in (values 0..31, still
@@ -542,6 +609,107 @@ AI void q6_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t
             yt[t][r + i] = hsum8(acc[i][t]);
 }
 
+/* Small m for q6_K: one weight row x T <= 8 tokens; per 32-byte chunk the 6-bit values and the
+ * scale pair are built once for all T tokens. Per pair q6_K_tile's sequence exactly: sumi starts
+ * at -32 * sum_g sc_g bsum_g (exact), plus the exact chunk products, one FMA of cvt(sumi) by
+ * fl(d * dy) per block in block order, hsum8. */
+AI void q6_K_row_tok(const int T, const uint8_t *Wr, int64_t nsb, const uint8_t *X, size_t xs,
+                     float *const *yt, int64_t r, int pf)
+{
+    __m256 acc[8];
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const struct block_q6_K *x = (const struct block_q6_K *)Wr + s;
+        if (pf) {
+            _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+            _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)x + pf + 192, _MM_HINT_T0);
+        }
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const float d = fp16_to_f32(x->d);
+        __m256i sumi[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const struct block_q8_K *y = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
+            __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+            sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k & 1)));
+                if (k >= 2) ql = _mm256_srli_epi16(ql, 4);
+                const __m256i q = _mm256_or_si256(
+                    _mm256_and_si256(ql, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4));
+                const __m256i sc = scale_pair(sc8, 8 * h + 2 * k);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const int8_t *yq = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->qs;
+                    __m256i yv = _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * k));
+                    sumi[t] = _mm256_add_epi32(sumi[t],
+                                               _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), sc));
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const float dy = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->d;
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]), _mm256_set1_ps(d * dy), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        yt[t][r] = hsum8(acc[t]);
+}
+
+/* Rows [0, nrows) x tokens [0, n_tok), n_tok >= 2, for q4_K / q6_K: tokens in even groups of
+ * <= 8 as q8_0_small_m (the activation rows are read in place: their blocks are already
+ * contiguous per token); per group every row of the work item in order. */
+static void k_small_m(enum ggml_type t, const uint8_t *W, size_t ws, int64_t nrows, int64_t nsb,
+                      const uint8_t *X, size_t xs, int64_t n_tok, float *Y, int64_t yst,
+                      const int32_t *y_idx, int64_t r0)
+{
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
+    int64_t ng = (n_tok + 7) / 8;
+    for (int64_t g = 0, t0 = 0; g < ng; g++) {
+        int T = (int)((n_tok - t0) / (ng - g));
+        float *yt[8];
+        for (int k = 0; k < T; k++)
+            yt[k] = Y + (y_idx ? y_idx[t0 + k] : t0 + k) * yst + r0;
+        const uint8_t *Xg = X + (size_t)t0 * xs;
+        for (int64_t r = 0; r < nrows; r++) {
+            const uint8_t *Wr = W + (size_t)r * ws;
+            if (t == GGML_TYPE_Q4_K) {
+                switch (T) {
+#define C(n)                                                                                       \
+    case n: q4_K_row_tok(n, Wr, nsb, Xg, xs, yt, r, pf); break;
+                    C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8)
+#undef C
+                default: break;
+                }
+            } else {
+                switch (T) {
+#define C(n)                                                                                       \
+    case n: q6_K_row_tok(n, Wr, nsb, Xg, xs, yt, r, pf); break;
+                    C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8)
+#undef C
+                default: break;
+                }
+            }
+        }
+        t0 += T;
+    }
+}
+
 /* ------------------------------------------------------------ float weights */
 
 /* 8 columns of a float-type row (f32, f16, bf16) as f32 */
@@ -666,6 +834,10 @@ static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int6
     }
     if (t == GGML_TYPE_Q8_0 && n_tok >= 2) {
         q8_0_small_m(W, ws, nrows, cols / 32, X, xs, n_tok, Y, ys, y_idx, r0, tmp);
+        return;
+    }
+    if ((t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K) && n_tok >= 2 && g_k_small_m) {
+        k_small_m(t, W, ws, nrows, cols / 256, X, xs, n_tok, Y, ys, y_idx, r0);
         return;
     }
     if (t == GGML_TYPE_Q8_0 && tmp) {
