@@ -37,6 +37,10 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 PAGE_SRC := src/http/chat_page.html
 PAGE_OBJ := $(BUILD)/obj/gen/chat_page.o
 LIB_OBJ  += $(PAGE_OBJ)
+# Gemma 4's chat template, which lmserve-mkmodel writes into gemma4 GGUFs (the same bytes)
+G4T_SRC  := tests/chat/gemma4/template.jinja
+G4T_OBJ  := $(BUILD)/obj/gen/gemma4_template.o
+LIB_OBJ  += $(G4T_OBJ)
 LIB      := $(BUILD)/liblmserve.a
 BIN_SRC  := $(wildcard src/bin/*.c)
 BINS     := $(BIN_SRC:src/bin/%.c=$(BUILD)/%)
@@ -71,6 +75,15 @@ $(BUILD)/gen/chat_page.c: $(PAGE_SRC)
 	  echo '0};'; echo 'const size_t http_chat_page_len = sizeof http_chat_page - 1;'; } > $@.tmp
 	mv $@.tmp $@
 $(PAGE_OBJ): $(BUILD)/gen/chat_page.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/gen/gemma4_template.c: $(G4T_SRC)
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from $(G4T_SRC) by the Makefile */'; \
+	  echo 'const char mkmodel_gemma4_template[] = {'; \
+	  od -An -v -tx1 $< | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '0};'; } > $@.tmp
+	mv $@.tmp $@
+$(G4T_OBJ): $(BUILD)/gen/gemma4_template.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -74,7 +74,7 @@ static int apply(const struct backend *b, struct request *req, enum dialect d, c
         rc = err_set_param(e, ERR_INVALID, "tool_choice",
                            "tool_choice forces a call, but no function tool is declared");
     else
-        rc = forced_apply(req, b->family, cand, n, e);
+        rc = forced_apply(req, b->family, b->tool_specials, cand, n, e);
     free(cand);
     return rc;
 }

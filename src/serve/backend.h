@@ -57,6 +57,9 @@ struct backend {
     bool reasoning_default;             /* --reasoning: when a request says nothing (R-THINK-1) */
     struct sampler_params defaults;       /* R-MAP-2, reasoning off */
     struct sampler_params defaults_think; /* reasoning on */
+    /* bit i: family_tool_marker_texts(family)[i] is one special token of the vocabulary (forced
+     * calls write those as special-token terminals; serve/forced.h) */
+    unsigned tool_specials;
 };
 
 /* The queue's run function: generate + error reporting + timing (arg = struct backend *). */

@@ -15,6 +15,7 @@
 #include "engine/text/vocab.h"
 #include "grammar/grammar.h"
 #include "serve/emitter.h"
+#include "serve/forced.h"
 #include "serve/inline_tool.h"
 #include "serve/kvdisk.h"
 #include "serve/kvpool.h"
@@ -717,7 +718,7 @@ static int stream_open(struct llm *L, struct stream *s, struct err *e)
     for (size_t i = 0; i < req->n_tokens; i++) sampler_accept(s->smp, req->tokens[i]);
     struct reply_sink *esink = sink;
     if (req->tools && L->base.caps.tools) {
-        toolcall_init(&s->tc, sink, family_tool_markers(L->fam));
+        toolcall_init_family(&s->tc, sink, L->fam, req->tools);
         esink = toolcall_sink(&s->tc);
     }
     emitter_init(&s->em, esink, req->choice_base + s->choice,
@@ -1416,10 +1417,18 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
     b->ops = &LLM_OPS;
     b->family = L->fam;
     b->caps = (struct backend_caps){.think = family_think(L->fam) != NULL,
-                                    .tools = family_tool_markers(L->fam) && L->fam->forced_call,
+                                    .tools = forced_available(L->fam),
                                     .grammar = false, /* until the vocabulary index is built */
                                     .stop = L->fam->caps.stop,
                                     .system_role = L->fam->caps.system_role};
+    {   /* which call markers are single special tokens here (forced-call grammars) */
+        const char *mk[FAMILY_TOOL_MARKS];
+        int nm = family_tool_marker_texts(L->fam, mk);
+        for (int i = 0; i < nm; i++) {
+            int32_t id = mk[i] ? tok_find(L->v, mk[i], strlen(mk[i])) : -1;
+            if (id >= 0 && tok_is_special(L->v, id)) b->tool_specials |= 1u << i;
+        }
+    }
     /* model id: --alias, else general.name, else the file name; whitespace becomes '-' (an id
      * is a single word in clients' model fields and URLs: /v1/models/ID) */
     char *name = gguf_get_str(model_gguf(L->m), "general.name", NULL);

@@ -9,7 +9,18 @@
 
 char *forced_lark(const struct family *f, const struct forced_tool *tools, int n, struct err *e)
 {
-    if (!f || !f->forced_call) {
+    return forced_lark_marks(f, ~0u, tools, n, e);
+}
+
+bool forced_available(const struct family *f)
+{
+    return f && family_tool_markers(f) && (f->forced_call || forced_style_builds(f));
+}
+
+char *forced_lark_marks(const struct family *f, unsigned specials, const struct forced_tool *tools,
+                        int n, struct err *e)
+{
+    if (!forced_available(f)) {
         err_set(e, ERR_INVALID, "this model has no tool-calling convention");
         return NULL;
     }
@@ -39,6 +50,7 @@ char *forced_lark(const struct family *f, const struct forced_tool *tools, int n
             goto out;
         }
         ft[i].json_name = jname;
+        ft[i].name = name;
         /* permissive unless enforced; a schema that is not an object/boolean is the client's bug */
         const json_t *sc = tools[i].schema;
         if (sc && !json_is_object(sc) && !json_is_boolean(sc)) {
@@ -65,7 +77,13 @@ char *forced_lark(const struct family *f, const struct forced_tool *tools, int n
             }
         }
     }
-    if (f->forced_call(ft, n, &b) < 0 || !b.data) {
+    if (!f->forced_call) { /* a call style's generic builder (forced_styles.c) */
+        if (forced_style_build(f, specials, ft, n, &b, e) < 0) goto out;
+    } else if (f->forced_call(ft, n, &b) < 0) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (!b.data) {
         err_set(e, ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -80,8 +98,8 @@ out:
     return out;
 }
 
-int forced_apply(struct request *req, const struct family *f, const struct forced_tool *cands,
-                 int n, struct err *e)
+int forced_apply(struct request *req, const struct family *f, unsigned specials,
+                 const struct forced_tool *cands, int n, struct err *e)
 {
     if (req->constraint != CONSTRAINT_NONE)
         return err_set_param(e, ERR_INVALID, "tool_choice",
@@ -91,7 +109,7 @@ int forced_apply(struct request *req, const struct family *f, const struct force
     if (n > FORCED_MAX_TOOLS)
         return err_set_param(e, ERR_INVALID, "tool_choice", "at most %d tools can be forced",
                              FORCED_MAX_TOOLS);
-    char *src = forced_lark(f, cands, n, e);
+    char *src = forced_lark_marks(f, specials, cands, n, e);
     if (!src) {
         snprintf(e->param, sizeof e->param, "tool_choice");
         return -1;

@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "engine/text/family.h"
 #include "serve/request.h"
@@ -39,11 +40,28 @@ struct forced_tool {
  * schema that is not an object or boolean or does not compile, a family without a forced-call
  * builder; ERR_NOMEM). */
 char *forced_lark(const struct family *f, const struct forced_tool *tools, int n, struct err *e);
+/* The same knowing which of the family's call markers the vocabulary holds as single special
+ * tokens: bit i for family_tool_marker_texts()'s entry i (forced_lark: all). Those become
+ * special-token terminals, the others text literals (a stand-in tokenizer without the family's
+ * tokens still gets a grammar that can be met). */
+char *forced_lark_marks(const struct family *f, unsigned specials, const struct forced_tool *tools,
+                        int n, struct err *e);
+/* Whether family f can force a call: a tool convention and a builder (the family's own, or its
+ * style's generic one). */
+bool forced_available(const struct family *f);
+
+/* forced_styles.c: the generic builders of the styles other than JSON_REGION (they read the
+ * descriptor's tool_call and tool_syntax). forced_style_build appends the lark source of
+ * "exactly one call to one of tools[0..n)" to b; -1 with e set (ERR_INVALID naming a schema
+ * keyword the style cannot write, ERR_NOMEM). */
+bool forced_style_builds(const struct family *f);
+int forced_style_build(const struct family *f, unsigned specials, const struct family_tool *tools,
+                       int n, struct buf *b, struct err *e);
 
 /* Makes req's constraint the forced call over cands[0..n) (n >= 1): CONSTRAINT_LARK with param
  * "tool_choice", reasoning off. Errors (400, param tool_choice): another constraint already set,
  * the family has no tool-call convention, and forced_lark's. */
-int forced_apply(struct request *req, const struct family *f, const struct forced_tool *cands,
-                 int n, struct err *e);
+int forced_apply(struct request *req, const struct family *f, unsigned specials,
+                 const struct forced_tool *cands, int n, struct err *e);
 
 #endif

@@ -161,6 +161,7 @@ void toolcall_init(struct toolcall_scanner *sc, struct reply_sink *out,
     sc->n_close = strlen(m->close);
     sc->out = out;
     sc->mode = TC_TEXT;
+    sc->style = FAMILY_TOOLS_JSON_REGION;
     sc->sink = (struct reply_sink){.ctx = sc,
                                    .start = s_start,
                                    .reasoning = s_reasoning,
@@ -172,8 +173,18 @@ void toolcall_init(struct toolcall_scanner *sc, struct reply_sink *out,
                                    .tctx = out->tctx};
 }
 
+void toolcall_init_family(struct toolcall_scanner *sc, struct reply_sink *out,
+                          const struct family *f, const json_t *tools)
+{
+    toolcall_init(sc, out, family_tool_markers(f));
+    sc->style = f->tool_style;
+    sc->syn = &f->tool_syntax;
+    sc->tools = tools;
+}
+
 void toolcall_deinit(struct toolcall_scanner *sc)
 {
+    buf_free(&sc->args);
     buf_free(&sc->pend);
     buf_free(&sc->lead);
     free(sc->lp);
@@ -296,8 +307,21 @@ static int step_call(struct toolcall_scanner *sc, int choice, bool *progress)
     char *name = NULL;
     size_t ao = 0, al = 0;
     const char *as = NULL;
-    int rc = 0;
-    if (sc->out->tool_call && toolcall_parse(s, pos, &name, &ao, &al, &as) == 0) {
+    int rc = 0, parsed = -1;
+    if (sc->out->tool_call) {
+        if (sc->style == FAMILY_TOOLS_CALL_DICT)
+            parsed = toolcall_parse_dict(s, pos, sc->syn, &name, &sc->args);
+        else if (sc->style == FAMILY_TOOLS_XML_PARAMS)
+            parsed = toolcall_parse_xml(s, pos, sc->syn, sc->tools, &name, &sc->args);
+        else
+            parsed = toolcall_parse(s, pos, &name, &ao, &al, &as);
+        if (parsed == 0 && sc->style != FAMILY_TOOLS_JSON_REGION) {
+            ao = 0;
+            al = sc->args.len;
+            s = sc->args.data; /* the converted arguments; the body stays in pend */
+        }
+    }
+    if (parsed == 0) {
         sc->n_lp = 0; /* call tokens carry no content logprobs */
         rc = sc->out->tool_call(sc->out->ctx, choice, name, as ? as : s + ao, as ? strlen(as) : al);
         free(name);

@@ -23,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "base/buf.h"
 #include "engine/text/family.h" /* struct family_markers */
 #include "serve/request.h"
@@ -41,12 +43,24 @@ struct toolcall_scanner {
     size_t n_open, n_close;
     int n_calls;     /* completed calls so far */
     bool after_call; /* nothing but whitespace since the last call */
+    /* appended: the region body's style (JSON_REGION for toolcall_init) and, for the others,
+     * the syntax and the request's declared tools (borrowed) */
+    enum family_tool_style style;
+    const struct family_tool_syntax *syn;
+    const json_t *tools;
+    struct buf args; /* converted arguments of the call being emitted */
 };
 
 /* Sets up a scanner for the call regions between markers m (family_tool_markers(); non-empty,
  * no whitespace, borrowed) forwarding to out; toolcall_sink(sc) is what the emitter writes to. */
 void toolcall_init(struct toolcall_scanner *sc, struct reply_sink *out,
                    const struct family_markers *m);
+/* The same for family f's call style (f has a tool convention: family_tool_markers(f) non-NULL):
+ * JSON regions as above, or the CALL_DICT / XML_PARAMS bodies converted to JSON arguments
+ * (toolcall_styles.c). tools: the request's OpenAI-shaped tools (borrowed; the XML style reads a
+ * parameter's declared type from it; may be NULL). */
+void toolcall_init_family(struct toolcall_scanner *sc, struct reply_sink *out,
+                          const struct family *f, const json_t *tools);
 void toolcall_deinit(struct toolcall_scanner *sc);
 struct reply_sink *toolcall_sink(struct toolcall_scanner *sc);
 
@@ -56,5 +70,13 @@ struct reply_sink *toolcall_sink(struct toolcall_scanner *sc);
  * well-formed call. Exposed for the unit tests. */
 int toolcall_parse(const char *body, size_t n, char **name, size_t *args_off, size_t *args_len,
                    const char **args_static);
+
+/* A CALL_DICT body (PREFIX NAME{…}) or an XML_PARAMS body (FN_OPEN NAME>…FN_CLOSE): 0 with
+ * *name (malloc'd) and the arguments as one JSON object text in *args, or -1 when the body is
+ * not a well-formed call (*name NULL, args empty). Exposed for the unit tests. */
+int toolcall_parse_dict(const char *body, size_t n, const struct family_tool_syntax *syn,
+                        char **name, struct buf *args);
+int toolcall_parse_xml(const char *body, size_t n, const struct family_tool_syntax *syn,
+                       const json_t *tools, char **name, struct buf *args);
 
 #endif

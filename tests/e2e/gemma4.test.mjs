@@ -1,9 +1,10 @@
 // Gemma 4 (issue 14 step 2) end to end: the real server on a generated gemma4 model (mixed SWA /
 // global layers, the stand-in Gemma tokenizer) answers in all three dialects, created and
 // streamed; its prompts are the gemma4 renderer's (docs/families.md, "Gemma 4: text") with <bos>
-// in front; a JSON Schema constraint holds; the family has no tool-call convention, so a tool
-// field is a 400 on the OpenAI dialects and accepted-and-dropped on /v1/messages; <eos>, one of
-// the descriptor's end-of-turn texts, ends a reply.
+// in front; a JSON Schema constraint holds; tool calls in Gemma 4's own syntax (forced with
+// tool_choice, or spelled by a lark grammar) come back as each dialect's call objects, streamed
+// and not, and a call with its result goes back into the prompt as the renderer writes it;
+// <eos>, one of the descriptor's end-of-turn texts, ends a reply.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -102,28 +103,121 @@ test('a JSON Schema constraint holds (chat completions and responses)', async ()
   assert.ok(Number.isInteger(w.x) && w.label.length <= 8);
 });
 
-test('no tool convention: tools are a 400 on the OpenAI dialects, accepted and dropped on /v1/messages', async () => {
-  const fn = { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } };
-  await assert.rejects(oai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Weather?' }],
-    tools: [{ type: 'function', function: fn }], max_tokens: 4 }), (err) => {
-    assert.equal(err.status, 400);
-    assert.equal(err.param, 'tools');
-    assert.match(err.message, /no tool-calling convention/);
-    return true;
+// ---- tool calls (the CALL_DICT style: <|tool_call>call:NAME{key:<|"|>value<|"|>}<tool_call|>) ----
+
+// Bounded arguments (enums, a boolean), so a random model under the forced grammar always finishes.
+const WEATHER = {
+  type: 'object', required: ['city', 'metric'],
+  properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, metric: { type: 'boolean' } },
+};
+const validWeather = (a) => ['Paris', 'Rome'].includes(a.city) && typeof a.metric === 'boolean' &&
+  Object.keys(a).sort().join() === 'city,metric';
+const CHAT_TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather now.', parameters: WEATHER, strict: true } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } }];
+const RSP_TOOLS = [{ type: 'function', name: 'get_weather', description: 'Weather now.', parameters: WEATHER, strict: true }];
+const ANT_TOOLS = [{ name: 'get_weather', description: 'Weather now.', input_schema: WEATHER }];
+const Q = [{ role: 'user', content: 'Weather in Paris?' }];
+// a reply with text before the call, spelled in the template's syntax (the stand-in vocabulary
+// has no <|tool_call> token, so the markers are text here and the scanner reads their bytes)
+const TEXT_AND_CALL = 'start: "Let me check." "<|tool_call>call:get_weather{city:<|\\"|>Rome<|\\"|>,metric:false}<tool_call|>"';
+
+test('chat: a forced call (named and required) in the template syntax comes back as tool_calls, create and stream', async () => {
+  for (const tool_choice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
+    const base = { model: 'm', messages: Q, tools: CHAT_TOOLS.slice(0, tool_choice === 'required' ? 1 : 2), tool_choice, max_tokens: 200, ...G };
+    const c = await oai.chat.completions.create(base);
+    const ch = c.choices[0];
+    assert.equal(ch.finish_reason, 'tool_calls', JSON.stringify(ch));
+    assert.equal(ch.message.content, null);
+    assert.equal(ch.message.tool_calls.length, 1);
+    const tc = ch.message.tool_calls[0];
+    assert.equal(tc.type, 'function');
+    assert.equal(tc.function.name, 'get_weather');
+    assert.ok(validWeather(JSON.parse(tc.function.arguments)), tc.function.arguments);
+    let args = '', name = '', finish = null, content = '';
+    for await (const k of await oai.chat.completions.create({ ...base, stream: true })) {
+      const d = k.choices[0];
+      if (!d) continue;
+      content += d.delta.content ?? '';
+      for (const t of d.delta.tool_calls ?? []) { name += t.function?.name ?? ''; args += t.function?.arguments ?? ''; }
+      finish = d.finish_reason ?? finish;
+    }
+    assert.equal(content, '');
+    assert.equal(name, 'get_weather');
+    assert.equal(args, tc.function.arguments, 'greedy: the same call streamed');
+    assert.equal(finish, 'tool_calls');
+  }
+  // text before a call: content, then the call
+  const t = await oai.chat.completions.create({ model: 'm', messages: Q, tools: CHAT_TOOLS, max_tokens: 200, lark: TEXT_AND_CALL, ...G });
+  assert.equal(t.choices[0].message.content, 'Let me check.');
+  assert.deepEqual(t.choices[0].message.tool_calls.map((x) => [x.function.name, x.function.arguments]),
+    [['get_weather', '{"city": "Rome", "metric": false}']]);
+});
+
+test('responses: a forced call is a function_call item, create and stream', async () => {
+  const base = { model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, tool_choice: 'required', max_output_tokens: 200, ...G };
+  const r = await oai.responses.create(base);
+  assert.equal(r.status, 'completed');
+  assert.deepEqual(r.output.map((o) => o.type), ['function_call']);
+  const fc = r.output[0];
+  assert.equal(fc.name, 'get_weather');
+  assert.ok(validWeather(JSON.parse(fc.arguments)), fc.arguments);
+  assert.match(fc.call_id, /^call_/);
+  const s = oai.responses.stream(base);
+  const events = [];
+  s.on('event', (e) => events.push(e));
+  const fin = await s.finalResponse();
+  const done = events.filter((e) => e.type === 'response.function_call_arguments.done');
+  assert.equal(done.length, 1);
+  assert.equal(done[0].arguments, fc.arguments);
+  assert.deepEqual(fin.output.map((o) => [o.type, o.name, o.arguments]), [['function_call', 'get_weather', fc.arguments]]);
+});
+
+test('messages: a forced call is a tool_use block, create and stream; text before a call stays in order', async () => {
+  const base = { model: 'm', max_tokens: 200, messages: Q, tools: ANT_TOOLS, ...G };
+  for (const tool_choice of [{ type: 'tool', name: 'get_weather' }, { type: 'any' }]) {
+    const m = await ant.messages.create({ ...base, tool_choice });
+    assert.equal(m.stop_reason, 'tool_use');
+    assert.deepEqual(m.content.map((b) => b.type), ['tool_use']);
+    assert.equal(m.content[0].name, 'get_weather');
+    assert.ok(validWeather(m.content[0].input), JSON.stringify(m.content[0].input));
+    const st = ant.messages.stream({ ...base, tool_choice });
+    const fin = await st.finalMessage();
+    assert.equal(fin.stop_reason, 'tool_use');
+    assert.deepEqual(fin.content.map((b) => [b.type, b.name, b.input]), [['tool_use', 'get_weather', m.content[0].input]]);
+  }
+  const t = await ant.messages.create({ ...base, lark: TEXT_AND_CALL });
+  assert.deepEqual(t.content.map((b) => b.type), ['text', 'tool_use']);
+  assert.equal(t.content[0].text, 'Let me check.');
+  assert.deepEqual(t.content[1].input, { city: 'Rome', metric: false });
+  assert.equal(t.stop_reason, 'tool_use');
+});
+
+test('round trip: the call and its result come back into the prompt as the gemma4 renderer writes them, in each dialect', async () => {
+  const args = '{"city": "Paris", "metric": true}';
+  const openai = [...Q, { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: args } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '21 C, sunny' }];
+  const r = spawnSync(`${TOOLDIR}/lmserve-render`, ['--arch', 'gemma4'], {
+    input: JSON.stringify({ messages: openai, tools: CHAT_TOOLS.slice(0, 1), add_generation_prompt: true, enable_thinking: false }),
   });
-  await assert.rejects(oai.responses.create({ model: 'm', input: 'Weather?', max_output_tokens: 4,
-    tools: [{ type: 'function', ...fn }] }), (err) => {
-    assert.equal(err.status, 400);
-    assert.match(err.message, /no tool-calling convention/);
-    return true;
-  });
-  const plain = await ant.messages.create({ model: 'm', max_tokens: 6, messages: [{ role: 'user', content: 'Weather?' }], ...G });
-  const m = await ant.messages.create({ model: 'm', max_tokens: 6, messages: [{ role: 'user', content: 'Weather?' }],
-    tools: [{ name: 'get_weather', input_schema: fn.parameters }], ...G });
-  assert.equal(m.stop_reason, 'max_tokens');
-  assert.deepEqual(m.content, plain.content, 'the tools were dropped: the same prompt and reply as without them');
-  const inTok = (u) => u.input_tokens + (u.cache_read_input_tokens ?? 0); // the second reads the first's cache
-  assert.equal(inTok(m.usage), inTok(plain.usage));
+  assert.equal(r.status, 0, r.stderr.toString());
+  const want = r.stdout.toString('utf8');
+  assert.ok(want.includes('<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,metric:true}<tool_call|>' +
+    '<|tool_response>response:get_weather{value:<|"|>21 C, sunny<|"|>}<tool_response|>'), want);
+  const prompt = async (dialect, body) => {
+    const res = await fetch(`${srv.url}/apply-template?dialect=${dialect}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    assert.equal(res.status, 200, await res.clone().text());
+    return (await res.json()).prompt;
+  };
+  assert.equal(await prompt('chat', { messages: openai, tools: CHAT_TOOLS.slice(0, 1) }), want);
+  assert.equal(await prompt('responses', { input: [{ role: 'user', content: 'Weather in Paris?' },
+    { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: args },
+    { type: 'function_call_output', call_id: 'call_1', output: '21 C, sunny' }], tools: RSP_TOOLS }), want);
+  assert.equal(await prompt('messages', { max_tokens: 8, messages: [...Q,
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris', metric: true } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: '21 C, sunny' }] }], tools: ANT_TOOLS }), want);
+  // and the server answers it (the prompt ends in the model's turn: no generation prompt after a result)
+  const c = await oai.chat.completions.create({ model: 'm', messages: openai, tools: CHAT_TOOLS.slice(0, 1), max_tokens: 4, ...G });
+  assert.equal(c.choices[0].finish_reason, 'length');
 });
 
 test('<eos> (the descriptor\'s end of turn) ends the reply', async () => {

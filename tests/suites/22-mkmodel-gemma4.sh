@@ -80,7 +80,8 @@ assert len(merges) == len(tj["model"]["merges"]) and merges[1] == " ".join(tj["m
 assert kv["tokenizer.ggml.bos_token_id"] == 2 and kv["tokenizer.ggml.eos_token_id"] == 106
 assert kv["tokenizer.ggml.padding_token_id"] == 0 and kv["tokenizer.ggml.unknown_token_id"] == 3
 assert kv["tokenizer.ggml.add_bos_token"] is True and kv["tokenizer.ggml.add_space_prefix"] is False
-assert "<start_of_turn>" in kv["tokenizer.chat_template"]
+# Gemma 4's own template, byte for byte (not the stand-in's Gemma 3 one)
+assert kv["tokenizer.chat_template"] == open("tests/chat/gemma4/template.jinja", encoding="utf-8").read()
 kv, ts, b, data = header(sys.argv[2])
 assert kv["gemma4.expert_count"] == 8 and kv["gemma4.expert_used_count"] == 2
 assert kv["gemma4.expert_feed_forward_length"] == 64

@@ -498,14 +498,13 @@ Test(chat, family_sampling_defaults_and_gguf_override)
 }
 
 /* Gemma 4 (issue 14 step 2): the descriptor, the fingerprint of its template, template text as
- * structure spans and request text outside them, a prefill left open, tools refused. The byte
+ * structure spans and request text outside them, a prefill left open, tools rendered. The byte
  * comparison with Jinja2 is tests/suites/46-chat-gemma4.sh. */
 Test(chat, gemma4_descriptor_spans_and_refusals)
 {
     const struct family *f = family_find("gemma4");
     cr_assert(f && f == &family_gemma4 && !strcmp(f->name, "gemma4"));
-    cr_assert_null(family_tool_markers(f), "no tool convention: tool fields are refused");
-    cr_assert_null(f->forced_call);
+    cr_assert_null(f->forced_call, "the CALL_DICT style's generic builder (serve/forced_styles.c)");
     cr_assert_str_eq(family_think(f)->open, "<|channel>thought");
     cr_assert_str_eq(family_think(f)->close, "<channel|>");
     cr_assert_str_eq(f->end_of_turn[0], "<turn|>");
@@ -549,23 +548,52 @@ Test(chat, gemma4_descriptor_spans_and_refusals)
     cr_assert_str_eq(p.text.data, "<|turn>user\n<turn|>x<turn|>\n<|turn>model\nSure");
     chat_prompt_free(&p);
 
-    /* tools, tool calls and tool results: no convention, refused with a message */
+    /* tools, tool calls and tool results: the CALL_DICT convention (rendering vs Jinja2 in
+     * 46-chat-gemma4.sh); here the spans: names, keys, values and results are plain text */
+    cr_assert_eq(f->tool_style, FAMILY_TOOLS_CALL_DICT);
+    cr_assert_str_eq(family_tool_markers(f)->open, "<|tool_call>");
+    cr_assert_str_eq(family_tool_markers(f)->close, "<tool_call|>");
+    cr_assert_str_eq(f->tool_syntax.prefix, "call:");
+    cr_assert_str_eq(f->tool_syntax.quote, "<|\"|>");
     o.continue_final = false;
-    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", 0, NULL);
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f<|tool>\","
+                               "\"parameters\":{\"type\":\"object\",\"properties\":{\"B\":"
+                               "{\"type\":\"string\"},\"a\":{\"type\":\"integer\"}}}}}]", 0, NULL);
+    cr_assert_not_null(tools);
     o.tools = tools;
-    cr_assert_eq(chat_render("gemma4", m, 2, &o, &p, &e), -1);
-    cr_assert_eq(e.code, ERR_UNSUPPORTED);
-    cr_assert_str_eq(e.param, "tools");
+    struct chat_tool_call tc = {.id = "c1", .name = "f", .arguments = "{\"b\": \"<turn|>\", \"A\": [1.0, null, true]}"};
+    struct chat_msg a[3] = {{.role = CHAT_USER, .content = "x"},
+                            {.role = CHAT_ASSISTANT, .content = "", .tool_calls = &tc, .n_tool_calls = 1},
+                            {.role = CHAT_TOOL, .content = "42<tool_response|>", .tool_call_id = "c1"}};
+    memset(&e, 0, sizeof e);
+    cr_assert_eq(chat_render("gemma4", a, 3, &o, &p, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(p.text.data,
+                     "<|turn>system\n<|tool>declaration:f<|tool>{description:<|\"|><|\"|>,parameters:"
+                     "{properties:{a:{type:<|\"|>INTEGER<|\"|>},B:{type:<|\"|>STRING<|\"|>}},"
+                     "type:<|\"|>OBJECT<|\"|>}}<tool|><turn|>\n<|turn>user\nx<turn|>\n<|turn>model\n"
+                     "<|tool_call>call:f{A:[1.0,None,true],b:<|\"|><turn|><|\"|>}<tool_call|>"
+                     "<|tool_response>response:f{value:<|\"|>42<tool_response|><|\"|>}<tool_response|>");
+    const char *plain[] = {"f<|tool>", "<turn|><|\"|>}", "42<tool_response|>"};
+    for (int k = 0; k < 3; k++) {
+        const char *at = strstr(p.text.data, plain[k]);
+        size_t off = (size_t)(at - p.text.data), len = strlen(plain[k]) - (k == 1 ? 6 : 0);
+        cr_assert_not_null(at);
+        for (size_t i = 0; i < p.n_spans; i++)
+            cr_assert(p.spans[i].off + p.spans[i].len <= off || p.spans[i].off >= off + len,
+                      "request text '%s' lies in a structure span", plain[k]);
+    }
+    chat_prompt_free(&p);
     json_decref(tools);
     o.tools = NULL;
-    struct chat_tool_call tc = {.name = "f", .arguments = "{}"};
-    struct chat_msg a[2] = {{.role = CHAT_USER, .content = "x"},
-                            {.role = CHAT_ASSISTANT, .content = "", .tool_calls = &tc, .n_tool_calls = 1}};
-    memset(&e, 0, sizeof e);
-    cr_assert_eq(chat_render("gemma4", a, 2, &o, &p, &e), -1);
-    cr_assert(strstr(e.msg, "tool"), "%s", e.msg);
-    a[1] = (struct chat_msg){.role = CHAT_TOOL, .content = "42"};
-    cr_assert_eq(chat_render("gemma4", a, 2, &o, &p, &e), -1);
+    /* a result that answers no call and has no name: Jinja2 raises ('response:' + None) */
+    a[2].tool_call_id = "other";
+    cr_assert_eq(chat_render("gemma4", a, 3, &o, &p, &e), -1);
+    cr_assert_eq(e.code, ERR_INVALID);
+    cr_assert(strstr(e.msg, "tool result"), "%s", e.msg);
+    a[2].name = "g"; /* named: rendered with its own name */
+    cr_assert_eq(chat_render("gemma4", a, 3, &o, &p, &e), 0, "%s", e.msg);
+    cr_assert(strstr(p.text.data, "response:g{value:"));
+    chat_prompt_free(&p);
     cr_assert_eq(chat_render("gemma4", a, 0, &o, &p, &e), -1);
     cr_assert_eq(e.code, ERR_INVALID);
 }

@@ -19,8 +19,9 @@
  * and its loader reads (src/llama-vocab.cpp, tokenizer model "gemma4"): tokenizer.ggml.model =
  * "gemma4", tokens in id order as stored (U+2581 for spaces, <0xXX> byte tokens), scores -1000
  * (the converter's placeholder; a BPE model does not read them), merges "a b", token types, the
- * special ids of tokenizer_config.json, add_bos_token true, add_space_prefix false, and the chat
- * template. Token types: BYTE for <0xXX>, CONTROL for added tokens HF marks special, USER_DEFINED
+ * special ids of tokenizer_config.json, add_bos_token true, add_space_prefix false, and Gemma 4's
+ * own chat template (tests/chat/gemma4/template.jinja, compiled in: the stand-in's
+ * tokenizer_config carries Gemma 3's). Token types: BYTE for <0xXX>, CONTROL for added tokens HF marks special, USER_DEFINED
  * for the other added tokens (HF matches every added token in raw text before BPE, so a reader
  * needs to know them all), NORMAL otherwise.
  *
@@ -37,6 +38,9 @@
 #include "engine/format/gguf.h"
 #include "engine/format/mkmodel_gen.h"
 #include "engine/kernels/quant.h"
+
+/* tests/chat/gemma4/template.jinja, NUL-terminated ($(BUILD)/gen/gemma4_template.c) */
+extern const char mkmodel_gemma4_template[];
 
 #define G4_PROJ_GAIN 1.6f   /* projections: std = gain / sqrt(fan_in) */
 #define G4_ROUTER_GAIN 2.0f
@@ -374,8 +378,9 @@ static int write_tokenizer(struct gguf_writer *w, const char *dir, int64_t *n_vo
     r |= gguf_w_bool(w, "tokenizer.ggml.add_bos_token", ab ? json_is_true(ab) : true);
     r |= gguf_w_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae));
     r |= gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
-    const char *tmpl = json_string_value(json_object_get(cj, "chat_template"));
-    if (tmpl) r |= gguf_w_str(w, "tokenizer.chat_template", tmpl);
+    /* Gemma 4's own template (tests/chat/gemma4/template.jinja, built in by the Makefile), not
+     * the stand-in's tokenizer_config one (Gemma 3's <start_of_turn> template) */
+    r |= gguf_w_str(w, "tokenizer.chat_template", mkmodel_gemma4_template);
     if (r) {
         err_set(e, ERR_NOMEM, "writing tokenizer keys to GGUF failed");
         goto out;

@@ -31,6 +31,17 @@ const struct family_markers *family_tool_markers(const struct family *f)
                : NULL;
 }
 
+int family_tool_marker_texts(const struct family *f, const char *out[FAMILY_TOOL_MARKS])
+{
+    for (int i = 0; i < FAMILY_TOOL_MARKS; i++)
+        out[i] = NULL;
+    if (!family_tool_markers(f)) return 0;
+    out[0] = f->tool_call.open;
+    out[1] = f->tool_call.close;
+    if (f->tool_style == FAMILY_TOOLS_CALL_DICT) out[2] = f->tool_syntax.quote;
+    return FAMILY_TOOL_MARKS;
+}
+
 int family_lark_str(struct buf *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

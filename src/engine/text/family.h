@@ -32,6 +32,12 @@ struct family_markers {
 enum family_tool_style {
     FAMILY_TOOLS_NONE,        /* no tool-call convention: tool fields are refused (R-MAP-3) */
     FAMILY_TOOLS_JSON_REGION, /* open {"name": …, "arguments": {…}} close (hermes: qwen3) */
+    /* open PREFIX NAME{key:value,…} close: keys bare, strings between syntax.quote markers
+     * (raw, no escapes), numbers / true / false / null bare, nested {…} and […] (gemma4) */
+    FAMILY_TOOLS_CALL_DICT,
+    /* open \n FN_OPEN NAME>\n (PARAM_OPEN KEY>\nVALUE\nPARAM_CLOSE\n)* FN_CLOSE\n close: a
+     * string value raw, any other value as JSON (Qwen3.5 / Qwen3-Coder's XML calls) */
+    FAMILY_TOOLS_XML_PARAMS,
     FAMILY_TOOL_STYLE_COUNT
 };
 
@@ -52,10 +58,22 @@ struct family_sampling {
 };
 
 /* One candidate of a forced call, as the builder needs it: the name as a JSON string literal
- * (the template's tojson form) and the arguments' JSON Schema as compact JSON text. */
+ * (the template's tojson form) and the arguments' JSON Schema as compact JSON text; `name` is
+ * the raw name (appended field). */
 struct family_tool {
     const char *json_name;
     const char *schema;
+    const char *name;
+};
+
+/* The inside of a call region for the styles that are not a JSON region (docs/tools.md,
+ * "Call styles"). Markers hold no whitespace except where the style says so. */
+struct family_tool_syntax {
+    /* FAMILY_TOOLS_CALL_DICT: what precedes the name ("call:") and the string delimiter */
+    const char *prefix, *quote;
+    /* FAMILY_TOOLS_XML_PARAMS: "<function=" NAME ">" … "</function>", "<parameter=" KEY ">" …
+     * "</parameter>" (the '>' after a name or key is part of the style, not a field) */
+    const char *fn_open, *fn_close, *param_open, *param_close;
 };
 
 typedef int (*family_render_fn)(const struct chat_msg *, int, const struct chat_prompt_opts *,
@@ -90,6 +108,7 @@ struct family {
     /* With reasoning on, the generation prompt ends with think.open already (Qwen3.5's
      * `<think>\n`): the reply starts inside the reasoning section, not at its head. */
     bool think_primed;
+    struct family_tool_syntax tool_syntax; /* the call styles other than JSON_REGION */
 };
 
 /* The family serving GGUF architecture `arch`, or NULL. */
@@ -98,6 +117,12 @@ const struct family *family_find(const char *arch);
 const struct family_markers *family_think(const struct family *f);
 /* NULL when the family has no tool-call convention, else its call-region markers. */
 const struct family_markers *family_tool_markers(const struct family *f);
+
+/* The marker texts of f's call style that a vocabulary may hold as single special tokens, in a
+ * fixed order (the bit order of a backend's tool_specials): 0 tool_call.open, 1 tool_call.close,
+ * 2 syntax.quote (CALL_DICT). Returns how many (<= FAMILY_TOOL_MARKS); NULL entries are absent. */
+#define FAMILY_TOOL_MARKS 3
+int family_tool_marker_texts(const struct family *f, const char *out[FAMILY_TOOL_MARKS]);
 
 /* Appends s[0..n) as the inside of a lark string literal ("…"): backslash, quote and control
  * bytes escaped, other bytes (UTF-8 included) verbatim. For the forced-call builders. */
