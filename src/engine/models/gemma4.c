@@ -194,33 +194,18 @@ static int key_arr(const struct gguf *g, const char *key, int n, int *out, bool 
 
 static void advise_experts(const struct g4 *m, bool borrow)
 {
-    long pg = sysconf(_SC_PAGESIZE);
-    if (pg <= 0) pg = 4096;
-    size_t total = 0;
+    int n = 3 * m->base.cfg.n_layer;
+    const struct gguf_tensor **ts = calloc((size_t)n, sizeof *ts);
+    if (!ts) return; /* advice only: the mapping works without it */
     for (int l = 0; l < m->base.cfg.n_layer; l++) {
         const struct g4_layer *L = &m->layers[l];
         if (!L->moe) continue;
-        const struct gguf_tensor *ts[3] = {L->gate_up_exps ? L->gate_up_exps : L->gate_exps,
-                                           L->gate_up_exps ? NULL : L->up_exps, L->down_exps};
-        for (int i = 0; i < 3; i++) {
-            if (!ts[i]) continue;
-            uintptr_t a = (uintptr_t)ts[i]->data, lo = a / (uintptr_t)pg * (uintptr_t)pg;
-            size_t len = ts[i]->nbytes + (a - lo);
-            if (borrow) {
-                madvise((void *)lo, len, MADV_RANDOM);
-            } else {
-                madvise((void *)lo, len, MADV_WILLNEED);
-                volatile const uint8_t *b = ts[i]->data;
-                uint8_t acc = 0;
-                for (size_t o = 0; o < ts[i]->nbytes; o += (size_t)pg) acc ^= b[o];
-                (void)acc;
-            }
-            total += ts[i]->nbytes;
-        }
+        ts[3 * l] = L->gate_up_exps ? L->gate_up_exps : L->gate_exps;
+        ts[3 * l + 1] = L->gate_up_exps ? NULL : L->up_exps;
+        ts[3 * l + 2] = L->down_exps;
     }
-    log_info("moe: %zu bytes of expert weights %s", total,
-             borrow ? "borrowed from the mapping (demand-paged, no readahead)"
-                    : "pre-faulted from the mapping (resident before the first request)");
+    mdl_advise_experts(ts, n, borrow);
+    free(ts);
 }
 
 struct model *gemma4_load(struct gguf *g, const struct model_opts *opts, struct err *e)
@@ -337,20 +322,7 @@ struct model *gemma4_load(struct gguf *g, const struct model_opts *opts, struct 
     }
     m->base.kv_layers = m->geom;
 
-    const struct gguf_tensor *emb = gguf_find_tensor(G, "token_embd.weight");
-    if (!emb || emb->ne[0] != c->n_embd || emb->n_dims != 2) {
-        err_set(e, ERR_FORMAT, "tensor token_embd.weight is missing or not [%d, n_vocab]", c->n_embd);
-        goto fail;
-    }
-    c->n_vocab = (int)emb->ne[1];
-    int64_t ne_emb[2] = {c->n_embd, c->n_vocab};
-    if (!(m->tok_embd = model_tensor(G, "token_embd.weight", 2, ne_emb, e))) goto fail;
-    if (gguf_find_tensor(G, "output.weight")) {
-        if (!(m->output = model_tensor(G, "output.weight", 2, ne_emb, e))) goto fail;
-    } else {
-        m->output = m->tok_embd;
-    }
-    if (!(m->output_norm = model_tensor_f32(G, "output_norm.weight", c->n_embd, e))) goto fail;
+    if (mdl_embd_output(G, c, &m->tok_embd, &m->output, &m->output_norm, e)) goto fail;
     const float *rope_ff = NULL;
     if (gguf_find_tensor(G, "rope_freqs.weight") &&
         !(rope_ff = model_tensor_f32(G, "rope_freqs.weight", m->n_rot_full / 2, e)))
@@ -699,32 +671,9 @@ static int experts(struct g4 *m, const struct g4_layer *L, int64_t T, struct err
     const int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
     struct mm_op r = mdl_op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
     if (run(m, &r, 1, e)) return -1;
-    memset(s->ecnt, 0, sizeof(int32_t) * (size_t)NE);
-    for (int64_t t = 0; t < T; t++) {
-        float *p = s->router + t * NE;
-        ops_softmax(p, NE);
-        int32_t *sel = s->sel + t * K;
-        float *w = s->selw + t * K;
-        float wsum = 0.0f;
-        for (int k = 0; k < K; k++) { /* top-k by repeated selection; ties to the lower id */
-            int best = -1;
-            for (int x = 0; x < NE; x++) {
-                bool taken = false;
-                for (int q = 0; q < k; q++) taken = taken || sel[q] == x;
-                if (!taken && (best < 0 || p[x] > p[best])) best = x;
-            }
-            sel[k] = best;
-            w[k] = p[best];
-            wsum += p[best];
-        }
-        if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f; /* llama.cpp's clamp of the sum */
-        for (int k = 0; k < K; k++) {
-            w[k] /= wsum;
-            int x = sel[k], i = s->ecnt[x]++;
-            s->etok[(int64_t)x * G4_UBATCH + i] = (int32_t)(t * K + k);
-            s->etok_t[(int64_t)x * G4_UBATCH + i] = (int32_t)t;
-        }
-    }
+    for (int64_t t = 0; t < T; t++) ops_softmax(s->router + t * NE, NE);
+    /* the sum clamped as llama.cpp does */
+    mdl_route_topk(s->router, T, NE, K, 6.103515625e-5f, G4_UBATCH, s->sel, s->selw, s->ecnt, s->etok, s->etok_t);
     int n = 0;
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
@@ -751,11 +700,9 @@ static int experts(struct g4 *m, const struct g4_layer *L, int64_t T, struct err
 
 static void embed(struct g4 *m, int32_t tok, float *out)
 {
-    const struct gguf_tensor *t = m->tok_embd;
-    size_t rs = quant_row_size((enum ggml_type)t->type, t->ne[0]);
-    quant_traits((enum ggml_type)t->type)->to_float((const uint8_t *)t->data + (size_t)tok * rs, out, t->ne[0]);
+    mdl_embed_row(m->tok_embd, tok, out);
     const float sc = sqrtf((float)m->base.cfg.n_embd); /* Gemma's embedding scale */
-    for (int64_t d = 0; d < t->ne[0]; d++) out[d] *= sc;
+    for (int64_t d = 0; d < m->tok_embd->ne[0]; d++) out[d] *= sc;
 }
 
 static int forward_ubatch(struct g4 *m, const int32_t *tok, const int32_t *pos, struct kv_cache *const *seq,

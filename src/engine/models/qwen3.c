@@ -156,35 +156,18 @@ static const struct model_ops q3_ops = {.forward = q3_forward, .free = q3_free};
 
 
 
-/* Page-level advice for the expert tensors (see docs/engine.md, "MoE experts"). */
 static void advise_experts(const struct q3 *m, bool borrow)
 {
-    long pg = sysconf(_SC_PAGESIZE);
-    if (pg <= 0) pg = 4096;
-    size_t total = 0;
+    int n = 3 * m->base.cfg.n_layer;
+    const struct gguf_tensor **ts = malloc(sizeof *ts * (size_t)n);
+    if (!ts) return; /* advice only: the mapping works without it */
     for (int l = 0; l < m->base.cfg.n_layer; l++) {
-        const struct gguf_tensor *ts[3] = {m->layers[l].gate_exps, m->layers[l].up_exps,
-                                           m->layers[l].down_exps};
-        for (int i = 0; i < 3; i++) {
-            uintptr_t a = (uintptr_t)ts[i]->data, lo = a / (uintptr_t)pg * (uintptr_t)pg;
-            size_t len = ts[i]->nbytes + (a - lo);
-            if (borrow) {
-                /* sparse access: no readahead, pages come in as experts are used */
-                madvise((void *)lo, len, MADV_RANDOM);
-            } else {
-                /* fault every expert page in now, so the first requests never stall on disk */
-                madvise((void *)lo, len, MADV_WILLNEED);
-                volatile const uint8_t *b = ts[i]->data;
-                uint8_t acc = 0;
-                for (size_t o = 0; o < ts[i]->nbytes; o += (size_t)pg) acc ^= b[o];
-                (void)acc;
-            }
-            total += ts[i]->nbytes;
-        }
+        ts[3 * l] = m->layers[l].gate_exps;
+        ts[3 * l + 1] = m->layers[l].up_exps;
+        ts[3 * l + 2] = m->layers[l].down_exps;
     }
-    log_info("moe: %zu bytes of expert weights %s", total,
-             borrow ? "borrowed from the mapping (demand-paged, no readahead)"
-                    : "pre-faulted from the mapping (resident before the first request)");
+    mdl_advise_experts(ts, n, borrow);
+    free(ts);
 }
 
 struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct err *e)
@@ -199,67 +182,15 @@ struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct e
     if (opts) m->base.opts = *opts;
     struct model_config *c = &m->base.cfg;
     const struct gguf *G = &m->base.g;
-    char *arch = gguf_get_str(G, "general.architecture", e);
-    if (!arch) goto fail_keep_g;
-    snprintf(c->arch, sizeof c->arch, "%s", arch);
-    free(arch);
+    int vlen;
+    if (mdl_attn_hparams(G, c, &vlen, e)) goto fail_keep_g;
     m->moe = !strcmp(c->arch, "qwen3moe");
-
-    if (mdl_get_u32(G, c->arch, "block_count", &c->n_layer, true, e) ||
-        mdl_get_u32(G, c->arch, "embedding_length", &c->n_embd, true, e) ||
-        mdl_get_u32(G, c->arch, "attention.head_count", &c->n_head, true, e) ||
-        mdl_get_u32(G, c->arch, "attention.head_count_kv", &c->n_head_kv, true, e) ||
-        mdl_get_u32(G, c->arch, "context_length", &c->n_ctx_train, false, e) ||
-        mdl_get_f32(G, c->arch, "attention.layer_norm_rms_epsilon", &c->norm_eps, true, e))
-        goto fail_keep_g;
-    c->rope_base = 10000.0f;
-    if (mdl_get_f32(G, c->arch, "rope.freq_base", &c->rope_base, false, e)) goto fail_keep_g;
-    c->head_dim = c->n_embd / c->n_head;
-    if (mdl_get_u32(G, c->arch, "attention.key_length", &c->head_dim, false, e)) goto fail_keep_g;
-    int vlen = c->head_dim;
-    if (mdl_get_u32(G, c->arch, "attention.value_length", &vlen, false, e)) goto fail_keep_g;
     if (vlen != c->head_dim) {
         err_set(e, ERR_UNSUPPORTED, "value_length %d != key_length %d", vlen, c->head_dim);
         goto fail_keep_g;
     }
-    if (c->n_head % c->n_head_kv || c->n_head / c->n_head_kv > OPS_ATTN_MAX_GROUP) {
-        err_set(e, ERR_FORMAT, "head_count %d / head_count_kv %d is not a supported GQA group",
-                c->n_head, c->n_head_kv);
+    if (mdl_ffn_hparams(G, c, m->moe, e) || mdl_embd_output(G, c, &m->tok_embd, &m->output, &m->output_norm, e))
         goto fail_keep_g;
-    }
-    if (c->head_dim % 4 || c->head_dim > OPS_ATTN_MAX_HEAD_DIM) {
-        err_set(e, ERR_UNSUPPORTED, "head_dim %d: must be a multiple of 4 and at most %d", c->head_dim,
-                OPS_ATTN_MAX_HEAD_DIM);
-        goto fail_keep_g;
-    }
-    if (m->moe) {
-        if (mdl_get_u32(G, c->arch, "expert_count", &c->n_expert, true, e) ||
-            mdl_get_u32(G, c->arch, "expert_used_count", &c->n_expert_used, true, e) ||
-            mdl_get_u32(G, c->arch, "expert_feed_forward_length", &c->n_ff_exp, true, e))
-            goto fail_keep_g;
-        if (c->n_expert_used > c->n_expert) {
-            err_set(e, ERR_FORMAT, "expert_used_count %d > expert_count %d", c->n_expert_used, c->n_expert);
-            goto fail_keep_g;
-        }
-        mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, false, e);
-    } else if (mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, true, e)) {
-        goto fail_keep_g;
-    }
-
-    const struct gguf_tensor *emb = gguf_find_tensor(G, "token_embd.weight");
-    if (!emb || emb->ne[0] != c->n_embd || emb->n_dims != 2) {
-        err_set(e, ERR_FORMAT, "tensor token_embd.weight is missing or not [%d, n_vocab]", c->n_embd);
-        goto fail_keep_g;
-    }
-    c->n_vocab = (int)emb->ne[1];
-    int64_t ne_emb[2] = {c->n_embd, c->n_vocab};
-    if (!(m->tok_embd = model_tensor(G, "token_embd.weight", 2, ne_emb, e))) goto fail_keep_g;
-    if (gguf_find_tensor(G, "output.weight")) {
-        if (!(m->output = model_tensor(G, "output.weight", 2, ne_emb, e))) goto fail_keep_g;
-    } else {
-        m->output = m->tok_embd;
-    }
-    if (!(m->output_norm = model_tensor_f32(G, "output_norm.weight", c->n_embd, e))) goto fail_keep_g;
 
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     m->inv_freq = malloc(sizeof(float) * (size_t)(c->head_dim / 2));
@@ -541,9 +472,7 @@ static void run_rows(struct q3 *m, struct rows_job *j)
 
 static void embed(struct q3 *m, int32_t tok, float *out)
 {
-    const struct gguf_tensor *t = m->tok_embd;
-    size_t rs = quant_row_size((enum ggml_type)t->type, t->ne[0]);
-    quant_traits((enum ggml_type)t->type)->to_float((const uint8_t *)t->data + (size_t)tok * rs, out, t->ne[0]);
+    mdl_embed_row(m->tok_embd, tok, out);
 }
 
 /* MoE FFN of T normed rows (s->xn) into s->tmp: route, then every active expert's gate+up in
@@ -556,32 +485,9 @@ static int moe_ffn(struct q3 *m, const struct q3_layer *L, int64_t T, struct err
     const int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
     struct mm_op r = mdl_op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
     if (run(m, &r, 1, e)) return -1;
-    memset(s->ecnt, 0, sizeof(int32_t) * (size_t)NE);
-    for (int64_t t = 0; t < T; t++) {
-        float *p = s->router + t * NE;
-        ops_softmax(p, NE);
-        /* top-k by repeated selection (k is small); ties go to the lower expert id */
-        int32_t *sel = s->sel + t * K;
-        float *w = s->selw + t * K;
-        float wsum = 0.0f;
-        for (int k = 0; k < K; k++) {
-            int best = -1;
-            for (int x = 0; x < NE; x++) {
-                bool taken = false;
-                for (int j = 0; j < k; j++) taken = taken || sel[j] == x;
-                if (!taken && (best < 0 || p[x] > p[best])) best = x;
-            }
-            sel[k] = best;
-            w[k] = p[best];
-            wsum += p[best];
-        }
-        for (int k = 0; k < K; k++) {
-            w[k] /= wsum; /* renormalize over the chosen k (Qwen3-MoE norm_topk_prob) */
-            int x = sel[k], i = s->ecnt[x]++;
-            s->etok[(int64_t)x * Q3_UBATCH + i] = (int32_t)(t * K + k);
-            s->etok_t[(int64_t)x * Q3_UBATCH + i] = (int32_t)t;
-        }
-    }
+    for (int64_t t = 0; t < T; t++) ops_softmax(s->router + t * NE, NE);
+    /* renormalised over the chosen k: Qwen3-MoE's norm_topk_prob */
+    mdl_route_topk(s->router, T, NE, K, 0.0f, Q3_UBATCH, s->sel, s->selw, s->ecnt, s->etok, s->etok_t);
     int n = 0;
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;

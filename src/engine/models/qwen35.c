@@ -244,19 +244,10 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
     if (opts) m->base.opts = *opts;
     struct model_config *c = &m->base.cfg;
     const struct gguf *G = &m->base.g;
-    char *arch = gguf_get_str(G, "general.architecture", e);
-    if (!arch) goto fail_keep_g;
-    snprintf(c->arch, sizeof c->arch, "%s", arch);
-    free(arch);
+    int vlen;
+    if (mdl_attn_hparams(G, c, &vlen, e)) goto fail_keep_g;
     m->moe = !strcmp(c->arch, "qwen35moe");
-
-    if (mdl_get_u32(G, c->arch, "block_count", &c->n_layer, true, e) ||
-        mdl_get_u32(G, c->arch, "embedding_length", &c->n_embd, true, e) ||
-        mdl_get_u32(G, c->arch, "attention.head_count", &c->n_head, true, e) ||
-        mdl_get_u32(G, c->arch, "attention.head_count_kv", &c->n_head_kv, true, e) ||
-        mdl_get_u32(G, c->arch, "context_length", &c->n_ctx_train, false, e) ||
-        mdl_get_f32(G, c->arch, "attention.layer_norm_rms_epsilon", &c->norm_eps, true, e) ||
-        mdl_get_u32(G, c->arch, "ssm.conv_kernel", &m->d_conv, true, e) ||
+    if (mdl_get_u32(G, c->arch, "ssm.conv_kernel", &m->d_conv, true, e) ||
         mdl_get_u32(G, c->arch, "ssm.state_size", &m->d_state, true, e) ||
         mdl_get_u32(G, c->arch, "ssm.group_count", &m->n_group, true, e) ||
         mdl_get_u32(G, c->arch, "ssm.time_step_rank", &m->n_v, true, e))
@@ -269,12 +260,6 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
                 inner, m->d_state, m->n_v, m->n_group, m->d_conv, Q35_MAX_STATE);
         goto fail_keep_g;
     }
-    c->rope_base = 10000.0f;
-    if (mdl_get_f32(G, c->arch, "rope.freq_base", &c->rope_base, false, e)) goto fail_keep_g;
-    c->head_dim = c->n_embd / c->n_head;
-    if (mdl_get_u32(G, c->arch, "attention.key_length", &c->head_dim, false, e)) goto fail_keep_g;
-    int vlen = c->head_dim;
-    if (mdl_get_u32(G, c->arch, "attention.value_length", &vlen, false, e)) goto fail_keep_g;
     m->n_rot = c->head_dim;
     if (mdl_get_u32(G, c->arch, "rope.dimension_count", &m->n_rot, false, e)) goto fail_keep_g;
     if (vlen != c->head_dim || m->n_rot % 2 || m->n_rot > c->head_dim) {
@@ -282,47 +267,15 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
                 "even rope width within the head", vlen, c->head_dim, m->n_rot);
         goto fail_keep_g;
     }
-    if (c->n_head % c->n_head_kv || c->n_head / c->n_head_kv > OPS_ATTN_MAX_GROUP) {
-        err_set(e, ERR_FORMAT, "head_count %d / head_count_kv %d is not a supported GQA group", c->n_head, c->n_head_kv);
-        goto fail_keep_g;
-    }
-    if (c->head_dim % 4 || c->head_dim > OPS_ATTN_MAX_HEAD_DIM) {
-        err_set(e, ERR_UNSUPPORTED, "head_dim %d: must be a multiple of 4 and at most %d", c->head_dim, OPS_ATTN_MAX_HEAD_DIM);
-        goto fail_keep_g;
-    }
     if (rope_sections(m, e)) goto fail_keep_g;
-    if (m->moe) {
-        if (mdl_get_u32(G, c->arch, "expert_count", &c->n_expert, true, e) ||
-            mdl_get_u32(G, c->arch, "expert_used_count", &c->n_expert_used, true, e) ||
-            mdl_get_u32(G, c->arch, "expert_feed_forward_length", &c->n_ff_exp, true, e) ||
-            mdl_get_u32(G, c->arch, "expert_shared_feed_forward_length", &m->n_ff_sh, false, e))
-            goto fail_keep_g;
-        if (c->n_expert_used > c->n_expert) {
-            err_set(e, ERR_FORMAT, "expert_used_count %d > expert_count %d", c->n_expert_used, c->n_expert);
-            goto fail_keep_g;
-        }
-        mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, false, e);
-    } else if (mdl_get_u32(G, c->arch, "feed_forward_length", &c->n_ff, true, e)) {
+    if (mdl_ffn_hparams(G, c, m->moe, e) ||
+        (m->moe && mdl_get_u32(G, c->arch, "expert_shared_feed_forward_length", &m->n_ff_sh, false, e)))
         goto fail_keep_g;
-    }
     m->k_dim = m->d_state * m->n_group;
     m->v_dim = m->d_state * m->n_v;
     m->conv_ch = 2 * m->k_dim + m->v_dim;
 
-    const struct gguf_tensor *emb = gguf_find_tensor(G, "token_embd.weight");
-    if (!emb || emb->ne[0] != c->n_embd || emb->n_dims != 2) {
-        err_set(e, ERR_FORMAT, "tensor token_embd.weight is missing or not [%d, n_vocab]", c->n_embd);
-        goto fail_keep_g;
-    }
-    c->n_vocab = (int)emb->ne[1];
-    int64_t ne_emb[2] = {c->n_embd, c->n_vocab};
-    if (!(m->tok_embd = model_tensor(G, "token_embd.weight", 2, ne_emb, e))) goto fail_keep_g;
-    if (gguf_find_tensor(G, "output.weight")) {
-        if (!(m->output = model_tensor(G, "output.weight", 2, ne_emb, e))) goto fail_keep_g;
-    } else {
-        m->output = m->tok_embd;
-    }
-    if (!(m->output_norm = model_tensor_f32(G, "output_norm.weight", c->n_embd, e))) goto fail_keep_g;
+    if (mdl_embd_output(G, c, &m->tok_embd, &m->output, &m->output_norm, e)) goto fail_keep_g;
 
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     m->inv_freq = malloc(sizeof(float) * (size_t)(m->n_rot / 2 + 1));
@@ -954,9 +907,7 @@ static int delta_net(struct q35 *m, const struct q35_layer *L, int64_t T, struct
 
 static void embed(struct q35 *m, int32_t tok, float *out)
 {
-    const struct gguf_tensor *t = m->tok_embd;
-    size_t rs = quant_row_size((enum ggml_type)t->type, t->ne[0]);
-    quant_traits((enum ggml_type)t->type)->to_float((const uint8_t *)t->data + (size_t)tok * rs, out, t->ne[0]);
+    mdl_embed_row(m->tok_embd, tok, out);
 }
 
 /* Routed experts (softmax, top-k renormalized: llama.cpp's build_moe_ffn with norm_w) plus the
@@ -968,31 +919,8 @@ static int moe_ffn(struct q35 *m, const struct q35_layer *L, int64_t T, struct e
     const int E = c->n_embd, NE = c->n_expert, K = c->n_expert_used, FF = c->n_ff_exp;
     struct mm_op r = mdl_op(L->router, 0, s->xn, E, NULL, T, s->router, NE, NULL);
     if (run(m, &r, 1, e)) return -1;
-    memset(s->ecnt, 0, sizeof(int32_t) * (size_t)NE);
-    for (int64_t t = 0; t < T; t++) {
-        float *p = s->router + t * NE;
-        ops_softmax(p, NE);
-        int32_t *sel = s->sel + t * K;
-        float *w = s->selw + t * K, wsum = 0.0f;
-        for (int k = 0; k < K; k++) {
-            int best = -1;
-            for (int x = 0; x < NE; x++) {
-                bool taken = false;
-                for (int q = 0; q < k; q++) taken = taken || sel[q] == x;
-                if (!taken && (best < 0 || p[x] > p[best])) best = x;
-            }
-            sel[k] = best;
-            w[k] = p[best];
-            wsum += p[best];
-        }
-        if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
-        for (int k = 0; k < K; k++) {
-            w[k] /= wsum;
-            int x = sel[k], i = s->ecnt[x]++;
-            s->etok[(int64_t)x * Q35_UBATCH + i] = (int32_t)(t * K + k);
-            s->etok_t[(int64_t)x * Q35_UBATCH + i] = (int32_t)t;
-        }
-    }
+    for (int64_t t = 0; t < T; t++) ops_softmax(s->router + t * NE, NE);
+    mdl_route_topk(s->router, T, NE, K, 6.103515625e-5f, Q35_UBATCH, s->sel, s->selw, s->ecnt, s->etok, s->etok_t);
     int n = 0;
     for (int x = 0; x < NE; x++) {
         if (!s->ecnt[x]) continue;
