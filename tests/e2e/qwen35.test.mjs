@@ -2,16 +2,20 @@
 // hybrid; the Qwen3.5 stand-in tokenizer — Qwen3's vocabulary with Qwen3.5's pre-tokenizer — and
 // Qwen3.5's own chat template) answers in all three dialects, a JSON Schema constraint included;
 // with reasoning on, the template primes `<think>\n` and the reply starts inside the reasoning
-// section. Tools are refused until serve/ has a scanner for the template's XML calls. A
-// recurrent state cannot be cut to a prefix: a request reuses another's cache only from a state
+// section. Tool calls in the template's XML syntax (<tool_call>\n<function=NAME>\n<parameter=K>
+// …) come back as each dialect's call objects, forced or written by a grammar, and round-trip
+// into the prompt as the renderer writes them. A recurrent state cannot be cut to a prefix: a request reuses another's cache only from a state
 // snapshot (taken at the 64-aligned ends of a prompt's messages), a follow-up then reports those
 // rows as cached and its reply — text and logprobs — is identical to a cold server's; without a
 // snapshot nothing is reused (docs/qwen35.md).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer } from './harness.mjs';
+import { startServer, BIN } from './harness.mjs';
+
+const TOOLDIR = BIN.replace(/\/[^/]*$/, '');
 
 const MODEL = process.env.LMSERVE_MODEL_QWEN35 ?? 'build/models/qwen35_tiny-q8_0.gguf';
 let srv, oai, ant;
@@ -74,19 +78,115 @@ test('a JSON Schema constraint holds on the hybrid model', async () => {
   assert.ok(JSON.parse(r.output_text).city.length <= 12);
 });
 
-test('tools are refused with a clear error (the XML call style has no scanner yet); /v1/messages drops them', async () => {
-  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: WEATHER } }];
-  const messages = [{ role: 'user', content: 'Weather in Oslo?' }];
-  await assert.rejects(oai.chat.completions.create({ model: 'm', messages, tools, max_tokens: 8, ...G }),
-    (err) => err.status === 400 && err.param === 'tools' && /tool/i.test(err.message));
-  await assert.rejects(oai.responses.create({ model: 'm', input: 'Weather in Oslo?', max_output_tokens: 8,
-    tools: [{ type: 'function', name: 'get_weather', parameters: WEATHER }], ...G }),
-  (err) => err.status === 400 && /tool/i.test(err.message));
-  const plain = await ant.messages.create({ model: 'm', max_tokens: 8, messages, ...G });
-  const withTools = await ant.messages.create({ model: 'm', max_tokens: 8, messages,
-    tools: [{ name: 'get_weather', input_schema: WEATHER }], ...G });
-  assert.deepEqual(withTools.content, plain.content);
-  assert.equal(withTools.usage.input_tokens, plain.usage.input_tokens);
+// ---- tool calls (the XML_PARAMS style: <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>…) ----
+
+// Bounded arguments (an enum, a boolean), so a random model under the forced grammar always finishes.
+const CITY = {
+  type: 'object', required: ['city', 'metric'],
+  properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, metric: { type: 'boolean' } },
+};
+const validCity = (a) => ['Paris', 'Rome'].includes(a.city) && typeof a.metric === 'boolean' &&
+  Object.keys(a).sort().join() === 'city,metric';
+const CHAT_TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather now.', parameters: CITY, strict: true } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } }];
+const RSP_TOOLS = [{ type: 'function', name: 'get_weather', description: 'Weather now.', parameters: CITY, strict: true }];
+const ANT_TOOLS = [{ name: 'get_weather', description: 'Weather now.', input_schema: CITY }];
+const Q = [{ role: 'user', content: 'Weather in Paris?' }];
+// text, then a call spelled as the template writes one (Python's str() of a boolean: False)
+const TEXT_AND_CALL = 'start: "Let me check.\\n\\n<tool_call>\\n<function=get_weather>\\n<parameter=city>\\nRome\\n</parameter>\\n' +
+  '<parameter=metric>\\nFalse\\n</parameter>\\n</function>\\n</tool_call>"';
+
+test('chat: a forced call (named and required) in the XML syntax comes back as tool_calls, create and stream', async () => {
+  for (const tool_choice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
+    const base = { model: 'm', messages: Q, tools: CHAT_TOOLS.slice(0, tool_choice === 'required' ? 1 : 2), tool_choice, max_tokens: 200, ...G };
+    const c = await oai.chat.completions.create(base);
+    const ch = c.choices[0];
+    assert.equal(ch.finish_reason, 'tool_calls', JSON.stringify(ch));
+    assert.equal(ch.message.content, null);
+    assert.equal(ch.message.tool_calls.length, 1);
+    const tc = ch.message.tool_calls[0];
+    assert.equal(tc.function.name, 'get_weather');
+    assert.ok(validCity(JSON.parse(tc.function.arguments)), tc.function.arguments);
+    let args = '', name = '', finish = null, content = '';
+    for await (const k of await oai.chat.completions.create({ ...base, stream: true })) {
+      const d = k.choices[0];
+      if (!d) continue;
+      content += d.delta.content ?? '';
+      for (const t of d.delta.tool_calls ?? []) { name += t.function?.name ?? ''; args += t.function?.arguments ?? ''; }
+      finish = d.finish_reason ?? finish;
+    }
+    assert.equal(content, '');
+    assert.equal(name, 'get_weather');
+    assert.equal(args, tc.function.arguments, 'greedy: the same call streamed');
+    assert.equal(finish, 'tool_calls');
+  }
+  const t = await oai.chat.completions.create({ model: 'm', messages: Q, tools: CHAT_TOOLS, max_tokens: 200, lark: TEXT_AND_CALL, ...G });
+  assert.equal(t.choices[0].message.content, 'Let me check.');
+  assert.deepEqual(t.choices[0].message.tool_calls.map((x) => [x.function.name, JSON.parse(x.function.arguments)]),
+    [['get_weather', { city: 'Rome', metric: false }]]);
+});
+
+test('responses and messages: a forced call is a function_call item / a tool_use block, create and stream', async () => {
+  const base = { model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, tool_choice: 'required', max_output_tokens: 200, ...G };
+  const r = await oai.responses.create(base);
+  assert.equal(r.status, 'completed');
+  assert.deepEqual(r.output.map((o) => o.type), ['function_call']);
+  assert.equal(r.output[0].name, 'get_weather');
+  assert.ok(validCity(JSON.parse(r.output[0].arguments)), r.output[0].arguments);
+  const fin = await oai.responses.stream(base).finalResponse();
+  assert.deepEqual(fin.output.map((o) => [o.type, o.name, o.arguments]), [['function_call', 'get_weather', r.output[0].arguments]]);
+
+  const mb = { model: 'm', max_tokens: 200, messages: Q, tools: ANT_TOOLS, ...G };
+  for (const tool_choice of [{ type: 'tool', name: 'get_weather' }, { type: 'any' }]) {
+    const m = await ant.messages.create({ ...mb, tool_choice });
+    assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
+    assert.deepEqual(m.content.map((b) => b.type), ['tool_use']);
+    assert.ok(validCity(m.content[0].input), JSON.stringify(m.content[0].input));
+    const f = await ant.messages.stream({ ...mb, tool_choice }).finalMessage();
+    assert.deepEqual(f.content.map((b) => [b.type, b.name, b.input]), [['tool_use', 'get_weather', m.content[0].input]]);
+  }
+  const t = await ant.messages.create({ ...mb, lark: TEXT_AND_CALL });
+  assert.deepEqual(t.content.map((b) => b.type), ['text', 'tool_use']);
+  assert.equal(t.content[0].text, 'Let me check.');
+  assert.deepEqual(t.content[1].input, { city: 'Rome', metric: false });
+  assert.equal(t.stop_reason, 'tool_use');
+});
+
+test('round trip: the call and its result come back into the prompt as the qwen35 renderer writes them (three dialects); the follow-up resumes from a snapshot', async () => {
+  // the same declaration in each dialect (no `strict`: the template would print it, and only the
+  // chat dialect carries it)
+  const TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather now.', parameters: CITY } }];
+  const RTOOLS = [{ type: 'function', name: 'get_weather', description: 'Weather now.', parameters: CITY }];
+  const c0 = await oai.chat.completions.create({ model: 'm', messages: Q, tools: CHAT_TOOLS.slice(0, 1), tool_choice: 'required', max_tokens: 200, ...G });
+  const call = c0.choices[0].message.tool_calls[0];
+  const a = JSON.parse(call.function.arguments);
+  const openai = [...Q, { role: 'assistant', content: null, tool_calls: [{ id: call.id, type: 'function', function: { name: 'get_weather', arguments: call.function.arguments } }] },
+    { role: 'tool', tool_call_id: call.id, content: '21 C, sunny' }];
+  const r = spawnSync(`${TOOLDIR}/lmserve-render`, ['--arch', 'qwen35'], {
+    input: JSON.stringify({ messages: openai, tools: TOOLS, add_generation_prompt: true, enable_thinking: false }),
+  });
+  assert.equal(r.status, 0, r.stderr.toString());
+  const want = r.stdout.toString('utf8');
+  assert.ok(want.includes(`<tool_call>\n<function=get_weather>\n<parameter=city>\n${a.city}\n</parameter>\n` +
+    `<parameter=metric>\n${a.metric ? 'True' : 'False'}\n</parameter>\n</function>\n</tool_call><|im_end|>\n` +
+    '<|im_start|>user\n<tool_response>\n21 C, sunny\n</tool_response><|im_end|>\n'), want);
+  const prompt = async (dialect, body) => {
+    const res = await fetch(`${srv.url}/apply-template?dialect=${dialect}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    assert.equal(res.status, 200, await res.clone().text());
+    return (await res.json()).prompt;
+  };
+  assert.equal(await prompt('chat', { messages: openai, tools: TOOLS }), want);
+  assert.equal(await prompt('responses', { input: [{ role: 'user', content: 'Weather in Paris?' },
+    { type: 'function_call', call_id: call.id, name: 'get_weather', arguments: call.function.arguments },
+    { type: 'function_call_output', call_id: call.id, output: '21 C, sunny' }], tools: RTOOLS }), want);
+  assert.equal(await prompt('messages', { max_tokens: 8, messages: [...Q,
+    { role: 'assistant', content: [{ type: 'tool_use', id: call.id, name: 'get_weather', input: a }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: '21 C, sunny' }] }], tools: ANT_TOOLS }), want);
+  // the follow-up answers; its prompt repeats the first request's messages (the tools block and
+  // the question, 64-aligned): the snapshot taken there is reused
+  const c = await oai.chat.completions.create({ model: 'm', messages: openai, tools: TOOLS, max_tokens: 4, ...G });
+  assert.equal(c.choices[0].finish_reason, 'length');
+  assert.ok(c.usage.prompt_tokens_details.cached_tokens >= 128, JSON.stringify(c.usage));
 });
 
 test('reasoning on: the prompt ends with the primed <think>, the reply starts in the reasoning section (three dialects)', async () => {

@@ -193,7 +193,7 @@ Test(qwen35, family_has_no_kv_reuse)
 {
     const struct family *f = family_find("qwen35");
     cr_assert(f && f == family_find("qwen35moe"));
-    cr_expect(!f->caps.kv_reuse && f->caps.grammar && family_think(f));
+    cr_expect(!f->caps.kv_reuse && f->caps.grammar && family_think(f) && family_tool_markers(f));
     cr_expect(family_find("qwen3")->caps.kv_reuse);
 }
 

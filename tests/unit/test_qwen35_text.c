@@ -34,6 +34,12 @@ Test(qwen35_text, descriptor)
     cr_expect_str_eq(family_think(f)->close, "</think>");
     cr_expect(!f->caps.kv_reuse && f->caps.grammar && f->caps.system_role);
     cr_expect_str_eq(f->end_of_turn[0], "<|im_end|>");
+    /* tools: the XML call style, with the template's markers */
+    cr_expect(f->tool_style == FAMILY_TOOLS_XML_PARAMS && !f->forced_call);
+    cr_expect_str_eq(family_tool_markers(f)->open, "<tool_call>");
+    cr_expect_str_eq(family_tool_markers(f)->close, "</tool_call>");
+    cr_expect_str_eq(f->tool_syntax.fn_open, "<function=");
+    cr_expect_str_eq(f->tool_syntax.param_close, "</parameter>");
     /* the release template is known, Qwen3's is not (and the other way round) */
     char *t35 = read_all("tests/chat/qwen35/template.jinja");
     cr_expect(chat_template_known("qwen35", t35));

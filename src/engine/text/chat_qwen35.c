@@ -340,12 +340,11 @@ int chat_render_qwen35(const struct chat_msg *m, int n, const struct chat_prompt
 static const char *const QWEN35_ARCHS[] = {"qwen35", "qwen35moe", NULL};
 static const char *const QWEN35_END_OF_TURN[] = {"<|im_end|>", "<|endoftext|>", NULL};
 
-/* Tools: the template's calls are XML (<function=NAME><parameter=KEY>…), not the JSON region
- * serve/'s scanner reads, so until a tool style for them exists tool fields are refused (400 on
- * the OpenAI dialects, dropped on /v1/messages: api/ reads backend_caps.tools); the renderer
- * already renders declarations, calls and results. KV reuse off: the Gated DeltaNet state holds
- * the whole prefix and cannot be cut to a shorter one; the slot pool resumes from state
- * snapshots instead (docs/qwen35.md). */
+/* Tools: the template's XML calls (<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n
+ * </parameter>\n</function>\n</tool_call>) are serve/'s FAMILY_TOOLS_XML_PARAMS style: its reply
+ * scanner and its generic forced-call builder (forced_call stays NULL) read the markers below.
+ * KV reuse off: the Gated DeltaNet state holds the whole prefix and cannot be cut to a shorter
+ * one; the slot pool resumes from state snapshots instead (docs/qwen35.md). */
 const struct family family_qwen35 = {
     .name = "qwen35",
     .archs = QWEN35_ARCHS,
@@ -356,7 +355,10 @@ const struct family family_qwen35 = {
              .kv_reuse = false},
     .think = {"<think>", "</think>"},
     .think_primed = true,
-    .tool_style = FAMILY_TOOLS_NONE,
+    .tool_style = FAMILY_TOOLS_XML_PARAMS,
+    .tool_call = {"<tool_call>", "</tool_call>"},
+    .tool_syntax = {.fn_open = "<function=", .fn_close = "</function>",
+                    .param_open = "<parameter=", .param_close = "</parameter>"},
     .end_of_turn = QWEN35_END_OF_TURN,
     /* the model card's settings: thinking (general) 1.0 / top_k 20 / top_p 0.95, instruct
      * (non-thinking, general) 0.7 / 20 / 0.8; its presence_penalty 1.5 is not a descriptor
