@@ -6,7 +6,11 @@
 # ratios ours/theirs are printed. A benchmark: it prints figures, it never fails on them.
 #   env: BENCH_TYPES (default "q8_0"; also q4_k_m f16), THREADS (2), REPS (5), SHAPE (qwen3_0.6b),
 #        DEPTHS (default "4096 8192"; "" skips the depth tests), DREPS (2: repeats at depth),
-#        LLAMA_ARGS / IK_LLAMA_ARGS: extra flags for the peers (e.g. IK_LLAMA_ARGS="-rtr 1")
+#        LLAMA_ARGS / IK_LLAMA_ARGS: extra flags for the peers (e.g. IK_LLAMA_ARGS="-rtr 1"),
+#        MOE_TYPES (default ""; e.g. "q8_0"): also the moe-bench shape (qwen3moe, 64 experts, top-8)
+#        with the experts resident and with --experts borrow: tok/s vs weight bytes read per token
+# lmserve-bench prints, after its table, per token: wall ms, CPU user + sys ms (all threads: the
+# load-robust figure on a shared machine) and the weight bytes its matmuls read.
 # The machine may be shared with other jobs: compare only figures of one run, and read the
 # bandwidth lines printed before and after.
 set -eu
@@ -56,5 +60,17 @@ $("$bin" -m "$f" -t "$THREADS" -p 0 -n 64 -d "$d" -r "$DREPS" -o md $args 2>/dev
     ptg=$(echo "$out" | rate tg128)
     awk -v t="$ptg" -v b="$bytes" -v bw="$bw" -v p="$peer" 'BEGIN { if (t > 0 && bw > 0) printf "%s decode reads %.2f GB/s = %.0f %% of the ceiling\n", p, t * b / 1e9, 100 * t * b / 1e9 / bw }'
   done
+done
+for ty in ${MOE_TYPES:-}; do
+  f="$MODELDIR/moe_bench-$ty.gguf"
+  $MAKE --no-print-directory BUILD="$BUILD" "$f" >/dev/null
+  echo "=== $f ($(stat -c %s "$f") bytes; MoE: only the routed experts' slices are read)"
+  for mode in resident borrow; do
+    echo "lmserve, experts $mode:"
+    "$BUILD/lmserve-bench" "$f" -t "$THREADS" -p 64 -n 32 -r "$DREPS" --experts "$mode"
+  done
+  if [ -n "${LLAMA_BENCH:-}" ]; then
+    echo "LLAMA_BENCH:"; "$LLAMA_BENCH" -m "$f" -t "$THREADS" -p 64 -n 32 -r "$DREPS" -o md ${LLAMA_ARGS:-} 2>/dev/null | grep '|' || echo "LLAMA_BENCH failed"
+  fi
 done
 echo "read bandwidth after: $(bandwidth) GB/s, load average $(cut -d' ' -f1-3 /proc/loadavg)"

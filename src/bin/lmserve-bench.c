@@ -8,7 +8,12 @@
  * -m LIST: small-m passes: for each m, forwards of m tokens of one sequence (all m logits, as a
  *   speculative verify or a lockstep batch would ask), N / m of them -> ms per step and the cost
  *   of a step relative to m = 1.
- * Each test runs once to warm up, then r times; the median and the standard deviation are shown. */
+ * --experts borrow: MoE experts demand-paged from the mapping (lmserve --experts=borrow).
+ * Each test runs once to warm up, then r times; the median and the standard deviation are shown.
+ * After the table, one line per test: per token (tg) or per prompt token (pp), the wall time, the
+ * process CPU time split into user and sys (all threads; on a shared machine the load-robust
+ * figure) and the weight bytes the matmuls read (mm_weight_bytes: for an MoE model only the
+ * routed experts' slices), all medians over the r runs. */
 #include <errno.h>
 #include <stdbool.h>
 #include <math.h>
@@ -22,7 +27,9 @@
 #include "engine/model.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/kernels/matmul.h"
 #include "engine/kernels/threadpool.h"
+#include <sys/resource.h>
 
 static double now(void)
 {
@@ -79,6 +86,15 @@ static double cpu_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* user and sys CPU seconds of the process so far (all threads) */
+static void rusage_now(double *user, double *sys)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+    *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
 /* Wall seconds; *cpu gets the process CPU seconds of the same steps (all threads). */
 static double run_m(struct model *m, int n, int mstep, int depth, int32_t *tok, int32_t *pos,
                     struct kv_cache **seq, float *logits, double *cpu, struct err *e)
@@ -110,12 +126,13 @@ int main(int argc, char **argv)
     const char *path = NULL;
     long threads = 0, np = 512, ng = 128, reps = 5, depth = 0;
     int mlist[32], n_m = 0;
+    bool borrow = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long *dst = NULL, lo = 0, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5] "
-                   "[-d DEPTH=0] [-m M1,M2,... (1..512)]\n");
+                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow]\n");
             return 0;
         }
         if (!strcmp(a, "-m")) {
@@ -132,6 +149,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "lmserve-bench: -m needs a list such as 1,2,4,8\n");
                 return 2;
             }
+            continue;
+        }
+        if (!strcmp(a, "--experts") || !strcmp(a, "--experts=borrow")) {
+            const char *v = a[9] == '=' ? a + 10 : i + 1 < argc ? argv[++i] : "";
+            if (strcmp(v, "borrow") && strcmp(v, "resident")) {
+                fprintf(stderr, "lmserve-bench: --experts takes borrow or resident, not '%s'\n", v);
+                return 2;
+            }
+            borrow = !strcmp(v, "borrow");
             continue;
         }
         if (!strcmp(a, "-t") || !strcmp(a, "--threads")) dst = &threads, lo = 1, hi = 1024;
@@ -157,7 +183,7 @@ int main(int argc, char **argv)
     }
     log_set_level(LOG_WARN);
     struct err e = {0};
-    struct model_opts o = {.n_threads = (int)threads};
+    struct model_opts o = {.n_threads = (int)threads, .experts_borrow = borrow};
     struct model *m = model_load(path, &o, &e);
     if (!m) {
         fprintf(stderr, "lmserve-bench: %s\n", e.msg);
@@ -186,8 +212,15 @@ int main(int argc, char **argv)
     float *logits = malloc(sizeof(float) * (size_t)c->n_vocab);
     struct kv_cache *kv = kv_new(m, (int)nmax, &e);
     double *t = malloc(sizeof(double) * (size_t)reps);
+    double *nt_buf = malloc(sizeof(double) * (size_t)reps * 8), *nt_wall[2], *nt_user[2], *nt_sys[2], *nt_wb[2];
+    for (int k = 0; k < 2; k++) {
+        nt_wall[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 0) : NULL;
+        nt_user[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 1) : NULL;
+        nt_sys[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 2) : NULL;
+        nt_wb[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 3) : NULL;
+    }
     int rc = 1;
-    if (!tok || !pos || !seq || !logits || !kv || !t) {
+    if (!tok || !pos || !seq || !logits || !kv || !t || !nt_buf) {
         fprintf(stderr, "lmserve-bench: %s\n", kv ? "out of memory" : e.msg);
         goto out;
     }
@@ -213,13 +246,23 @@ int main(int argc, char **argv)
         long n = test == 0 ? np : ng;
         if (n <= 0) continue;
         for (long r = -1; r < reps; r++) {
+            double u0, s0, u1, s1;
+            uint64_t w0 = mm_weight_bytes();
+            rusage_now(&u0, &s0);
             double s = test == 0 ? run_pp(m, (int)n, (int)depth, tok, pos, seq, logits, &e)
                                  : run_tg(m, (int)n, (int)depth, tok, kv, logits, &e);
             if (s < 0) {
                 fprintf(stderr, "lmserve-bench: %s\n", e.msg);
                 goto out;
             }
-            if (r >= 0) t[r] = (double)n / s;
+            rusage_now(&u1, &s1);
+            if (r >= 0) {
+                t[r] = (double)n / s;
+                nt_wall[test][r] = s / (double)n * 1e3;
+                nt_user[test][r] = (u1 - u0) / (double)n * 1e3;
+                nt_sys[test][r] = (s1 - s0) / (double)n * 1e3;
+                nt_wb[test][r] = (double)(mm_weight_bytes() - w0) / (double)n;
+            }
         }
         double med, sd;
         stats(t, reps, &med, &sd);
@@ -234,6 +277,24 @@ int main(int argc, char **argv)
                bytes / (1024.0 * 1024.0), params / 1e6, backend, tp_size(model_pool(m)), test_s, med, sd);
         fflush(stdout);
     }
+    for (int test = 0; test < 2; test++) {
+        long n = test == 0 ? np : ng;
+        if (n <= 0) continue;
+        double w, u, sy, wb, sd;
+        stats(nt_wall[test], reps, &w, &sd);
+        stats(nt_user[test], reps, &u, &sd);
+        stats(nt_sys[test], reps, &sy, &sd);
+        stats(nt_wb[test], reps, &wb, &sd);
+        char test_s[32];
+        if (depth)
+            snprintf(test_s, sizeof test_s, "%s%ld @ d%ld", test == 0 ? "pp" : "tg", n, depth);
+        else
+            snprintf(test_s, sizeof test_s, "%s%ld", test == 0 ? "pp" : "tg", n);
+        printf("%s: per token: wall %.2f ms, CPU user %.2f + sys %.2f ms (all %d threads), weights "
+               "read %.1f MB (%.2f GB/s of wall time, %.2f GB per CPU second)\n",
+               test_s, w, u, sy, tp_size(model_pool(m)), wb / 1e6, wb / w / 1e6, wb / (u + sy) / 1e6);
+    }
+    fflush(stdout);
     if (n_m) {
         /* steps of m tokens: each m runs ~ng tokens (at least 4 steps) */
         /* CPU ms: process CPU time per step over the threads (the load-robust figure on a shared
@@ -279,6 +340,7 @@ out:
     free(seq);
     free(logits);
     free(t);
+    free(nt_buf);
     model_free(m);
     return rc;
 }

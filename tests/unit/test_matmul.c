@@ -327,3 +327,38 @@ Test(matmul, calibration_cached_and_result_neutral)
     tp_free(tp);
     free(W), free(row), free(x), free(y0), free(y1);
 }
+
+/* mm_weight_bytes (lmserve-bench's bytes read per token) counts rows x row size of every op that
+ * runs: for an MoE layer's call only the routed experts' slices, whatever their row stride; ops
+ * with no rows or no tokens read nothing. */
+Test(matmul, weight_bytes_count_only_the_ops_slices)
+{
+    const int64_t cols = 256, rows = 40, n_exp = 6;
+    struct wmat w;
+    wmat_make(&w, GGML_TYPE_Q4_K, rows * n_exp, cols, 32); /* 6 "experts" of 40 rows, padded stride */
+    float x[2 * 256], y[2 * 40 * 6];
+    for (int i = 0; i < 2 * 256; i++)
+        x[i] = frand();
+    const int32_t tok[2] = {1, 0};
+    struct mm_op ops[3];
+    for (int k = 0; k < 3; k++) /* experts 1, 4 and 5 routed; 5 gets no token */
+        ops[k] = (struct mm_op){.wtype = GGML_TYPE_Q4_K,
+                                .W = w.q + (size_t)(k == 0 ? 1 : k + 3) * rows * w.stride,
+                                .rows = rows,
+                                .cols = cols,
+                                .w_stride = w.stride,
+                                .X = x,
+                                .x_idx = tok,
+                                .n_tok = k == 2 ? 0 : 2 - k,
+                                .Y = y + k * rows,
+                                .y_stride = 3 * rows};
+    struct mm_scratch *s = mm_scratch_new();
+    struct err e;
+    uint64_t b0 = mm_weight_bytes();
+    cr_assert_eq(mm_run_ops(NULL, ops, 3, s, &e), 0, "%s", e.msg);
+    uint64_t got = mm_weight_bytes() - b0, want = 2 * (uint64_t)rows * quant_row_size(GGML_TYPE_Q4_K, cols);
+    cr_assert_eq(got, want, "counted %lu bytes, the two routed slices are %lu", (unsigned long)got,
+                 (unsigned long)want);
+    mm_scratch_free(s);
+    free(w.q), free(w.deq);
+}

@@ -46,6 +46,13 @@ static const struct mkmodel_shape shapes[] = {
     {.name = "moe-tiny", .n_layer = 2, .n_embd = 64, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 32,
      .n_vocab = 151936, .n_ctx = 40960, .tied = false, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64,
      .rope_base = 1e6f, .norm_eps = 1e-6f},
+    /* an MoE that streams from DRAM, for bench/engine.sh's bytes-per-token figures (issue 13):
+     * Qwen3-30B-A3B's proportions scaled down — 16 layers, n_embd 1024, 64 experts of ff 512,
+     * top-8 — 1.9 B parameters, ~0.45 B touched by a token (2.0 GB file in q8_0, ~0.47 GB read per
+     * token when its 8 experts per layer are distinct) */
+    {.name = "moe-bench", .n_layer = 16, .n_embd = 1024, .n_ff = 3072, .n_head = 16, .n_head_kv = 4,
+     .head_dim = 128, .n_vocab = 151936, .n_ctx = 40960, .tied = true, .n_expert = 64,
+     .n_expert_used = 8, .n_ff_exp = 512, .rope_base = 1e6f, .norm_eps = 1e-6f},
 };
 
 const struct mkmodel_shape *mkmodel_shape_find(const char *name)
@@ -61,7 +68,7 @@ const struct mkmodel_shape *mkmodel_shape_find(const char *name)
 
 const char *mkmodel_shape_names(void)
 {
-    return "tiny, small, qwen3-0.6b, moe-tiny, gemma4-tiny, gemma4-moe-tiny, gemma4-small, qwen35-tiny, "
+    return "tiny, small, qwen3-0.6b, moe-tiny, moe-bench, gemma4-tiny, gemma4-moe-tiny, gemma4-small, qwen35-tiny, "
            "qwen35moe-tiny, qwen35-0.8b";
 }
 

@@ -49,6 +49,12 @@ static int64_t gemv_tile_rows(int64_t rows, int nth)
 #define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
 
 static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
+static _Atomic uint64_t g_wbytes; /* mm_weight_bytes() */
+
+uint64_t mm_weight_bytes(void)
+{
+    return atomic_load_explicit(&g_wbytes, memory_order_relaxed);
+}
 
 void mm_set_gemm_min_tokens(int64_t n)
 {
@@ -396,6 +402,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     j->g = g;
     j->s = s;
     size_t act_bytes = 0, panel_need = 0;
+    uint64_t wbytes = 0;
     int64_t total_elems = 0;
     for (int i = 0; i < n_ops; i++) {
         const struct mm_op *op = &ops[i];
@@ -414,6 +421,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         }
         size_t row_size = quant_row_size(op->wtype, op->cols);
         size_t ws = op->w_stride ? op->w_stride : row_size;
+        wbytes += row_size * (uint64_t)op->rows;
         if (ws < row_size) {
             return err_set(e, ERR_INVALID, "matmul: row stride %zu < row size %zu", ws, row_size);
         }
@@ -481,6 +489,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
             if (need > panel_need) panel_need = need;
         }
     }
+    atomic_fetch_add_explicit(&g_wbytes, wbytes, memory_order_relaxed);
     if (j->n_ops == 0) return 0;
     if (grow(&s->act, &s->act_cap, act_bytes) || (panel_need && ensure_panels(s, nth, panel_need)))
         return err_set(e, ERR_NOMEM, "matmul: out of memory for scratch");

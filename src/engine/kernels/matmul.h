@@ -84,6 +84,10 @@ const struct mm_calib *mm_calibrate(struct threadpool *tp);
  * keeps the current value) and rows per decode work item (16..4096, a multiple of 16; <= 0 keeps). */
 void mm_set_stream_tuning(int prefetch_bytes, int item_rows);
 
+/* Weight bytes the products of this process have read so far (per op: rows x the row size; an
+ * MoE layer's ops name only the routed experts' slices), for benchmarks: bytes read per token. */
+uint64_t mm_weight_bytes(void);
+
 /* Name of the kernel many-token products of this type run on ("amx", "vnni", "avx512-fma",
  * "avx2-tile", "vec_dot"), for reports. */
 const char *mm_gemm_name(enum ggml_type wtype);
