@@ -153,23 +153,29 @@ test('chat: a forced call (named and required) in the template syntax comes back
     [['get_weather', '{"city": "Rome", "metric": false}']]);
 });
 
-test('responses: a forced call is a function_call item, create and stream', async () => {
-  const base = { model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, tool_choice: 'required', max_output_tokens: 200, ...G };
-  const r = await oai.responses.create(base);
-  assert.equal(r.status, 'completed');
-  assert.deepEqual(r.output.map((o) => o.type), ['function_call']);
-  const fc = r.output[0];
-  assert.equal(fc.name, 'get_weather');
-  assert.ok(validWeather(JSON.parse(fc.arguments)), fc.arguments);
-  assert.match(fc.call_id, /^call_/);
-  const s = oai.responses.stream(base);
-  const events = [];
-  s.on('event', (e) => events.push(e));
-  const fin = await s.finalResponse();
-  const done = events.filter((e) => e.type === 'response.function_call_arguments.done');
-  assert.equal(done.length, 1);
-  assert.equal(done[0].arguments, fc.arguments);
-  assert.deepEqual(fin.output.map((o) => [o.type, o.name, o.arguments]), [['function_call', 'get_weather', fc.arguments]]);
+test('responses: a forced call (required and named) is a function_call item, create and stream; text before a call is a message item first', async () => {
+  for (const tool_choice of ['required', { type: 'function', name: 'get_weather' }]) {
+    const base = { model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, tool_choice, max_output_tokens: 200, ...G };
+    const r = await oai.responses.create(base);
+    assert.equal(r.status, 'completed');
+    assert.deepEqual(r.output.map((o) => o.type), ['function_call']);
+    const fc = r.output[0];
+    assert.equal(fc.name, 'get_weather');
+    assert.ok(validWeather(JSON.parse(fc.arguments)), fc.arguments);
+    assert.match(fc.call_id, /^call_/);
+    const s = oai.responses.stream(base);
+    const events = [];
+    s.on('event', (e) => events.push(e));
+    const fin = await s.finalResponse();
+    const done = events.filter((e) => e.type === 'response.function_call_arguments.done');
+    assert.equal(done.length, 1);
+    assert.equal(done[0].arguments, fc.arguments);
+    assert.deepEqual(fin.output.map((o) => [o.type, o.name, o.arguments]), [['function_call', 'get_weather', fc.arguments]]);
+  }
+  const t = await oai.responses.create({ model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, max_output_tokens: 200, lark: TEXT_AND_CALL, ...G });
+  assert.deepEqual(t.output.map((o) => o.type), ['message', 'function_call']);
+  assert.equal(t.output_text, 'Let me check.');
+  assert.equal(t.output[1].arguments, '{"city": "Rome", "metric": false}');
 });
 
 test('messages: a forced call is a tool_use block, create and stream; text before a call stays in order', async () => {
