@@ -160,7 +160,7 @@ $(BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c src/engine/format/safet
 # the fuzz targets compile base/ directly: faultsim.c's wrappers need the unit tests' --wrap link
 FUZZ_BASE_SRC := $(filter-out src/base/faultsim.c,$(wildcard src/base/*.c))
 FUZZ_REQ_SRC := tests/fuzz/fuzz_request.c $(wildcard src/api/*.c) src/serve/request.c src/serve/queue.c \
-                src/serve/pipe.c src/serve/forced.c $(FUZZ_BASE_SRC) src/engine/format/gguf.c \
+                src/serve/pipe.c src/serve/forced.c src/serve/forced_styles.c $(FUZZ_BASE_SRC) src/engine/format/gguf.c \
                 $(filter-out src/engine/text/family_sampling.c,$(wildcard src/engine/text/*.c)) \
                 $(wildcard src/grammar/*.c)
 fuzz: $(BUILD)/fuzz-request
@@ -178,7 +178,8 @@ $(BUILD)/fuzz-grammar: $(FUZZ_GRAMMAR_SRC)
 
 # worker reply path (emitter, think routing, stop strings, tool-call scanner); run by
 # tests/suites/63-worker-fuzz.sh
-FUZZ_WORKER_SRC := tests/fuzz/fuzz_worker.c src/serve/emitter.c src/serve/toolcall.c src/base/buf.c src/base/utf8.c
+FUZZ_WORKER_SRC := tests/fuzz/fuzz_worker.c src/serve/emitter.c src/serve/toolcall.c src/serve/toolcall_styles.c \
+                   src/base/buf.c src/base/utf8.c
 .PHONY: fuzz-worker-long
 fuzz: fuzz-worker-long
 fuzz-worker-long: $(BUILD)/fuzz-worker

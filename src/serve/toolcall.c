@@ -176,7 +176,7 @@ void toolcall_init(struct toolcall_scanner *sc, struct reply_sink *out,
 void toolcall_init_family(struct toolcall_scanner *sc, struct reply_sink *out,
                           const struct family *f, const json_t *tools)
 {
-    toolcall_init(sc, out, family_tool_markers(f));
+    toolcall_init(sc, out, &f->tool_call); /* the caller checked family_tool_markers(f) */
     sc->style = f->tool_style;
     sc->syn = &f->tool_syntax;
     sc->tools = tools;

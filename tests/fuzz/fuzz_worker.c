@@ -4,8 +4,9 @@
  * end-of-turn, partial UTF-8, markers and stop strings split across tokens.
  *
  * Input: byte 0 = flags (bit 0 think markers, bit 1 tool scanner, bit 2 logprobs, bits 3-4 number
- * of stop strings, bit 5 finish by length, bit 6 a sink that refuses after byte 1 events);
- * byte 1 = refusal point; then each stop string as a length byte (& 7) and its bytes; then tokens,
+ * of stop strings, bit 5 finish by length, bit 6 a sink that refuses after byte 1 events, bit 7
+ * the scanner's call style is not the JSON region: byte 1's bit 0 picks CALL_DICT (gemma4's
+ * syntax) or XML_PARAMS (Qwen3.5's)); byte 1 = refusal point; then each stop string as a length byte (& 7) and its bytes; then tokens,
  * each a length byte (& 15) and its bytes. Shorter inputs mean fewer / empty parts.
  *
  * Checked, besides ASan/UBSan: the sink never sees a NULL pointer, nothing after finish, finish
@@ -28,6 +29,14 @@
 /* qwen3's markers (as its descriptor states them; the target links only the reply path) */
 static const struct family_markers THINK_MARKERS = {"<think>", "</think>"};
 static const struct family_markers TOOL_MARKERS = {"<tool_call>", "</tool_call>"};
+/* the other call styles, with the markers their descriptors state (gemma4, qwen35) */
+static const struct family DICT_FAMILY = {
+    .tool_style = FAMILY_TOOLS_CALL_DICT, .tool_call = {"<|tool_call>", "<tool_call|>"},
+    .tool_syntax = {.prefix = "call:", .quote = "<|\"|>"}};
+static const struct family XML_FAMILY = {
+    .tool_style = FAMILY_TOOLS_XML_PARAMS, .tool_call = {"<tool_call>", "</tool_call>"},
+    .tool_syntax = {.fn_open = "<function=", .fn_close = "</function>",
+                    .param_open = "<parameter=", .param_close = "</parameter>"}};
 
 #define MAX_TOKS 512
 
@@ -134,7 +143,7 @@ static int r_finish(void *c, int ch, enum finish_reason why, const char *stop)
 }
 
 /* Runs one reply; returns 0, or -1 when the sink refused (then nothing is compared). */
-static int run(bool think, bool tools, bool logprobs, enum finish_reason why,
+static int run(bool think, bool tools, const struct family *style, bool logprobs, enum finish_reason why,
                const char *const *stop, int n_stop, const char *const *tok, const size_t *len,
                int n_tok, struct rec *r)
 {
@@ -143,7 +152,8 @@ static int run(bool think, bool tools, bool logprobs, enum finish_reason why,
     struct toolcall_scanner sc;
     struct reply_sink *sink = &out;
     if (tools) {
-        toolcall_init(&sc, &out, &TOOL_MARKERS);
+        if (style) toolcall_init_family(&sc, &out, style, NULL);
+        else toolcall_init(&sc, &out, &TOOL_MARKERS);
         sink = toolcall_sink(&sc);
     }
     struct emitter em;
@@ -181,6 +191,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enum finish_reason why = flags & 32 ? FINISH_LENGTH : FINISH_STOP;
     int refuse_at = flags & 64 ? (size > 1 ? data[1] % 16 + 1 : 1) : 0;
     size_t at = size > 1 ? 2 : 1;
+    const struct family *style =
+        !(flags & 128) ? NULL : size > 1 && (data[1] & 1) ? &XML_FAMILY : &DICT_FAMILY;
 
     char stop_buf[4][8];
     const char *stop[4];
@@ -210,13 +222,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         utf8 = utf8 && utf8_valid(stop[k], strlen(stop[k]));
 
     struct rec a = {.refuse_at = refuse_at, .stop = stop, .n_stop = n_stop, .utf8_input = utf8};
-    int ra = run(think, tools, logprobs, why, stop, n_stop, tok, len, n_tok, &a);
+    int ra = run(think, tools, style, logprobs, why, stop, n_stop, tok, len, n_tok, &a);
     if (ra == 0 && refuse_at == 0) {
         /* the same bytes as one token: the same reply */
         const char *one[1] = {all.data ? all.data : ""};
         size_t one_len[1] = {all.len};
         struct rec b = {.stop = stop, .n_stop = n_stop, .utf8_input = utf8};
-        if (run(think, tools, logprobs, why, stop, n_stop, one, one_len, 1, &b) != 0)
+        if (run(think, tools, style, logprobs, why, stop, n_stop, one, one_len, 1, &b) != 0)
             fail("one-token run failed");
         const char *la = a.log.data ? a.log.data : "", *lb = b.log.data ? b.log.data : "";
         if (a.log.len != b.log.len || memcmp(la, lb, a.log.len) != 0) {
