@@ -33,76 +33,11 @@
 #include "engine/text/chat_internal.h"
 #include "engine/text/family.h"
 
-struct sv {
-    const char *p;
-    size_t n;
-};
-
-static struct sv sv_of(const char *s)
-{
-    return (struct sv){s, strlen(s)};
-}
-
-/* Python's str.isspace() for one code point (bidi class WS, B or S, or category Zs). */
-static bool py_space(uint32_t c)
-{
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-/* Decodes the code point at p (valid UTF-8: request strings are checked at parse); returns its
- * length. An invalid byte counts as one non-space unit. */
-static size_t cp_at(const unsigned char *p, size_t n, uint32_t *cp)
-{
-    int l = tok_utf8_seq(p, n);
-    if (l <= 0) {
-        *cp = 0xfffd;
-        return 1;
-    }
-    if (l == 1) *cp = p[0];
-    else if (l == 2) *cp = ((p[0] & 0x1fu) << 6) | (p[1] & 0x3fu);
-    else if (l == 3) *cp = ((p[0] & 0x0fu) << 12) | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
-    else *cp = ((p[0] & 0x07u) << 18) | ((p[1] & 0x3fu) << 12) | ((p[2] & 0x3fu) << 6) | (p[3] & 0x3fu);
-    return (size_t)l;
-}
-
-/* str.strip(): Python whitespace off both ends. */
-static struct sv sv_trim(struct sv s)
-{
-    const unsigned char *p = (const unsigned char *)s.p;
-    size_t a = 0, b = s.n;
-    while (a < b) {
-        uint32_t c;
-        size_t l = cp_at(p + a, b - a, &c);
-        if (!py_space(c)) break;
-        a += l;
-    }
-    while (b > a) { /* step back to the start of the last code point */
-        size_t k = b - 1;
-        while (k > a && (p[k] & 0xc0) == 0x80 && b - k < 4) k--;
-        uint32_t c;
-        size_t l = cp_at(p + k, b - k, &c);
-        if (k + l != b || !py_space(c)) break;
-        b = k;
-    }
-    return (struct sv){s.p + a, b - a};
-}
-
-static const char *sv_find(struct sv s, const char *needle)
-{
-    size_t m = strlen(needle);
-    if (m > s.n) return NULL;
-    for (size_t i = 0; i + m <= s.n; i++)
-        if (s.p[i] == needle[0] && memcmp(s.p + i, needle, m) == 0) return s.p + i;
-    return NULL;
-}
-
 static void S(struct chat_prompt *out, const char *s)
 {
     chat_emit_struct(out, s);
 }
-static void T(struct chat_prompt *out, struct sv s)
+static void T(struct chat_prompt *out, struct chat_sv s)
 {
     chat_emit_text(out, s.p, s.n);
 }
@@ -112,21 +47,21 @@ static void T(struct chat_prompt *out, struct sv s)
  *     result += part.split('<|channel>')[0] if '<|channel>' in part else part
  *   result | trim
  * The kept pieces are collected, then the whole is trimmed. */
-static int strip_thinking(struct chat_prompt *out, struct sv text)
+static int strip_thinking(struct chat_prompt *out, struct chat_sv text)
 {
     struct buf r = {0};
     const char *close = "<channel|>", *open = "<|channel>";
     size_t lc = strlen(close);
-    struct sv rest = text;
+    struct chat_sv rest = text;
     for (;;) {
-        const char *c = sv_find(rest, close);
-        struct sv part = {rest.p, c ? (size_t)(c - rest.p) : rest.n};
-        const char *o = sv_find(part, open);
+        const char *c = chat_sv_find(rest, close);
+        struct chat_sv part = {rest.p, c ? (size_t)(c - rest.p) : rest.n};
+        const char *o = chat_sv_find(part, open);
         if (buf_append(&r, part.p, o ? (size_t)(o - part.p) : part.n)) goto nomem;
         if (!c) break;
-        rest = (struct sv){c + lc, rest.n - (size_t)(c + lc - rest.p)};
+        rest = (struct chat_sv){c + lc, rest.n - (size_t)(c + lc - rest.p)};
     }
-    T(out, sv_trim((struct sv){r.data ? r.data : "", r.len}));
+    T(out, chat_sv_trim((struct chat_sv){r.data ? r.data : "", r.len}));
     buf_free(&r);
     return 0;
 nomem:
@@ -159,7 +94,7 @@ static int py_repr_str(struct buf *o, const char *s, size_t n)
     int rc = buf_append(o, &q, 1);
     for (size_t i = 0; i < n && !rc;) {
         uint32_t c;
-        size_t l = cp_at((const unsigned char *)s + i, n - i, &c);
+        size_t l = chat_cp_at((const unsigned char *)s + i, n - i, &c);
         if (c == (uint32_t)q || c == '\\') rc = buf_printf(o, "\\%c", (char)c);
         else if (c == '\t') rc = buf_puts(o, "\\t");
         else if (c == '\n') rc = buf_puts(o, "\\n");
@@ -279,7 +214,7 @@ static char *py_lower(const char *s)
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         uint32_t c;
-        size_t l = cp_at((const unsigned char *)s + i, n - i, &c);
+        size_t l = chat_cp_at((const unsigned char *)s + i, n - i, &c);
         char u[4];
         if (c == 0x130) {
             buf_puts(&o, "i\xcc\x87");
@@ -346,7 +281,7 @@ static void TV(struct g4 *g, const json_t *v)
 {
     struct buf t = {0};
     if (py_str(&t, v) < 0) g->out->failed = true;
-    T(g->out, (struct sv){t.data ? t.data : "", t.len});
+    T(g->out, (struct chat_sv){t.data ? t.data : "", t.len});
     buf_free(&t);
 }
 
@@ -356,7 +291,7 @@ static void TU(struct g4 *g, const json_t *v) /* {{ v | upper }} */
     int rc = py_upper(&t, v);
     if (rc == -2) g4_fail(g, ERR_UNSUPPORTED, "a schema type with non-ASCII letters (| upper)");
     else if (rc < 0) g->out->failed = true;
-    T(g->out, (struct sv){t.data ? t.data : "", t.len});
+    T(g->out, (struct chat_sv){t.data ? t.data : "", t.len});
     buf_free(&t);
 }
 
@@ -377,7 +312,7 @@ static void format_argument(struct g4 *g, const json_t *a, bool escape_keys, int
     }
     if (json_is_string(a)) {
         S(g->out, Q);
-        T(g->out, (struct sv){json_string_value(a), json_string_length(a)});
+        T(g->out, (struct chat_sv){json_string_value(a), json_string_length(a)});
         S(g->out, Q);
     } else if (json_is_boolean(a)) {
         S(g->out, json_is_true(a) ? "true" : "false");
@@ -392,7 +327,7 @@ static void format_argument(struct g4 *g, const json_t *a, bool escape_keys, int
         for (size_t i = 0; i < n; i++) {
             if (i) S(g->out, ",");
             if (escape_keys) S(g->out, Q);
-            T(g->out, sv_of(k[i].key));
+            T(g->out, chat_sv_of(k[i].key));
             if (escape_keys) S(g->out, Q);
             S(g->out, ":");
             format_argument(g, k[i].val, escape_keys, depth + 1);
@@ -425,7 +360,7 @@ static void for_each_item(struct g4 *g, const json_t *v, void (*fn)(struct g4 *,
         size_t n = json_string_length(v);
         for (size_t i = 0; i < n;) {
             uint32_t c;
-            size_t l = cp_at((const unsigned char *)s + i, n - i, &c);
+            size_t l = chat_cp_at((const unsigned char *)s + i, n - i, &c);
             json_t *ch = json_stringn(s + i, l);
             if (!ch) { g->out->failed = true; return; }
             fn(g, ch, i + l >= n);
@@ -475,7 +410,7 @@ static void upper_item_list(struct g4 *g, const json_t *v) /* item_value | map('
         size_t sn = json_string_length(v);
         for (size_t i = 0; i < sn;) {
             uint32_t c;
-            size_t cl = cp_at((const unsigned char *)s + i, sn - i, &c);
+            size_t cl = chat_cp_at((const unsigned char *)s + i, sn - i, &c);
             json_array_append_new(tmp, json_stringn(s + i, cl));
             i += cl;
         }
@@ -548,7 +483,7 @@ static void format_items(struct g4 *g, const json_t *items, int depth)
                 upper_item_list(g, iv);
             }
         } else {
-            T(g->out, sv_of(k[i].key));
+            T(g->out, chat_sv_of(k[i].key));
             S(g->out, ":");
             format_argument(g, iv, true, 0);
         }
@@ -584,7 +519,7 @@ static void format_parameters(struct g4 *g, const json_t *props, int depth)
         bool add = false;
         if (found) S(g->out, ",");
         found = true;
-        T(g->out, sv_of(k[i].key));
+        T(g->out, chat_sv_of(k[i].key));
         S(g->out, ":{");
         if (py_true(jget(v, "description"))) {
             S(g->out, "description:" Q);
@@ -694,9 +629,9 @@ static void format_function_declaration(struct g4 *g, const json_t *tool)
 static void tool_response_block(struct g4 *g, const char *name, const char *content)
 {
     S(g->out, "<|tool_response>response:");
-    T(g->out, sv_of(name));
+    T(g->out, chat_sv_of(name));
     S(g->out, "{value:" Q);
-    T(g->out, sv_of(content));
+    T(g->out, chat_sv_of(content));
     S(g->out, Q "}<tool_response|>");
 }
 
@@ -706,7 +641,7 @@ static void tool_response_block(struct g4 *g, const char *name, const char *cont
 static int tool_call(struct g4 *g, const struct chat_tool_call *tc, int i, int j)
 {
     S(g->out, "<|tool_call>call:");
-    T(g->out, sv_of(tc->name));
+    T(g->out, chat_sv_of(tc->name));
     S(g->out, "{");
     json_error_t je;
     const char *a = tc->arguments ? tc->arguments : "";
@@ -724,14 +659,14 @@ static int tool_call(struct g4 *g, const struct chat_tool_call *tc, int i, int j
         else {
             for (size_t x = 0; x < n; x++) {
                 if (x) S(g->out, ",");
-                T(g->out, sv_of(k[x].key));
+                T(g->out, chat_sv_of(k[x].key));
                 S(g->out, ":");
                 format_argument(g, k[x].val, false, 0);
             }
             skeys_free(k, n);
         }
     } else {
-        T(g->out, sv_of(a));
+        T(g->out, chat_sv_of(a));
     }
     json_decref(args);
     S(g->out, "}<tool_call|>");
@@ -763,7 +698,7 @@ int chat_render_gemma4(const struct chat_msg *m, int n, const struct chat_prompt
             prev = P_OTHER; /* 'think' */
         }
         if (m[0].role == CHAT_SYSTEM) {
-            T(out, sv_trim(sv_of(m[0].content)));
+            T(out, chat_sv_trim(chat_sv_of(m[0].content)));
             first = 1; /* loop_messages = messages[1:] */
         }
         if (tools) {
@@ -803,7 +738,7 @@ int chat_render_gemma4(const struct chat_msg *m, int n, const struct chat_prompt
         if (msg->reasoning_content && msg->reasoning_content[0] && i > last_user &&
             msg->n_tool_calls > 0) {
             S(out, "<|channel>thought\n");
-            T(out, sv_of(msg->reasoning_content));
+            T(out, chat_sv_of(msg->reasoning_content));
             S(out, "\n<channel|>");
         }
         for (int j = 0; j < msg->n_tool_calls; j++) {
@@ -832,9 +767,9 @@ int chat_render_gemma4(const struct chat_msg *m, int n, const struct chat_prompt
             }
         }
         if (model) {
-            if (strip_thinking(out, sv_of(msg->content))) break;
+            if (strip_thinking(out, chat_sv_of(msg->content))) break;
         } else {
-            T(out, sv_trim(sv_of(msg->content)));
+            T(out, chat_sv_trim(chat_sv_of(msg->content)));
         }
         /* a prefill (continue_final) stays open */
         if (o->continue_final && i == n - 1 && model) continue;

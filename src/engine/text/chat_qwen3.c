@@ -12,51 +12,6 @@
 #include "engine/text/chat_internal.h"
 #include "engine/text/family.h"
 
-struct sv {
-    const char *p;
-    size_t n;
-};
-
-static struct sv sv_of(const char *s)
-{
-    return (struct sv){s, strlen(s)};
-}
-
-static struct sv sv_lstrip_nl(struct sv s)
-{
-    while (s.n && s.p[0] == '\n')
-        s.p++, s.n--;
-    return s;
-}
-
-static struct sv sv_rstrip_nl(struct sv s)
-{
-    while (s.n && s.p[s.n - 1] == '\n')
-        s.n--;
-    return s;
-}
-
-/* First occurrence of needle in s, or NULL. */
-static const char *sv_find(struct sv s, const char *needle)
-{
-    size_t m = strlen(needle);
-    if (m > s.n) return NULL;
-    for (size_t i = 0; i + m <= s.n; i++)
-        if (s.p[i] == needle[0] && memcmp(s.p + i, needle, m) == 0) return s.p + i;
-    return NULL;
-}
-
-/* Last occurrence (the separators used here have no self-overlap, so this equals Python's
- * split(sep)[-1] boundary). */
-static const char *sv_find_last(struct sv s, const char *needle)
-{
-    size_t m = strlen(needle);
-    if (m > s.n) return NULL;
-    for (size_t i = s.n - m + 1; i-- > 0;)
-        if (s.p[i] == needle[0] && memcmp(s.p + i, needle, m) == 0) return s.p + i;
-    return NULL;
-}
-
 static bool starts_with(const char *s, const char *pre)
 {
     return strncmp(s, pre, strlen(pre)) == 0;
@@ -89,7 +44,7 @@ static void S(struct chat_prompt *out, const char *s)
 {
     chat_emit_struct(out, s);
 }
-static void T(struct chat_prompt *out, struct sv s)
+static void T(struct chat_prompt *out, struct chat_sv s)
 {
     chat_emit_text(out, s.p, s.n);
 }
@@ -114,7 +69,7 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
     if (o->tools && json_array_size(o->tools) > 0) {
         S(out, "<|im_start|>system\n");
         if (m[0].role == CHAT_SYSTEM) {
-            T(out, sv_of(m[0].content));
+            T(out, chat_sv_of(m[0].content));
             S(out, "\n\n");
         }
         S(out,
@@ -124,7 +79,7 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
             S(out, "\n");
             buf_reset(&tj);
             if (chat_tojson(json_array_get(o->tools, k), &tj)) out->failed = true;
-            T(out, ((struct sv){tj.data, tj.len}));
+            T(out, ((struct chat_sv){tj.data, tj.len}));
         }
         S(out, "\n</tools>\n\nFor each function call, return a json object with function name and "
                "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
@@ -132,7 +87,7 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
                "<args-json-object>}\n</tool_call><|im_end|>\n");
     } else if (m[0].role == CHAT_SYSTEM) {
         S(out, "<|im_start|>system\n");
-        T(out, sv_of(m[0].content));
+        T(out, chat_sv_of(m[0].content));
         S(out, "<|im_end|>\n");
     }
 
@@ -152,30 +107,30 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
             S(out, "<|im_start|>");
             S(out, role_name(msg->role));
             S(out, "\n");
-            T(out, sv_of(msg->content));
+            T(out, chat_sv_of(msg->content));
             S(out, "<|im_end|>\n");
         } else if (msg->role == CHAT_ASSISTANT) {
-            struct sv content = sv_of(msg->content), reasoning = {"", 0};
+            struct chat_sv content = chat_sv_of(msg->content), reasoning = {"", 0};
             if (msg->reasoning_content) {
-                reasoning = sv_of(msg->reasoning_content);
-            } else if (sv_find(content, "</think>")) {
+                reasoning = chat_sv_of(msg->reasoning_content);
+            } else if (chat_sv_find(content, "</think>")) {
                 /* content = content.split('</think>')[-1].lstrip('\n')
                  * reasoning =
                  * content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
-                const char *last = sv_find_last(content, "</think>");
-                const char *first = sv_find(content, "</think>");
-                struct sv pre = sv_rstrip_nl((struct sv){content.p, (size_t)(first - content.p)});
-                const char *th = sv_find_last(pre, "<think>");
-                if (th) pre = (struct sv){th + 7, pre.n - (size_t)(th + 7 - pre.p)};
-                reasoning = sv_lstrip_nl(pre);
+                const char *last = chat_sv_find_last(content, "</think>");
+                const char *first = chat_sv_find(content, "</think>");
+                struct chat_sv pre = chat_sv_rstrip_nl((struct chat_sv){content.p, (size_t)(first - content.p)});
+                const char *th = chat_sv_find_last(pre, "<think>");
+                if (th) pre = (struct chat_sv){th + 7, pre.n - (size_t)(th + 7 - pre.p)};
+                reasoning = chat_sv_lstrip_nl(pre);
                 const char *after = last + 8;
-                content = sv_lstrip_nl((struct sv){after, content.n - (size_t)(after - content.p)});
+                content = chat_sv_lstrip_nl((struct chat_sv){after, content.n - (size_t)(after - content.p)});
             }
             if (i > last_query && (i == n - 1 || reasoning.n > 0)) {
                 S(out, "<|im_start|>assistant\n<think>\n");
-                T(out, sv_rstrip_nl(sv_lstrip_nl(reasoning)));
+                T(out, chat_sv_rstrip_nl(chat_sv_lstrip_nl(reasoning)));
                 S(out, "\n</think>\n\n");
-                T(out, sv_lstrip_nl(content));
+                T(out, chat_sv_lstrip_nl(content));
             } else {
                 S(out, "<|im_start|>assistant\n");
                 T(out, content);
@@ -183,16 +138,16 @@ int chat_render_qwen3(const struct chat_msg *m, int n, const struct chat_prompt_
             for (int j = 0; j < msg->n_tool_calls; j++) {
                 if ((j == 0 && content.n > 0) || j > 0) S(out, "\n");
                 S(out, "<tool_call>\n{\"name\": \"");
-                T(out, sv_of(msg->tool_calls[j].name));
+                T(out, chat_sv_of(msg->tool_calls[j].name));
                 S(out, "\", \"arguments\": ");
-                T(out, sv_of(msg->tool_calls[j].arguments));
+                T(out, chat_sv_of(msg->tool_calls[j].arguments));
                 S(out, "}\n</tool_call>");
             }
             if (!(o->continue_final && i == n - 1)) S(out, "<|im_end|>\n");
         } else if (msg->role == CHAT_TOOL) {
             if (i == 0 || m[i - 1].role != CHAT_TOOL) S(out, "<|im_start|>user");
             S(out, "\n<tool_response>\n");
-            T(out, sv_of(msg->content));
+            T(out, chat_sv_of(msg->content));
             S(out, "\n</tool_response>");
             if (i == n - 1 || m[i + 1].role != CHAT_TOOL) S(out, "<|im_end|>\n");
         }

@@ -31,114 +31,12 @@
 #include "engine/text/chat_internal.h"
 #include "engine/text/family.h"
 
-struct sv {
-    const char *p;
-    size_t n;
-};
-
-static struct sv sv_of(const char *s)
-{
-    return (struct sv){s, strlen(s)};
-}
-
-/* Python's str.isspace() for one code point (bidi class WS, B or S, or category Zs). */
-static bool py_space(uint32_t c)
-{
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-/* The code point at p and its length (request strings are valid UTF-8: checked at parse); an
- * invalid byte counts as one non-space unit. */
-static size_t cp_at(const unsigned char *p, size_t n, uint32_t *cp)
-{
-    int l = tok_utf8_seq(p, n);
-    if (l <= 0) {
-        *cp = 0xfffd;
-        return 1;
-    }
-    if (l == 1) *cp = p[0];
-    else if (l == 2) *cp = ((p[0] & 0x1fu) << 6) | (p[1] & 0x3fu);
-    else if (l == 3) *cp = ((p[0] & 0x0fu) << 12) | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
-    else *cp = ((p[0] & 0x07u) << 18) | ((p[1] & 0x3fu) << 12) | ((p[2] & 0x3fu) << 6) | (p[3] & 0x3fu);
-    return (size_t)l;
-}
-
-/* | trim: str.strip(), Python whitespace off both ends. */
-static struct sv sv_trim(struct sv s)
-{
-    const unsigned char *p = (const unsigned char *)s.p;
-    size_t a = 0, b = s.n;
-    while (a < b) {
-        uint32_t c;
-        size_t l = cp_at(p + a, b - a, &c);
-        if (!py_space(c)) break;
-        a += l;
-    }
-    while (b > a) { /* step back to the start of the last code point */
-        size_t k = b - 1;
-        while (k > a && (p[k] & 0xc0) == 0x80 && b - k < 4) k--;
-        uint32_t c;
-        size_t l = cp_at(p + k, b - k, &c);
-        if (k + l != b || !py_space(c)) break;
-        b = k;
-    }
-    return (struct sv){s.p + a, b - a};
-}
-
-static struct sv sv_lstrip_nl(struct sv s)
-{
-    while (s.n && s.p[0] == '\n')
-        s.p++, s.n--;
-    return s;
-}
-
-static struct sv sv_rstrip_nl(struct sv s)
-{
-    while (s.n && s.p[s.n - 1] == '\n')
-        s.n--;
-    return s;
-}
-
-static const char *sv_find(struct sv s, const char *needle)
-{
-    size_t m = strlen(needle);
-    if (m > s.n) return NULL;
-    for (size_t i = 0; i + m <= s.n; i++)
-        if (s.p[i] == needle[0] && memcmp(s.p + i, needle, m) == 0) return s.p + i;
-    return NULL;
-}
-
-/* Last occurrence (the separators here have no self-overlap, so this is Python's split(sep)[-1]
- * boundary). */
-static const char *sv_find_last(struct sv s, const char *needle)
-{
-    size_t m = strlen(needle);
-    if (m > s.n) return NULL;
-    for (size_t i = s.n - m + 1; i-- > 0;)
-        if (s.p[i] == needle[0] && memcmp(s.p + i, needle, m) == 0) return s.p + i;
-    return NULL;
-}
-
-static bool sv_starts(struct sv s, const char *pre)
-{
-    size_t m = strlen(pre);
-    return s.n >= m && memcmp(s.p, pre, m) == 0;
-}
-
-static bool sv_ends(struct sv s, const char *suf)
-{
-    size_t m = strlen(suf);
-    return s.n >= m && memcmp(s.p + s.n - m, suf, m) == 0;
-}
-
 /* Emitters: a failed allocation is recorded in out->failed and checked once at the end. */
 static void S(struct chat_prompt *out, const char *s)
 {
     chat_emit_struct(out, s);
 }
-static void T(struct chat_prompt *out, struct sv s)
+static void T(struct chat_prompt *out, struct chat_sv s)
 {
     chat_emit_text(out, s.p, s.n);
 }
@@ -184,11 +82,11 @@ static int render_args(struct chat_prompt *out, const char *args, int i, int j, 
     json_object_foreach(a, k, v)
     {
         S(out, "<parameter=");
-        T(out, sv_of(k));
+        T(out, chat_sv_of(k));
         S(out, ">\n");
         buf_reset(tmp);
         if (arg_value(v, tmp)) out->failed = true;
-        T(out, (struct sv){tmp->data ? tmp->data : "", tmp->len});
+        T(out, (struct chat_sv){tmp->data ? tmp->data : "", tmp->len});
         S(out, "\n</parameter>\n");
     }
     json_decref(a);
@@ -219,9 +117,9 @@ int chat_render_qwen35(const struct chat_msg *m, int n, const struct chat_prompt
      * (content|trim starting with <tool_response> and ending with </tool_response>). */
     int last_query = -1;
     for (int i = n - 1; i >= 0 && last_query < 0; i--) {
-        struct sv c = sv_trim(sv_of(m[i].content));
+        struct chat_sv c = chat_sv_trim(chat_sv_of(m[i].content));
         if (m[i].role == CHAT_USER &&
-            !(sv_starts(c, "<tool_response>") && sv_ends(c, "</tool_response>")))
+            !(chat_sv_starts(c, "<tool_response>") && chat_sv_ends(c, "</tool_response>")))
             last_query = i;
     }
     if (last_query < 0)
@@ -239,7 +137,7 @@ int chat_render_qwen35(const struct chat_msg *m, int n, const struct chat_prompt
             S(out, "\n");
             buf_reset(&tmp);
             if (chat_tojson(json_array_get(o->tools, k), &tmp)) out->failed = true;
-            T(out, (struct sv){tmp.data ? tmp.data : "", tmp.len});
+            T(out, (struct chat_sv){tmp.data ? tmp.data : "", tmp.len});
         }
         S(out, "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format "
                "with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n"
@@ -254,7 +152,7 @@ int chat_render_qwen35(const struct chat_msg *m, int n, const struct chat_prompt
                "answer the question like normal with your current knowledge and do not tell the "
                "user about function calls\n</IMPORTANT>");
         if (m[0].role == CHAT_SYSTEM) {
-            struct sv c = sv_trim(sv_of(m[0].content));
+            struct chat_sv c = chat_sv_trim(chat_sv_of(m[0].content));
             if (c.n) {
                 S(out, "\n\n");
                 T(out, c);
@@ -263,35 +161,35 @@ int chat_render_qwen35(const struct chat_msg *m, int n, const struct chat_prompt
         S(out, "<|im_end|>\n");
     } else if (m[0].role == CHAT_SYSTEM) {
         S(out, "<|im_start|>system\n");
-        T(out, sv_trim(sv_of(m[0].content)));
+        T(out, chat_sv_trim(chat_sv_of(m[0].content)));
         S(out, "<|im_end|>\n");
     }
 
     for (int i = 0; i < n; i++) {
         const struct chat_msg *msg = &m[i];
-        struct sv content = sv_trim(sv_of(msg->content));
+        struct chat_sv content = chat_sv_trim(chat_sv_of(msg->content));
         if (msg->role == CHAT_USER) {
             S(out, "<|im_start|>user\n");
             T(out, content);
             S(out, "<|im_end|>\n");
         } else if (msg->role == CHAT_ASSISTANT) {
-            struct sv reasoning = {"", 0};
+            struct chat_sv reasoning = {"", 0};
             if (msg->reasoning_content) {
-                reasoning = sv_of(msg->reasoning_content);
-            } else if (sv_find(content, "</think>")) {
+                reasoning = chat_sv_of(msg->reasoning_content);
+            } else if (chat_sv_find(content, "</think>")) {
                 /* reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1]
                  *             .lstrip('\n')
                  * content = content.split('</think>')[-1].lstrip('\n') */
-                const char *first = sv_find(content, "</think>");
-                const char *last = sv_find_last(content, "</think>");
-                struct sv pre = sv_rstrip_nl((struct sv){content.p, (size_t)(first - content.p)});
-                const char *th = sv_find_last(pre, "<think>");
-                if (th) pre = (struct sv){th + 7, pre.n - (size_t)(th + 7 - pre.p)};
-                reasoning = sv_lstrip_nl(pre);
+                const char *first = chat_sv_find(content, "</think>");
+                const char *last = chat_sv_find_last(content, "</think>");
+                struct chat_sv pre = chat_sv_rstrip_nl((struct chat_sv){content.p, (size_t)(first - content.p)});
+                const char *th = chat_sv_find_last(pre, "<think>");
+                if (th) pre = (struct chat_sv){th + 7, pre.n - (size_t)(th + 7 - pre.p)};
+                reasoning = chat_sv_lstrip_nl(pre);
                 const char *after = last + 8;
-                content = sv_lstrip_nl((struct sv){after, content.n - (size_t)(after - content.p)});
+                content = chat_sv_lstrip_nl((struct chat_sv){after, content.n - (size_t)(after - content.p)});
             }
-            reasoning = sv_trim(reasoning);
+            reasoning = chat_sv_trim(reasoning);
             if (i > last_query) {
                 S(out, "<|im_start|>assistant\n<think>\n");
                 T(out, reasoning);
@@ -303,10 +201,10 @@ int chat_render_qwen35(const struct chat_msg *m, int n, const struct chat_prompt
             }
             for (int j = 0; j < msg->n_tool_calls; j++) {
                 if (j == 0)
-                    S(out, sv_trim(content).n ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=");
+                    S(out, chat_sv_trim(content).n ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=");
                 else
                     S(out, "\n<tool_call>\n<function=");
-                T(out, sv_of(msg->tool_calls[j].name));
+                T(out, chat_sv_of(msg->tool_calls[j].name));
                 S(out, ">\n");
                 if (render_args(out, msg->tool_calls[j].arguments, i, j, &tmp, e)) {
                     buf_free(&tmp);
