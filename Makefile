@@ -139,8 +139,8 @@ test: all deps-npm deps-agents
 	scripts/deps.sh browser
 	$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" $(ASAN_BUILD)/unit-tests
 	@set -e; for s in tests/suites/*.sh; do \
-	  echo "=== $$s"; BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; \
-	done; echo "=== all suites passed"
+	  echo "=== $$s (start $$(date +%T))"; BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) TOKDIR=$(TOKDIR) MODELDIR=$(MODELDIR) MAKE="$(MAKE)" bash $$s; \
+	done; echo "=== all suites passed ($$(date +%T))"
 
 # ---- fuzz targets (clang libFuzzer + ASan + UBSan); run by tests/suites/20-gguf-fuzz.sh ----
 FUZZ_CC    ?= clang
