@@ -15,17 +15,20 @@ size_t kv_bytes_per_row(const struct model *m)
     const struct model_config *c = model_config(m);
     if (m->kv_layers) { /* the layers that grow with the context (rings are a fixed cost) */
         size_t b = 0;
-        for (int l = 0; l < c->n_layer; l++)
+        int n = (c->n_layer_kv ? c->n_layer_kv : c->n_layer) + (c->kv_row_tokens ? 1 : 0);
+        for (int l = 0; l < n; l++)
             if (m->kv_layers[l].window <= 0)
-                b += (size_t)2 * (size_t)m->kv_layers[l].n_head_kv * (size_t)m->kv_layers[l].head_dim * sizeof(uint16_t);
+                b += (size_t)2 * (size_t)m->kv_layers[l].n_head_kv * (size_t)m->kv_layers[l].head_dim *
+                     (c->kv_f32 ? sizeof(float) : sizeof(uint16_t));
         return b;
     }
     return (size_t)2 /* K and V */ * (size_t)((c->n_layer_kv ? c->n_layer_kv : c->n_layer) + (c->kv_row_tokens ? 1 : 0)) *
            (size_t)c->n_head_kv * (size_t)c->head_dim * (c->kv_f32 ? sizeof(float) : sizeof(uint16_t));
 }
 
-/* Per-layer geometry of a model with kv_layers: each layer its own heads, rings their own rows;
- * one allocation (K of every layer, then V of every layer). */
+/* Per-layer geometry of a model with kv_layers (n_layer entries: the row-token layer included):
+ * each layer its own heads, rings their own rows; one allocation (K of every layer, then V of
+ * every layer), F16 or F32 elements. */
 static int kv_alloc_mixed(struct kv_cache *kv, const struct model *m, struct err *e)
 {
     const int L = kv->n_layer;
@@ -39,7 +42,8 @@ static int kv_alloc_mixed(struct kv_cache *kv, const struct model *m, struct err
         y->head_dim = g->head_dim;
         y->window = g->window > 0 && g->ring_rows < kv->cap ? g->window : 0; /* a ring only if smaller */
         y->cap = y->window ? g->ring_rows : kv->cap;
-        y->head_stride = (int64_t)y->cap * y->head_dim;
+        y->head_stride = (int64_t)y->cap * y->head_dim * (kv->esize / 2);
+        if (y->n_head_kv != kv->n_head_kv || y->head_dim != kv->head_dim) kv->mixed_heads = true;
         if (y->window && (kv->ring_min == 0 || y->cap < kv->ring_min)) kv->ring_min = y->cap;
         halfs += (size_t)y->head_stride * (size_t)y->n_head_kv;
     }
@@ -59,8 +63,9 @@ static int kv_alloc_mixed(struct kv_cache *kv, const struct model *m, struct err
     }
     kv->mixed = true;
     kv->layout = m->kv_layers;
-    log_msg(LOG_DEBUG, "kv cache: %d positions, %d layers of own geometry (rings of %d rows and up) = %zu bytes "
-            "(%.1f MiB)", kv->cap, L, kv->ring_min, kv->bytes, (double)kv->bytes / (1024.0 * 1024.0));
+    log_msg(LOG_DEBUG, "kv cache: %d positions, %d layers of own geometry (rings of %d rows and up, %s) = %zu "
+            "bytes (%.1f MiB)", kv->cap, L, kv->ring_min, kv->esize == 4 ? "f32" : "f16", kv->bytes,
+            (double)kv->bytes / (1024.0 * 1024.0));
     return 0;
 }
 
@@ -84,9 +89,9 @@ struct kv_cache *kv_new(const struct model *m, int n_ctx, struct err *e)
     kv->n_ctx = n_ctx;
     kv->cap = (n_ctx + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
     if (m->kv_layers) {
-        if (kv->esize != 2 || kv->row_tokens) { /* rings and per-layer geometry are F16 only */
+        if (c->state_floats) { /* no family has both */
             free(kv);
-            err_set(e, ERR_UNSUPPORTED, "kv cache: per-layer geometry with F32 or row tokens");
+            err_set(e, ERR_UNSUPPORTED, "kv cache: per-layer geometry with a recurrent state");
             return NULL;
         }
         if (kv_alloc_mixed(kv, m, e)) {
@@ -204,9 +209,10 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
              * K tiles and V rows of the prefix */
             size_t rows = a->window ? (size_t)a->cap : (size_t)n_rows;
             size_t kt = (rows + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+            size_t hd = (size_t)a->head_dim * (size_t)(src->esize / 2); /* halfs per row */
             for (int h = 0; h < a->n_head_kv; h++) {
-                memcpy(b->k + h * b->head_stride, a->k + h * a->head_stride, kt * (size_t)a->head_dim * sizeof(uint16_t));
-                memcpy(b->v + h * b->head_stride, a->v + h * a->head_stride, rows * (size_t)a->head_dim * sizeof(uint16_t));
+                memcpy(b->k + h * b->head_stride, a->k + h * a->head_stride, kt * hd * sizeof(uint16_t));
+                memcpy(b->v + h * b->head_stride, a->v + h * a->head_stride, rows * hd * sizeof(uint16_t));
             }
         }
         dst->n_rows = n_rows;
@@ -234,21 +240,17 @@ int kv_copy_rows(struct kv_cache *dst, const struct kv_cache *src, int n_rows)
 void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *v)
 {
     assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx); /* a row inside the capacity */
-    if (kv->esize == 4) { /* F32: uniform caches only (kv_new) */
-        int hd = kv->head_dim;
-        int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
-        for (int h = 0; h < kv->n_head_kv; h++) {
-            float *kd = (float *)(kv->k + l * kv->layer_stride + h * kv->head_stride) + tile + col;
-            for (int d = 0; d < hd; d++) kd[(int64_t)d * OPS_ATTN_KT] = k[(int64_t)h * hd + d];
-            float *vd = (float *)(kv->v + l * kv->layer_stride + h * kv->head_stride) + (int64_t)pos * hd;
-            memcpy(vd, v + (int64_t)h * hd, sizeof(float) * (size_t)hd);
-        }
-        return;
-    }
     const struct kv_layer y = kv_layer_of(kv, l);
     int hd = y.head_dim, row = y.window ? pos % y.cap : pos;
     int64_t tile = (int64_t)(row / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = row % OPS_ATTN_KT;
     for (int h = 0; h < y.n_head_kv; h++) {
+        if (kv->esize == 4) {
+            float *kd = (float *)(y.k + h * y.head_stride) + tile + col;
+            for (int d = 0; d < hd; d++) kd[(int64_t)d * OPS_ATTN_KT] = k[(int64_t)h * hd + d];
+            float *vd = (float *)(y.v + h * y.head_stride) + (int64_t)row * hd;
+            memcpy(vd, v + (int64_t)h * hd, sizeof(float) * (size_t)hd);
+            continue;
+        }
         uint16_t *kd = y.k + h * y.head_stride + tile + col;
         uint16_t kh[OPS_ATTN_MAX_HEAD_DIM];
         ops_f32_to_f16(kh, k + (int64_t)h * hd, hd); /* SIMD conversion, then the strided scatter */
@@ -261,21 +263,17 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)
 {
     assert(l >= 0 && l < kv->n_layer && pos >= 0 && pos < kv->n_ctx);
-    if (kv->esize == 4) {
-        int hd = kv->head_dim;
-        int64_t tile = (int64_t)(pos / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = pos % OPS_ATTN_KT;
-        for (int h = 0; h < kv->n_head_kv; h++) {
-            const float *ks = (const float *)(kv->k + l * kv->layer_stride + h * kv->head_stride) + tile + col;
-            for (int d = 0; d < hd; d++) k[(int64_t)h * hd + d] = ks[(int64_t)d * OPS_ATTN_KT];
-            const float *vs = (const float *)(kv->v + l * kv->layer_stride + h * kv->head_stride) + (int64_t)pos * hd;
-            memcpy(v + (int64_t)h * hd, vs, sizeof(float) * (size_t)hd);
-        }
-        return;
-    }
     const struct kv_layer y = kv_layer_of(kv, l);
     int hd = y.head_dim, row = y.window ? pos % y.cap : pos;
     int64_t tile = (int64_t)(row / OPS_ATTN_KT) * OPS_ATTN_KT * hd, col = row % OPS_ATTN_KT;
     for (int h = 0; h < y.n_head_kv; h++) {
+        if (kv->esize == 4) {
+            const float *ks = (const float *)(y.k + h * y.head_stride) + tile + col;
+            for (int d = 0; d < hd; d++) k[(int64_t)h * hd + d] = ks[(int64_t)d * OPS_ATTN_KT];
+            const float *vs = (const float *)(y.v + h * y.head_stride) + (int64_t)row * hd;
+            memcpy(v + (int64_t)h * hd, vs, sizeof(float) * (size_t)hd);
+            continue;
+        }
         const uint16_t *ks = y.k + h * y.head_stride + tile + col;
         for (int d = 0; d < hd; d++) k[(int64_t)h * hd + d] = fp16_to_f32(ks[(int64_t)d * OPS_ATTN_KT]);
         const uint16_t *vs = y.v + h * y.head_stride + (int64_t)row * hd;
@@ -303,8 +301,9 @@ int kv_state_restore(struct kv_cache *kv, int n_rows, const float *state)
 /* the row-token layer's head-0 V row, element 0 (4 bytes: an F32 slot, or two F16 slots) */
 static uint16_t *row_token_slot(const struct kv_cache *kv, int pos)
 {
-    return kv->v + (int64_t)(kv->n_layer - 1) * kv->layer_stride +
-           (int64_t)pos * kv->head_dim * (kv->esize / 2);
+    const struct kv_layer y = kv_layer_of(kv, kv->n_layer - 1);
+    int row = y.window ? pos % y.cap : pos;
+    return y.v + (int64_t)row * y.head_dim * (kv->esize / 2);
 }
 
 void kv_store_token(struct kv_cache *kv, int pos, int32_t tok)
@@ -337,50 +336,109 @@ static size_t ktile_halfs(const struct kv_cache *kv, int n_rows)
 
 size_t kv_rows_nbytes(const struct kv_cache *kv, int n_rows)
 {
-    if (kv->mixed) return 0; /* no disk format for per-layer geometry (kv_write_rows refuses) */
+    if (kv->mixed_heads) return 0; /* no disk format for per-layer heads (kv_write_rows refuses) */
     size_t per_head = ktile_halfs(kv, n_rows) + (size_t)n_rows * (size_t)kv->head_dim * (size_t)(kv->esize / 2);
     return per_head * (size_t)kv->n_layer * (size_t)kv->n_head_kv * sizeof(uint16_t);
 }
 
-/* K tiles go out whole except the last, whose stale columns (past n_rows) are zeroed in a copy:
- * the bytes depend only on the valid rows, so equal caches give equal files. */
+/* The row stream (docs/kv-cache.md; rings: docs/kv-ring.md "The disk tier"): per layer and kv head
+ * the K tiles of positions [0, n) then their V rows, as a full-size cache lays them out; an F32
+ * element is two adjacent halfs (hw = halfs per element), kept together. Positions a layer does not
+ * store are zeros: past n in the last K tile, and in a ring that has wrapped (n > cap) those before
+ * its last cap positions, [0, n - cap). So the bytes depend only on the rows a continuation from n
+ * may read, a ring and a full-size cache of the same model write the same format, and a ring reads
+ * back exactly its last cap positions (kv_read_rows sets hi = n). */
+static int first_kept(const struct kv_layer *y, int n_rows)
+{
+    return y->window && n_rows > y->cap ? n_rows - y->cap : 0;
+}
+
 int kv_write_rows(const struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 {
-    /* per-layer geometry (rings): no disk format yet (docs/kv-ring.md, "Not done") */
-    if (kv->mixed || n_rows < 0 || n_rows > kv->n_rows || kv->state) return -1; /* no recurrent states on disk */
-    /* in halfs: an F32 element is two adjacent halfs, kept together (hw = halfs per element) */
-    int hw = kv->esize / 2, hd = kv->head_dim * hw, KT = OPS_ATTN_KT;
+    if (kv->mixed_heads || n_rows < 0 || n_rows > kv->n_rows || kv->state) return -1; /* no recurrent states on disk */
+    const int hw = kv->esize / 2, KT = OPS_ATTN_KT;
     int full = n_rows / KT, part = n_rows % KT;
     uint16_t tile[2 * OPS_ATTN_MAX_HEAD_DIM * OPS_ATTN_KT];
-    for (int l = 0; l < kv->n_layer; l++)
-        for (int h = 0; h < kv->n_head_kv; h++) {
-            int64_t o = l * kv->layer_stride + h * kv->head_stride;
-            if (full && fn(ctx, kv->k + o, (size_t)full * KT * hd * sizeof(uint16_t)) < 0) return -1;
-            if (part) {
-                const uint16_t *src = kv->k + o + (int64_t)full * KT * hd;
-                for (int d = 0; d < kv->head_dim; d++)
+    for (int l = 0; l < kv->n_layer; l++) {
+        const struct kv_layer y = kv_layer_of(kv, l);
+        const int hd = y.head_dim * hw, a = first_kept(&y, n_rows);
+        /* a ring that lost some of its last cap positions to a rewrite after a rewind (hi > n) */
+        if (y.window && kv->hi - y.cap > a) return -1;
+        for (int h = 0; h < y.n_head_kv; h++) {
+            const uint16_t *K = y.k + h * y.head_stride, *V = y.v + h * y.head_stride;
+            if (!a) { /* position p at row p (a full-size layer, or a ring that has not wrapped) */
+                if (full && fn(ctx, (void *)K, (size_t)full * KT * hd * sizeof(uint16_t)) < 0) return -1;
+                if (part) {
+                    const uint16_t *src = K + (int64_t)full * KT * hd;
+                    for (int d = 0; d < y.head_dim; d++)
+                        for (int c = 0; c < KT; c++)
+                            for (int w = 0; w < hw; w++)
+                                tile[(d * KT + c) * hw + w] = c < part ? src[(d * KT + c) * hw + w] : 0;
+                    if (fn(ctx, tile, (size_t)KT * hd * sizeof(uint16_t)) < 0) return -1;
+                }
+                if (n_rows && fn(ctx, (void *)V, (size_t)n_rows * hd * sizeof(uint16_t)) < 0) return -1;
+                continue;
+            }
+            /* a wrapped ring: tile t (positions t*KT ..) lives at row (t*KT) % cap; cap is a
+             * multiple of KT, so a tile of positions is one tile of rows */
+            for (int p0 = 0; p0 < n_rows; p0 += KT) {
+                const uint16_t *src = K + (int64_t)(p0 % y.cap) * hd;
+                for (int d = 0; d < y.head_dim; d++)
                     for (int c = 0; c < KT; c++)
                         for (int w = 0; w < hw; w++)
-                            tile[(d * KT + c) * hw + w] = c < part ? src[(d * KT + c) * hw + w] : 0;
+                            tile[(d * KT + c) * hw + w] = p0 + c >= a && p0 + c < n_rows ? src[(d * KT + c) * hw + w] : 0;
                 if (fn(ctx, tile, (size_t)KT * hd * sizeof(uint16_t)) < 0) return -1;
             }
-            if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * hd * sizeof(uint16_t)) < 0) return -1;
+            for (int p0 = 0; p0 < n_rows; p0 += KT) {
+                int k = n_rows - p0 < KT ? n_rows - p0 : KT;
+                for (int r = 0; r < k; r++) {
+                    uint16_t *dst = tile + (size_t)r * hd;
+                    if (p0 + r >= a) memcpy(dst, V + (int64_t)((p0 + r) % y.cap) * hd, (size_t)hd * sizeof(uint16_t));
+                    else memset(dst, 0, (size_t)hd * sizeof(uint16_t));
+                }
+                if (fn(ctx, tile, (size_t)k * hd * sizeof(uint16_t)) < 0) return -1;
+            }
         }
+    }
     return 0;
 }
 
 int kv_read_rows(struct kv_cache *kv, int n_rows, kv_io_fn fn, void *ctx)
 {
     kv->n_rows = kv->hi = 0;
-    if (kv->mixed || n_rows < 0 || n_rows > kv->n_ctx || kv->state) return -1;
+    if (kv->mixed_heads || n_rows < 0 || n_rows > kv->n_ctx || kv->state) return -1;
+    const int hw = kv->esize / 2, KT = OPS_ATTN_KT;
     size_t kh = ktile_halfs(kv, n_rows);
-    for (int l = 0; l < kv->n_layer; l++)
-        for (int h = 0; h < kv->n_head_kv; h++) {
-            int64_t o = l * kv->layer_stride + h * kv->head_stride;
-            if (kh && fn(ctx, kv->k + o, kh * sizeof(uint16_t)) < 0) return -1;
-            if (n_rows && fn(ctx, kv->v + o, (size_t)n_rows * kv->head_dim * (size_t)kv->esize) < 0)
-                return -1;
+    uint16_t tile[2 * OPS_ATTN_MAX_HEAD_DIM * OPS_ATTN_KT];
+    for (int l = 0; l < kv->n_layer; l++) {
+        const struct kv_layer y = kv_layer_of(kv, l);
+        const int hd = y.head_dim * hw, a = first_kept(&y, n_rows);
+        for (int h = 0; h < y.n_head_kv; h++) {
+            uint16_t *K = y.k + h * y.head_stride, *V = y.v + h * y.head_stride;
+            if (!a) { /* straight into place */
+                if (kh && fn(ctx, K, kh * sizeof(uint16_t)) < 0) return -1;
+                if (n_rows && fn(ctx, V, (size_t)n_rows * hd * sizeof(uint16_t)) < 0) return -1;
+                continue;
+            }
+            /* a ring: each tile's positions in [a, n) to their rows (tiles in order, so the
+             * partial tile of a and the last tile share one tile of rows, each its own columns) */
+            for (int p0 = 0; p0 < n_rows; p0 += KT) {
+                if (fn(ctx, tile, (size_t)KT * hd * sizeof(uint16_t)) < 0) return -1;
+                int c0 = a > p0 ? a - p0 : 0, c1 = n_rows - p0 < KT ? n_rows - p0 : KT;
+                if (c0 >= c1) continue;
+                uint16_t *dst = K + (int64_t)(p0 % y.cap) * hd;
+                for (int d = 0; d < y.head_dim; d++)
+                    memcpy(dst + (size_t)(d * KT + c0) * hw, tile + (size_t)(d * KT + c0) * hw,
+                           (size_t)(c1 - c0) * hw * sizeof(uint16_t));
+            }
+            for (int p0 = 0; p0 < n_rows; p0 += KT) {
+                int k = n_rows - p0 < KT ? n_rows - p0 : KT;
+                if (fn(ctx, tile, (size_t)k * hd * sizeof(uint16_t)) < 0) return -1;
+                for (int r = p0 < a ? a - p0 : 0; r < k; r++)
+                    memcpy(V + (int64_t)((p0 + r) % y.cap) * hd, tile + (size_t)r * hd, (size_t)hd * sizeof(uint16_t));
+            }
         }
+    }
     kv->n_rows = kv->hi = n_rows;
     kv_check(kv);
     return 0;

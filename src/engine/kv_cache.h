@@ -8,17 +8,19 @@
  * halfs apart, layers n_head_kv*kv_head_stride apart. Rows [0, n_rows) are valid; rows past
  * n_rows may hold stale data that the attention kernel never reads unmasked.
  *
- * A model with per-layer geometry (struct model's kv_layers: gemma4) gets each layer its own
- * n_head_kv x head_dim, and a sliding-window layer a ring of its ring_rows rows: position p at
+ * A model with per-layer geometry (struct model's kv_layers: gemma4, nanochat) gets each layer its
+ * own n_head_kv x head_dim, and a sliding-window layer a ring of its ring_rows rows: position p at
  * row p % cap, so the layer costs memory in proportion to its window, not to n_ctx. A ring still
  * holds position p iff p >= hi - cap (hi = 1 + the highest position written since the cache was
  * last empty); prefix reuse of n rows needs the window before n: max(0, n - window + 1) >= hi -
  * cap for every ring layer (kv_prefix_ok). docs/kv-ring.md.
  *
- * F32 caches (model_config.kv_f32, esize 4) have the same layout with 4-byte elements; the strides
- * stay counted in halfs (twice the element count). A cache with row tokens
+ * F32 caches (model_config.kv_f32, esize 4) have the same layout with 4-byte elements, rings
+ * included; the strides stay counted in halfs (twice the element count). A cache with row tokens
  * (model_config.kv_row_tokens) has one layer more than the model: element 0 of its head-0 V row
- * holds the row's token id, so copies, truncation and the disk tier carry it like K and V. */
+ * holds the row's token id, so copies, truncation and the disk tier carry it like K and V (with
+ * kv_layers, the family gives that layer a geometry too: nanochat's is a ring of a 2-key window,
+ * as the smear reads only the previous row's token). */
 #ifndef LMS_ENGINE_KV_CACHE_H
 #define LMS_ENGINE_KV_CACHE_H
 
@@ -33,7 +35,7 @@
 struct kv_layer {
     int n_head_kv, head_dim;
     int window, cap;
-    int64_t head_stride; /* halfs: cap * head_dim */
+    int64_t head_stride; /* halfs: cap * head_dim * (esize / 2) */
     uint16_t *k, *v;
 };
 
@@ -54,6 +56,7 @@ struct kv_cache {
     int hi;                 /* 1 + the highest position written since the cache last held 0 rows */
     int esize;       /* bytes per element: 2 (F16) or 4 (F32) */
     bool row_tokens; /* layer n_layer - 1 keeps the row tokens (above) */
+    bool mixed_heads; /* some layer's n_head_kv x head_dim is not the config's: no disk stream */
 };
 
 /* Layer l's geometry (layer == NULL: a uniform cache laid out by hand, as some tests build). */
@@ -66,9 +69,9 @@ static inline struct kv_layer kv_layer_of(const struct kv_cache *kv, int l)
 static inline const uint16_t *kv_layer_k(const struct kv_cache *kv, int l) { return kv_layer_of(kv, l).k; }
 static inline const uint16_t *kv_layer_v(const struct kv_cache *kv, int l) { return kv_layer_of(kv, l).v; }
 
-/* F32 caches: layer l's K and V as floats (head h at + h * head_stride / 2). */
-static inline const float *kv_layer_kf(const struct kv_cache *kv, int l) { return (const float *)(kv->k + l * kv->layer_stride); }
-static inline const float *kv_layer_vf(const struct kv_cache *kv, int l) { return (const float *)(kv->v + l * kv->layer_stride); }
+/* F32 caches: layer l's K and V as floats (head h at + h * kv_layer_of(kv, l).head_stride / 2). */
+static inline const float *kv_layer_kf(const struct kv_cache *kv, int l) { return (const float *)kv_layer_of(kv, l).k; }
+static inline const float *kv_layer_vf(const struct kv_cache *kv, int l) { return (const float *)kv_layer_of(kv, l).v; }
 /* Caches with row tokens: the token at row pos (kv_store_token writes it; n_rows is not changed). */
 void kv_store_token(struct kv_cache *kv, int pos, int32_t tok);
 int32_t kv_row_token(const struct kv_cache *kv, int pos);

@@ -15,8 +15,9 @@ struct model {
     struct gguf g;             /* the mapping: weights point into it */
     struct threadpool *pool;
     const struct model_ops *ops;
-    /* NULL: every layer caches n_head_kv x head_dim for every position. Else n_layer entries,
-     * kept by the family for the model's lifetime (kv_new reads them; gemma4: SWA rings). */
+    /* NULL: every layer caches n_head_kv x head_dim for every position. Else n_layer entries
+     * (one more for the row-token layer with cfg.kv_row_tokens), kept by the family for the
+     * model's lifetime (kv_new reads them; gemma4: SWA rings; nanochat: F32 rings). */
     const struct kv_layer_geom *kv_layers;
 };
 

@@ -152,3 +152,39 @@ test('calculator: no answer forces nothing; a string .count(); history with the 
   const b = await oai.chat.completions.create({ model: 'm', messages: broken, max_tokens: 1, ...G });
   assert.ok(h.usage.prompt_tokens + 40 < b.usage.prompt_tokens, `${h.usage.prompt_tokens} vs ${b.usage.prompt_tokens}`);
 });
+
+// The KV rings (docs/kv-ring.md): the server's default context is sequence_len 256, so the three S
+// layers and the row tokens are 128-row rings. A conversation longer than a ring is spilled to the
+// disk tier by another one (one slot), restored with its whole prompt but the last token reused, and
+// answers as it did cold; a request sharing only its first tokens finds them overwritten in the
+// rings (cached 0, not the shared prefix) and answers as it does from an unrelated slot.
+test('KV rings: a conversation past the ring spills, restores and answers as cold; an overwritten prefix is not reused', async () => {
+  const kvdir = fs.mkdtempSync(path.join(os.tmpdir(), 'lms-nanochat-kv-'));
+  const s = await startServer(['--batch', '1', '--kv-slots', '1', '--kv-cache-dir', kvdir], { model: dir });
+  try {
+    const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const ask = async (content, n = 8) => {
+      const r = await c.chat.completions.create({ model: 'm', messages: [{ role: 'user', content }], max_tokens: n, ...G });
+      return { text: r.choices[0].message.content, cached: r.usage.prompt_tokens_details.cached_tokens, prompt: r.usage.prompt_tokens };
+    };
+    const words = 'the sea is wide and deep, the ships sail on it by day and by night; ';
+    const A = words.repeat(2) + words.slice(0, 50) + 'what next?', B = words.slice(0, 20) + 'something else entirely', X = 'unrelated';
+    const coldA = await ask(A);
+    assert.ok(coldA.prompt > 150, `the prompt (${coldA.prompt} tokens) must be longer than the 128-row ring`);
+    assert.equal((await ask(A)).cached, coldA.prompt - 1, 'the slot continues past the wrapped ring');
+    await ask(X, 1); // evicts A: spilled
+    const r = await ask(A); // restored from the sidecar
+    assert.equal(r.cached, coldA.prompt - 1, s.log());
+    assert.equal(r.text, coldA.text, 'the restored rings give the cold answer');
+    const b1 = await ask(B); // shares A's first tokens, whose windows the rings overwrote
+    assert.equal(b1.cached, 0, 'a prefix the rings no longer hold is dropped');
+    await ask(X, 1);
+    const b2 = await ask(B);
+    assert.equal(b2.text, b1.text);
+    assert.match(s.log(), /kv disk: spilled/);
+    assert.doesNotMatch(s.log(), /kv disk: (writing|refused)/);
+  } finally {
+    assert.equal((await s.stop()).code, 0, s.log());
+    fs.rmSync(kvdir, { recursive: true, force: true });
+  }
+});

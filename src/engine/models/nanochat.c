@@ -10,8 +10,10 @@
  *   logits = softcap·tanh(lm_head·norm(x − backout·xb) / softcap), the first vocab_size rows.
  * norm = weightless RMSNorm. Matrices are read in place from the mapped model.safetensors (F32,
  * BF16 or F16) by the matmul kernels; the KV cache is F32 with one row-token layer (the smear's
- * previous token after a decode step, a prefix copy or a disk read). Attention: each query alone
- * (an online softmax over 64-key tiles of its window), so no result depends on the batch. */
+ * previous token after a decode step, a prefix copy or a disk read). Short-window (S) layers and
+ * the row-token layer keep their window in a ring (kv_cache.h, docs/kv-ring.md), so a micro-batch
+ * holds at most `run` tokens of one sequence. Attention: each query alone (an online softmax over
+ * 64-key tiles of its window), so no result depends on the batch. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -71,6 +73,8 @@ struct nc {
     void *meta_buf;    /* the metadata GGUF's bytes (base.g reads them) */
     struct nc_mat wte, lm_head;
     struct nc_layer *layers;
+    struct kv_layer_geom *geom; /* n_layer + 1 (the row-token layer last): base.kv_layers */
+    int run;                    /* most tokens of one sequence in a micro-batch (the rings' slack) */
     float *resid_l, *x0_l; /* (n_layer) or NULL (old checkpoints: 1 and 0) */
     bool smear, backout;
     float smear_gate[NC_SMEAR], smear_lambda, backout_lambda;
@@ -311,6 +315,7 @@ static void nc_free(struct model *bm)
     if (m->layers)
         for (int l = 0; l < m->base.cfg.n_layer; l++) free(m->layers[l].ve_gate);
     free(m->layers);
+    free(m->geom);
     free(m->resid_l);
     free(m->x0_l);
     free(m->inv_freq);
@@ -512,6 +517,33 @@ struct model *nanochat_load(const char *dir, const struct model_opts *opts, stru
         bool sh = l < L - 1 && c.pattern[l % plen] == 'S';
         ly->window = sh ? short_w : c.seq_len;
     }
+    /* KV geometry. An S layer's queries see window + 1 keys (flash-attn's left window counts the
+     * keys before the query): a ring of window + run rows (kv-ring.md: cap >= W - 1 + R), with
+     * run = the window rounded up to the 64-key tile, clamped to 64..NC_UBATCH. L layers (window
+     * sequence_len, so full-size up to the training context) keep one row per position; past
+     * sequence_len the attention masks them like an S layer. The row-token layer needs only the
+     * previous position (2 keys). Rings are used only where smaller than the context (kv_new). */
+    int n_short = 0;
+    for (int l = 0; l < L; l++) n_short += m->layers[l].window == short_w && short_w < c.seq_len;
+    m->run = NC_UBATCH;
+    if (n_short) {
+        int r = (short_w + 1 + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+        m->run = r < OPS_ATTN_KT ? OPS_ATTN_KT : r > NC_UBATCH ? NC_UBATCH : r;
+    }
+    const int s_ring = (short_w + m->run + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+    if (!(m->geom = calloc((size_t)L + 1, sizeof *m->geom))) {
+        err_set(e, ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int l = 0; l <= L; l++) {
+        int w = l == L ? 1 : m->layers[l].window == short_w && short_w < c.seq_len ? short_w : -1;
+        m->geom[l] = (struct kv_layer_geom){.n_head_kv = c.n_kv, .head_dim = HD};
+        if (w >= 0) {
+            m->geom[l].window = w + 1;
+            m->geom[l].ring_rows = (w + m->run + OPS_ATTN_KT - 1) / OPS_ATTN_KT * OPS_ATTN_KT;
+        }
+    }
+    m->base.kv_layers = m->geom;
     if (n_ve && n_ve != (L + 1) / 2) {
         err_set(e, ERR_FORMAT, "model.safetensors: %d layers have value embeddings, expected all %d that "
                 "should or none", n_ve, (L + 1) / 2);
@@ -555,9 +587,11 @@ struct model *nanochat_load(const char *dir, const struct model_opts *opts, stru
                  cal->item_rows);
     }
     log_info("model: nanochat (%s), %d layers, n_embd %d, %d heads (%d kv) x %d, vocab %d (padded %lld), "
-             "window pattern %s (short %d, long %d), rope base %g, qk scale %g, softcap %g%s%s%s%s, %d threads",
+             "window pattern %s (short %d: %d layers in rings of %d rows; long %d), rope base %g, qk scale %g, "
+             "softcap %g%s%s%s%s, %d threads",
              m->smear ? "current" : "old", L, E, c.n_head, c.n_kv, HD, c.vocab, (long long)m->vocab_padded,
-             c.pattern, short_w, c.seq_len, (double)mc->rope_base, (double)m->qk_scale, (double)m->softcap,
+             c.pattern, short_w, n_short, n_short ? s_ring : 0, c.seq_len, (double)mc->rope_base, (double)m->qk_scale,
+             (double)m->softcap,
              has_rl ? ", lambdas" : "", n_ve ? ", value embeddings" : "", m->smear ? ", smear" : "",
              m->backout ? ", backout" : "", nth);
     return &m->base;
@@ -598,14 +632,16 @@ static float dot(const float *a, const float *b, int n)
     return s;
 }
 
-/* One query head over its window [lo, p] of a F32 cache head (K tiles [hd][KT], V rows). */
+/* One query head over its window [lo, p] of a F32 cache head (K tiles [hd][KT], V rows); ring > 0:
+ * position j at row j % ring (a multiple of KT, so the tile of j0 is the tile of rows j0 % ring). */
 static void attend(const float *q, float *out, const float *K, const float *V, int hd, int32_t lo, int32_t p,
-                   float scale)
+                   float scale, int ring)
 {
     float acc[OPS_ATTN_MAX_HEAD_DIM], s[OPS_ATTN_KT], mx = -INFINITY, l = 0.0f;
     for (int d = 0; d < hd; d++) acc[d] = 0.0f;
     for (int32_t j0 = lo / OPS_ATTN_KT * OPS_ATTN_KT; j0 <= p; j0 += OPS_ATTN_KT) {
-        const float *kt = K + (int64_t)j0 * hd;
+        const int32_t r0 = ring ? j0 % ring : j0;
+        const float *kt = K + (int64_t)r0 * hd;
         for (int c = 0; c < OPS_ATTN_KT; c++) s[c] = 0.0f;
         for (int d = 0; d < hd; d++) {
             float qd = q[d];
@@ -627,7 +663,7 @@ static void attend(const float *q, float *out, const float *K, const float *V, i
         for (int c = c0; c < c1; c++) {
             float w = expf(s[c] - mx);
             l += w;
-            const float *vr = V + (int64_t)(j0 + c) * hd;
+            const float *vr = V + (int64_t)(r0 + c) * hd;
             for (int d = 0; d < hd; d++) acc[d] += w * vr[d];
         }
     }
@@ -654,14 +690,16 @@ static void attn_worker(void *ctx, int ith, int nth)
         int u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (u >= j->n_units) break;
         const struct attn_unit *un = &m->s.units[u];
-        const float *K = kv_layer_kf(un->kv, j->layer) + un->kvh * (un->kv->head_stride / 2);
-        const float *V = kv_layer_vf(un->kv, j->layer) + un->kvh * (un->kv->head_stride / 2);
+        const struct kv_layer y = kv_layer_of(un->kv, j->layer);
+        const float *K = (const float *)y.k + un->kvh * (y.head_stride / 2);
+        const float *V = (const float *)y.v + un->kvh * (y.head_stride / 2);
+        const int ring = y.window ? y.cap : 0;
         for (int i = un->q0; i < un->q1; i++) {
             int64_t t = un->t0 + i;
             int32_t p = j->pos[t], lo = p - W > 0 ? p - W : 0;
             for (int g = 0; g < G; g++) {
                 int h = un->kvh * G + g;
-                attend(m->s.q + t * QD + h * HD, m->s.att + t * QD + h * HD, K, V, HD, lo, p, scale);
+                attend(m->s.q + t * QD + h * HD, m->s.att + t * QD + h * HD, K, V, HD, lo, p, scale, ring);
             }
         }
     }
@@ -859,8 +897,15 @@ static int nc_forward(struct model *bm, const struct batch *b, float *logits, st
     struct nc *m = (struct nc *)bm;
     bool want[NC_UBATCH];
     int64_t out_row = 0;
-    for (int64_t i0 = 0; i0 < b->n; i0 += NC_UBATCH) {
-        int64_t T = b->n - i0 < NC_UBATCH ? b->n - i0 : NC_UBATCH;
+    /* micro-batches of at most NC_UBATCH tokens and at most m->run of one sequence (a ring holds
+     * its window - 1 + run rows: the micro-batch's writes must not overwrite its first query's
+     * oldest key) */
+    for (int64_t i0 = 0, T; i0 < b->n; i0 += T) {
+        for (T = 0; i0 + T < b->n && T < NC_UBATCH; T++) {
+            int same = 0;
+            for (int64_t u = 0; u < T; u++) same += b->seq[i0 + u] == b->seq[i0 + T];
+            if (same >= m->run) break;
+        }
         for (int64_t t = 0; t < T; t++) want[t] = b->want_logits ? b->want_logits[i0 + t] : (i0 + t == b->n - 1);
         if (forward_ubatch(m, b->token + i0, b->pos + i0, b->seq + i0, want, T,
                            logits ? logits + out_row * m->base.cfg.n_vocab : NULL,
