@@ -214,14 +214,20 @@ static void q8_0_decode(const uint8_t *W, size_t ws, int64_t nrows, int64_t nb, 
             __m128 s4 = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d4)),
                                    _mm_load_ps(dxf + b));
             __m256 s8 = _mm256_insertf128_ps(_mm256_castps128_ps256(s4), s4, 1);
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                __m256i w = _mm256_loadu_si256((const __m256i *)x[b + k].qs);
-                __m256i a = _mm256_load_si256((const __m256i *)(ys + 32 * (b + k)));
-                __m256i p = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)), ones);
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_permute_ps(s8, k * 0x55), acc);
-            }
+            /* spelled out: the permute's immediate must be a constant at every -O level */
+#define Q8D_STEP(k, imm)                                                                           \
+    do {                                                                                           \
+        __m256i w = _mm256_loadu_si256((const __m256i *)x[b + (k)].qs);                           \
+        __m256i a = _mm256_load_si256((const __m256i *)(ys + 32 * (b + (k))));                    \
+        __m256i p = _mm256_madd_epi16(                                                             \
+            _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)), ones);           \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_permute_ps(s8, imm), acc);            \
+    } while (0)
+            Q8D_STEP(0, 0x00);
+            Q8D_STEP(1, 0x55);
+            Q8D_STEP(2, 0xaa);
+            Q8D_STEP(3, 0xff);
+#undef Q8D_STEP
         }
         for (; b < nb; b++) {
             __m256i w = _mm256_loadu_si256((const __m256i *)x[b].qs);
