@@ -103,6 +103,12 @@ def main():
         ref = [float(v) for v in run([lcp, model], f"logits {ids}\n").split()]
         return max(abs(x - y) for x, y in zip(eng, ref)), max(abs(y) for y in ref), am(eng) == am(ref)
 
+    def greedy(model):
+        ge = [int(v) for v in run([os.path.join(B, "lmserve-logits"), model, "--tokens", ids, "--greedy",
+                                   str(N_GREEDY), "--threads", "1"]).strip().split(",")]
+        gl = [int(v) for v in run([lcp, model], f"greedy {N_GREEDY} {ids}\n").strip().split(",")]
+        return next((i for i, (x, y) in enumerate(zip(ge, gl)) if x != y), N_GREEDY)
+
     # the baseline: how far the two engines' last logits are apart on the same shape's F32 and
     # Q8_0 files (random weights amplify every rounding difference: activation quantization,
     # summation order, the F16 KV cache)
@@ -111,9 +117,11 @@ def main():
         run([os.path.join(B, "lmserve-mkmodel"), "--shape", a.shape, "--type", base, "--tokenizer",
              a.tokdir, "--seed", "1", "-o", model])
         d, mx, eq = logits(model)
-        res[f"baseline_{base}"] = {"logits_max_abs_diff": d, "logits_max_abs": mx, "argmax_equal": eq}
+        g = greedy(model)
+        res[f"baseline_{base}"] = {"logits_max_abs_diff": d, "logits_max_abs": mx, "argmax_equal": eq,
+                                   "greedy_identical_prefix": g}
         print(f"baseline {base}: last logits max |lmserve - llama.cpp| {d:.3g} (max |logit| {mx:.3g}), "
-              f"argmax {'equal' if eq else 'DIFFERENT'}", flush=True)
+              f"argmax {'equal' if eq else 'DIFFERENT'}; greedy {N_GREEDY}: identical for {g}", flush=True)
     for name in a.types.split(","):
         tid, blck = TYPES[name]
         r = {}
@@ -158,10 +166,7 @@ def main():
         r["dot_max_abs"] = max(abs(y) for y in dp)
         # logits and greedy
         r["logits_max_abs_diff"], r["logits_max_abs"], r["argmax_equal"] = logits(model)
-        ge = [int(v) for v in run([os.path.join(B, "lmserve-logits"), model, "--tokens", ids, "--greedy",
-                                   str(N_GREEDY), "--threads", "1"]).strip().split(",")]
-        gl = [int(v) for v in run([lcp, model], f"greedy {N_GREEDY} {ids}\n").strip().split(",")]
-        r["greedy_identical_prefix"] = next((i for i, (x, y) in enumerate(zip(ge, gl)) if x != y), N_GREEDY)
+        r["greedy_identical_prefix"] = greedy(model)
         res["types"][name] = r
         print(f"{name}: {r['tensors']} tensors, {r['elements']} elements dequantized: "
               f"{'bit-identical' if r['deq_identical'] else 'DIFFERENT (max %.3g)' % r['deq_max_abs_diff']}; "
