@@ -787,6 +787,12 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
 {
     int nb = 0;
     struct buf acc = {0};
+    /* top level: branches grouped by their anchors, each group written once as
+     * [CHAR*](?:b1|b2|...)[CHAR*] (the same language as the union of CHAR* b_i CHAR*, but one
+     * pair of free loops instead of one per branch: an unanchored alternation of 17 literals
+     * made lexer states of dozens of threads) */
+    struct buf grp[4] = {{0}};
+    bool has[4] = {false};
     bool all_start = true, all_end = true, any_start = false, any_end = false;
     int64_t mn = -1, mx = 0;
     while (1) {
@@ -796,14 +802,19 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
         if (pt_seq(p, &b, &s, &e, top, nb == 0 ? single : NULL, &bmn, &bmx)) {
             buf_free(&b);
             buf_free(&acc);
+            for (int k = 0; k < 4; k++)
+                buf_free(&grp[k]);
             return -1;
         }
-        if (nb) buf_puts(&acc, "|");
-        if (top)
-            buf_printf(&acc, "%s%s%s", s ? "" : PT_CHAR_STAR(p), b.data ? b.data : "",
-                       e ? "" : PT_CHAR_STAR(p));
-        else
+        if (top) {
+            int k = (s ? 2 : 0) + (e ? 1 : 0);
+            if (has[k]) buf_puts(&grp[k], "|");
+            buf_append(&grp[k], b.data ? b.data : "", b.len);
+            has[k] = true;
+        } else {
+            if (nb) buf_puts(&acc, "|");
             buf_append(&acc, b.data ? b.data : "", b.len);
+        }
         if (mn < 0 || bmn < mn) mn = bmn;
         if (mx >= 0 && (bmx < 0 || bmx > mx)) mx = bmx;
         all_start &= s;
@@ -817,6 +828,17 @@ static int pt_alt(struct pt *p, struct buf *out, bool top, struct jsrx_single *s
             continue;
         }
         break;
+    }
+    if (top) {
+        int ng = 0;
+        for (int k = 0; k < 4; k++) {
+            if (!has[k]) continue; /* no branch with these anchors */
+            bool s = k & 2, e = k & 1;
+            buf_printf(&acc, "%s%s(?:%s)%s", ng++ ? "|" : "", s ? "" : PT_CHAR_STAR(p),
+                       grp[k].data ? grp[k].data : "", e ? "" : PT_CHAR_STAR(p));
+        }
+        for (int k = 0; k < 4; k++)
+            buf_free(&grp[k]);
     }
     if (nb > 1 && single) single->ok = single->contains = false;
     if (top && single) {

@@ -179,6 +179,25 @@ Test(jsonschema, strings_and_escapes)
           L("\"a\"", "\"abcd\"", "\"\"", "\"\\u0041\""));
 }
 
+/* Top-level alternatives with the same anchors share one pair of free loops: the unanchored
+ * alternation of 17 literals (MaskBench Github_easy---o5195) made lexer states of dozens of
+ * threads, one prefix and one suffix loop per branch. Same language, checked on instances. */
+Test(jsonschema, unanchored_alternatives_share_their_loops)
+{
+    const char *schema = "{\"type\":\"string\",\"pattern\":\"AB_1|AB_2|AB_10|^x|y$|^z$\"}";
+    struct buf lark = {0};
+    struct err e = {0};
+    cr_assert_eq(jsonschema_to_lark(schema, strlen(schema), "", &lark, &e), 0, "%s", e.msg);
+    /* one CHAR* before and one after the unanchored group, one after ^x, one before y$ */
+    int loops = 0;
+    for (const char *q = lark.data; (q = strstr(q, "[^\"\\\\\\x00-\\x1F]|")); q++)
+        loops++;
+    cr_assert_eq(loops, 4, "free loops: %d in %s", loops, lark.data);
+    buf_free(&lark);
+    check(schema, L("\"AB_1\"", "\"qAB_10q\"", "\"xq\"", "\"qy\"", "\"z\"", "\"AB_2\""),
+          L("\"AB_3\"", "\"qx\"", "\"yq\"", "\"zz\"", "\"\""));
+}
+
 Test(jsonschema, pattern_is_unanchored_and_escaped)
 {
     check("{\"type\":\"string\",\"pattern\":\"^a\"}", L("\"a\"", "\"abc\""), L("\"ba\"", "\"\""));
