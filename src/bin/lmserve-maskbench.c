@@ -98,6 +98,10 @@ struct ctx {
     long budget_errors;          /* masks / consumes that exceeded a grammar budget */
     uint64_t work_max, file_work; /* mask work units (grammar budgets): overall, this file */
     size_t dfa_max, compile_max;  /* bytes of the largest lexer DFA / compiled grammar */
+    /* this file's costliest mask: time, work, and the text just before it (JSON-escaped later) */
+    double worst_us;
+    uint64_t worst_work;
+    char worst_at[96];
 };
 
 /* Feeds text; returns 1 accepted to the end (eos allowed), 0 rejected somewhere, -1 error.
@@ -124,6 +128,19 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
         }
         fv_push(fm, (float)dt);
         fv_push(&c->all_masks, (float)dt);
+        if (dt > c->worst_us) {
+            size_t off = 0, l;
+            for (size_t k = 0; k < i; k++) {
+                tok_bytes(c->v, c->ids[k], &l);
+                off += l;
+            }
+            size_t from = off > 60 ? off - 60 : 0;
+            c->worst_us = dt;
+            c->worst_work = w;
+            snprintf(c->worst_at, sizeof c->worst_at, "%.*s", (int)(off - from), text + from);
+            for (char *q = c->worst_at; *q; q++) /* a cut UTF-8 sequence is not valid JSON text */
+                if ((unsigned char)*q >= 0x80) *q = '?';
+        }
         int32_t t = i < n ? c->ids[i] : c->eos;
         bool allowed = (c->mask[t >> 5] >> (t & 31)) & 1;
         if (i == n) {
@@ -249,6 +266,9 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
     struct grammar *g = NULL;
     struct grammar_stats gs = {0};
     c->file_work = 0;
+    c->worst_us = 0;
+    c->worst_work = 0;
+    c->worst_at[0] = 0;
     if (!root) {
         snprintf(errmsg, sizeof errmsg, "cannot read: %s", je.text);
         goto out;
@@ -341,9 +361,13 @@ out:
     printf(",\"valid_tested\":%ld,\"invalid_tested\":%ld,\"validation_errors\":%ld,"
            "\"invalidation_errors\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p99\":%.2f,"
            "\"mask_us_max\":%.2f,\"compile_us\":%.1f,\"mismatches\":%ld,\"mask_work_max\":%llu,"
-           "\"dfa_kb\":%zu,\"compiled_kb\":%zu}\n",
+           "\"dfa_kb\":%zu,\"compiled_kb\":%zu,\"relaxed_masks\":%llu,\"relaxed_walks\":%llu,"
+           "\"worst_mask_work\":%llu,\"worst_mask_after\":",
            vt, it, ve, ie, fm.n, avg, p99, mx, compile_us, mm, (unsigned long long)c->file_work,
-           gs.dfa_bytes >> 10, gs.compile_bytes >> 10);
+           gs.dfa_bytes >> 10, gs.compile_bytes >> 10, (unsigned long long)gs.relax_served,
+           (unsigned long long)gs.relax_walks, (unsigned long long)c->worst_work);
+    json_str(stdout, c->worst_at);
+    printf("}\n");
     fflush(stdout);
     free(fm.v);
     grammar_free(g);

@@ -168,8 +168,10 @@ static void grammar_destroy(struct grammar *g)
         free(x);
     }
     free(g->inner);
+    mask_free_relax(g);
     free(g->nfa_term);
     free(g->fh);
+    free(g->fhr);
     free(g->fh_queue);
     free(g->fh_local);
     free(g->fh_stamp);
@@ -256,7 +258,7 @@ size_t grammar_compile_bytes(const struct grammar *g)
     b += ((size_t)g->n_nts + 1) * (sizeof *g->nt_first + sizeof *g->nullable) +
          ((size_t)g->n_prods + 1) * sizeof *g->nt_prods;
     /* per-NFA-state tables of the mask caches (allocated right after) */
-    b += ((size_t)g->nfa.n + 1) * (sizeof *g->nfa_term + 2 * sizeof *g->fh + sizeof *g->fh_queue +
+    b += ((size_t)g->nfa.n + 1) * (sizeof *g->nfa_term + 4 * sizeof *g->fh + sizeof *g->fh_queue +
                                    sizeof *g->fh_local + sizeof *g->fh_stamp);
     for (int32_t i = 0; i < g->n_terms; i++)
         b += strlen(g->terms[i].name) + 1;
@@ -273,7 +275,10 @@ void grammar_stats(const struct grammar *g, struct grammar_stats *st)
                                  .n_nfa_states = g->nfa.n,
                                  .n_dfa_states = g->dfa.n,
                                  .compile_bytes = grammar_compile_bytes(g),
-                                 .dfa_bytes = g->dfa.bytes};
+                                 .dfa_bytes = g->dfa.bytes,
+                                 .relax_served = g->relax_served,
+                                 .relax_walks = g->relax_walks,
+                                 .rdfa_bytes = g->rdfa_ready ? g->rdfa.bytes : 0};
     pthread_mutex_unlock((pthread_mutex_t *)&g->mu);
 }
 
@@ -355,10 +360,11 @@ struct grammar *grammar_compile_budget(const struct grammar_vocab_index *vi, enu
     g->dfa.max_bytes = budget->max_dfa_bytes;
     g->nfa_term = malloc(((size_t)g->nfa.n + 1) * sizeof *g->nfa_term);
     g->fh = calloc(((size_t)g->nfa.n + 1) * 2, sizeof *g->fh);
+    g->fhr = calloc(((size_t)g->nfa.n + 1) * 2, sizeof *g->fhr);
     g->fh_queue = malloc(((size_t)g->nfa.n + 1) * sizeof *g->fh_queue);
     g->fh_local = malloc(((size_t)g->nfa.n + 1) * sizeof *g->fh_local);
     g->fh_stamp = calloc((size_t)g->nfa.n + 1, sizeof *g->fh_stamp);
-    if (!g->nfa_term || !g->fh || !g->fh_queue || !g->fh_local || !g->fh_stamp) {
+    if (!g->nfa_term || !g->fh || !g->fhr || !g->fh_queue || !g->fh_local || !g->fh_stamp) {
         err_set(e, ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -366,6 +372,7 @@ struct grammar *grammar_compile_budget(const struct grammar_vocab_index *vi, enu
         if (g->terms[t].nfa_start >= 0)
             for (int32_t k = g->terms[t].nfa_lo; k < g->terms[t].nfa_hi; k++)
                 g->nfa_term[k] = t;
+    if (mask_prepare_relax(g, e)) goto fail;
     g->ls_cap = 64;
     g->ls_tab = calloc(g->ls_cap, sizeof *g->ls_tab);
     if (!g->ls_tab) {
@@ -378,7 +385,7 @@ struct grammar *grammar_compile_budget(const struct grammar_vocab_index *vi, enu
                 cb >> 20, budget->max_compile_bytes >> 20);
         goto fail;
     }
-    if (grammar_check_time(g, e) || mask_probe_first(g, e)) goto fail;
+    if (grammar_check_time(g, e) || mask_probe_first(g, e) || mask_prewarm(g, e)) goto fail;
     buf_free(&lark);
     return g;
 fail:

@@ -68,12 +68,24 @@ struct grammar {
     int32_t *nfa_term; /* NFA state -> terminal */
     uint64_t *fh;      /* per NFA state: structural hash of the automaton reachable from it
                         * (2 words; 0,0 = not computed yet) */
+    uint64_t *fhr;     /* the same with loop bounds left out (relaxed walks' keys) */
     int32_t *fh_queue, *fh_local;
     uint32_t *fh_stamp;
     uint32_t fh_gen;
     struct inner_entry **inner;
     int32_t inner_cap;
     size_t inner_bytes;
+
+    /* counts out of the lexer state (mask.c, docs/grammar.md "Counts out of the lexer state") */
+    struct rx_dfa rdfa; /* the same NFA in relaxed mode (regex.h), built on first use */
+    bool rdfa_ready, rdfa_broken;
+    int32_t *post_loop; /* per NFA state: the loop whose continuation reaches it, or -1 */
+    int8_t *loop_ok;    /* per loop: 1 when its terminal's states qualify (mask_prepare_relax) */
+    int32_t *rneed;     /* per relaxed state: 2 ints (kernel need, accept need), RN_UNSET */
+    int32_t rneed_cap;
+    struct rpay **rpay; /* per relaxed root state: its walk */
+    int32_t rpay_cap;
+    uint64_t relax_served, relax_walks; /* statistics (grammar_stats) */
 };
 
 
@@ -103,6 +115,26 @@ struct shared_inner {
 
 #define SHARED_CACHE_MAX_BYTES ((size_t)256 << 20)
 
+/* A relaxed walk (mask.c "Counts out of the lexer state"): tokens sorted by the count they
+ * need, and the lexeme ends with the counts where they apply. Depends only on the relaxed
+ * state's canonical form (bounds left out) and the vocabulary. */
+struct rbound {
+    uint32_t node;
+    int32_t lo, hi; /* a lexeme end for lo <= r < hi (r = max - count) */
+    int32_t k;      /* ticks from the root to the node's parent */
+};
+struct rdata {
+    uint64_t hash;
+    uint8_t *key;
+    size_t key_len;
+    int32_t *toks; /* sorted by need */
+    uint32_t n_toks;
+    uint32_t *cum; /* cum[v + 1]: tokens with need <= v, for v = -1 .. maxneed */
+    int32_t maxneed;
+    struct rbound *b;
+    uint32_t n_b;
+};
+
 struct grammar_vocab_index {
     int32_t n_tokens, eos;
     bool *is_special;
@@ -124,6 +156,8 @@ struct grammar_vocab_index {
     struct shared_inner **sh;
     uint32_t sh_cap, sh_n;
     size_t sh_bytes;
+    struct rdata **rsh; /* relaxed walks, open addressing by hash (same mutex, same budget) */
+    uint32_t rsh_cap, rsh_n;
     int32_t *specials; /* ids of special tokens */
     int32_t n_specials;
 };
@@ -218,6 +252,14 @@ void matcher_budget_begin(struct matcher *m);
 void matcher_budget_end(struct matcher *m);
 /* mask.c: the first mask, computed at compile time under the mask budget. */
 int mask_probe_first(struct grammar *g, struct err *e);
+/* mask.c: lexer-state token sets computed at compile time (each terminal after an opening
+ * quote, at most MASK_PREWARM_MAX of them). */
+#define MASK_PREWARM_MAX 256
+int mask_prewarm(struct grammar *g, struct err *e);
+/* mask.c: which loops' counts the masks keep out of the lexer state (after nfa_term is set);
+ * and the matching cleanup. */
+int mask_prepare_relax(struct grammar *g, struct err *e);
+void mask_free_relax(struct grammar *g);
 
 /* lark.c: parses lark source into g (terms, productions, start_prod). g is zeroed and has vi set
  * on entry. Returns 0 or fills e (message names the construct and line). */

@@ -148,9 +148,17 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
  * numbered in discovery order): equal hashes mean isomorphic automata, hence equal futures, even
  * for states of different terminals or grammars. Terminal ids are left out (walks only need to
  * know that a lexeme can end). Memoized per state. Caller holds g->mu. */
+static const uint64_t *fh_get_x(struct grammar *g, int32_t q, bool nobounds);
+
 static const uint64_t *fh_get(struct grammar *g, int32_t q)
 {
-    uint64_t *h = &g->fh[2 * (size_t)q];
+    return fh_get_x(g, q, false);
+}
+
+/* nobounds: loop bounds left out (a loop's kind and whether it is bounded stay in). */
+static const uint64_t *fh_get_x(struct grammar *g, int32_t q, bool nobounds)
+{
+    uint64_t *h = &(nobounds ? g->fhr : g->fh)[2 * (size_t)q];
     if (h[0] | h[1]) return h;
     const struct rx_nfa *n = &g->nfa;
     if (++g->fh_gen == 0) {
@@ -187,7 +195,10 @@ static const uint64_t *fh_get(struct grammar *g, int32_t q)
         case NS_CNT_ENTER:
         case NS_CNT_END: {
             const struct rx_loop *L = &n->loops[st->loop];
-            FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
+            if (nobounds)
+                FHMIX((uint64_t)(L->max < 0) + 11);
+            else
+                FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
             FHMIX((uint64_t)L->len + 3);
             succ[0] = L->body;
             succ[1] = L->cont;
@@ -195,7 +206,10 @@ static const uint64_t *fh_get(struct grammar *g, int32_t q)
         }
         case NS_CNT_TICK: {
             const struct rx_loop *L = &n->loops[st->loop];
-            FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
+            if (nobounds)
+                FHMIX((uint64_t)(L->max < 0) + 11);
+            else
+                FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
             succ[0] = st->out;
             break;
         }
@@ -368,6 +382,647 @@ static int localize(struct matcher *m, const struct shared_inner *x, uint32_t s,
 
 static struct inner_entry *inner_get(struct matcher *m, uint32_t s);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Counts out of the lexer state (docs/grammar.md "Counts out of the lexer state")             */
+
+/* A lexer state inside a bounded loop or length region, near its max, is one DFA state per
+ * count, and each needed its own trie walk. Here the walk is done once in the relaxed DFA
+ * (regex.h: the max ignored, counters relative to the loop's base count B), recording for
+ * every token the smallest remaining count r = max - c it needs ("need"); the mask of the
+ * state at count c is then the tokens with need <= max - c: a prefix of the walk's token list.
+ * Exact when every thread of the state is in the loop's body (one counter, so each byte moves
+ * all body threads alike: checked per transition) or past its exit (reached from the loop's
+ * continuation, which enters no loop), and c >= the loop's min (the lower bound never bites).
+ * A thread's need: body thread of a length region: ticks so far + its fewest ticks to the
+ * region's end (regex.h tmin); of a counted loop: iterations so far + 1; past the exit: the
+ * count at its exit (kept as its counter in the relaxed DFA); the smallest over the state's
+ * threads, at least the parent node's. */
+
+#define RN_NEG (-(1 << 28)) /* no condition */
+#define RN_INF (1 << 29)    /* never */
+#define RN_UNSET INT32_MIN
+
+/* Per grammar and relaxed root state: the walk (shared across grammars, or owned) and the
+ * relaxed state at each lexeme end's parent in this grammar's relaxed DFA. */
+struct rpay {
+    struct rdata *d;
+    bool own;      /* d is not in the vocabulary's cache: freed with this */
+    uint32_t *brs; /* per boundary of d */
+    bool bad;      /* the walk gave up (body threads disagreed): use the ordinary walk */
+};
+
+static void rdata_free(struct rdata *d)
+{
+    if (!d) return;
+    free(d->key);
+    free(d->toks);
+    free(d->cum);
+    free(d->b);
+    free(d);
+}
+
+static void rpay_free(struct rpay *p)
+{
+    if (!p) return;
+    if (p->own) rdata_free(p->d);
+    free(p->brs);
+    free(p);
+}
+
+void mask_free_relax(struct grammar *g)
+{
+    for (int32_t i = 0; i < g->rpay_cap; i++)
+        rpay_free(g->rpay[i]);
+    free(g->rpay);
+    free(g->rneed);
+    free(g->post_loop);
+    free(g->loop_ok);
+    if (g->rdfa_ready) rx_dfa_deinit(&g->rdfa);
+}
+
+/* Per loop: the states reached from its continuation (its "post" states) and whether the
+ * relaxed walk applies: bounded, no loop entered (this one or another) after its exit, post
+ * states belonging to no other loop, and for a region every body state can still reach the
+ * region's end. */
+int mask_prepare_relax(struct grammar *g, struct err *e)
+{
+    const struct rx_nfa *n = &g->nfa;
+    if (!n->n_loops) return 0;
+    g->post_loop = malloc(((size_t)n->n + 1) * sizeof *g->post_loop);
+    g->loop_ok = calloc((size_t)n->n_loops, sizeof *g->loop_ok);
+    int32_t *q = malloc(((size_t)n->n + 1) * sizeof *q);
+    if (!g->post_loop || !g->loop_ok || !q) {
+        free(q);
+        return err_set(e, ERR_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; i < n->n; i++)
+        g->post_loop[i] = -1;
+    for (int32_t li = 0; li < n->n_loops; li++) {
+        const struct rx_loop *L = &n->loops[li];
+        bool ok = L->max >= 0 && L->cont >= 0 && L->cont < n->n;
+        if (ok && L->len)
+            for (int32_t i = 0; i < L->hi - L->lo; i++)
+                if (L->tmax[i] < 0 || L->tmin[i] >= RX_TICKS_INF) ok = false;
+        int32_t head = 0, tail = 0;
+        if (ok && (g->post_loop[L->cont] >= 0 || rx_nfa_loop_of(n, L->cont) >= 0)) ok = false;
+        if (ok) {
+            g->post_loop[L->cont] = li;
+            q[tail++] = L->cont;
+        }
+        while (ok && head < tail) {
+            const struct rx_nstate *st = &n->s[q[head++]];
+            int32_t succ[2] = {-1, -1};
+            switch (st->kind) {
+            case NS_BYTE:
+            case NS_EPS:
+            case NS_BOL:
+            case NS_EOL: succ[0] = st->out; break;
+            case NS_SPLIT:
+                succ[0] = st->out;
+                succ[1] = st->out2;
+                break;
+            case NS_ACCEPT: break;
+            default: ok = false; /* a loop (this one again or another) after the exit */
+            }
+            for (int k = 0; k < 2 && ok; k++) {
+                int32_t o = succ[k];
+                if (o < 0 || g->post_loop[o] == li) continue;
+                if (g->post_loop[o] >= 0 || rx_nfa_loop_of(n, o) >= 0) {
+                    ok = false;
+                    break;
+                }
+                g->post_loop[o] = li;
+                q[tail++] = o;
+            }
+        }
+        if (!ok)
+            for (int32_t i = 0; i < tail; i++)
+                g->post_loop[q[i]] = -1;
+        g->loop_ok[li] = ok;
+    }
+    free(q);
+    return 0;
+}
+
+static int64_t relax_base(const struct grammar *g, const struct rx_loop *L)
+{
+    return (int64_t)L->min + g->vi->max_depth + 2;
+}
+
+/* Need offsets of relaxed state t, relative to the ticks at its node: [0] the smallest over
+ * its threads and accepting threads, [1] of its accepting threads (RN_INF: does not accept),
+ * [2] the largest over its threads (past it, all hold), [3] 1 when it has body threads. */
+static const int32_t *rneed_get(struct grammar *g, uint32_t t, int32_t li)
+{
+    struct rx_dfa *d = &g->rdfa;
+    if ((int32_t)t >= g->rneed_cap) {
+        int32_t nc = g->rneed_cap ? g->rneed_cap : 256;
+        while (nc <= (int32_t)t)
+            nc *= 2;
+        int32_t *nr = realloc(g->rneed, (size_t)nc * 4 * sizeof *nr);
+        if (!nr) return NULL;
+        for (int32_t i = g->rneed_cap * 4; i < nc * 4; i++)
+            nr[i] = RN_UNSET;
+        g->rneed = nr;
+        g->rneed_cap = nc;
+    }
+    int32_t *r = &g->rneed[4 * (size_t)t];
+    if (r[0] != RN_UNSET) return r;
+    const struct rx_loop *L = &g->nfa.loops[li];
+    int64_t B = relax_base(g, L);
+    const struct rx_dstate *st = &d->st[t];
+    int64_t mk = RN_INF, mxk = RN_NEG;
+    bool body = false;
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        uint64_t v = st->kernel[i];
+        int32_t s = rx_thread_state(v);
+        uint32_t c1 = rx_thread_c1(v);
+        int64_t x;
+        if (c1 <= 1) {
+            x = RN_NEG;
+        } else if (s >= L->lo && s < L->hi) {
+            x = L->len ? L->tmin[s - L->lo] : 1;
+            body = true;
+        } else {
+            x = (int64_t)c1 - 1 - B;
+        }
+        if (x < mk) mk = x;
+        if (x > mxk) mxk = x;
+    }
+    int64_t ma = RN_INF;
+    if (st->n_accept > 0 && st->accept[0] < 0) {
+        int64_t rc1 = -(int64_t)st->accept[0] - 1;
+        ma = rc1 <= 1 ? RN_NEG : rc1 - 1 - B;
+    } else if (st->n_accept > 0) {
+        ma = RN_NEG;
+    }
+    if (ma < mk) mk = ma;
+    r[0] = (int32_t)(mk < RN_NEG ? RN_NEG : mk);
+    r[1] = (int32_t)(ma < RN_NEG ? RN_NEG : ma);
+    r[2] = (int32_t)(mxk < RN_NEG ? RN_NEG : mxk > RN_INF ? RN_INF : mxk);
+    r[3] = body;
+    return r;
+}
+
+static int32_t clamp_need(int64_t v)
+{
+    return v < -1 ? -1 : v > RN_INF ? RN_INF : (int32_t)v;
+}
+
+struct rbuild {
+    int32_t *need, *tok;
+    uint32_t n, cap;
+    struct rbound *b;
+    uint32_t *brs;
+    uint32_t nb, capb;
+    bool oom;
+};
+
+static void rb_tok(struct rbuild *rb, int32_t need, int32_t tok)
+{
+    if (rb->n == rb->cap) {
+        uint32_t nc = rb->cap ? rb->cap * 2 : 4096;
+        int32_t *a = realloc(rb->need, nc * sizeof *a);
+        if (a) rb->need = a;
+        int32_t *t = a ? realloc(rb->tok, nc * sizeof *t) : NULL;
+        if (!a || !t) {
+            rb->oom = true;
+            return;
+        }
+        rb->tok = t;
+        rb->cap = nc;
+    }
+    rb->need[rb->n] = need;
+    rb->tok[rb->n++] = tok;
+}
+
+static void rb_bound(struct rbuild *rb, uint32_t node, int32_t lo, int32_t hi, int32_t k,
+                     uint32_t rs)
+{
+    if (lo >= hi) return;
+    if (rb->nb == rb->capb) {
+        uint32_t nc = rb->capb ? rb->capb * 2 : 256;
+        struct rbound *n = realloc(rb->b, nc * sizeof *n);
+        if (n) rb->b = n;
+        uint32_t *m = n ? realloc(rb->brs, nc * sizeof *m) : NULL;
+        if (!n || !m) {
+            rb->oom = true;
+            return;
+        }
+        rb->brs = m;
+        rb->capb = nc;
+    }
+    rb->brs[rb->nb] = rs;
+    rb->b[rb->nb++] = (struct rbound){node, lo, hi, k};
+}
+
+/* The walk of the whole trie from relaxed root state root (loop li) into p. -1: no memory or
+ * the mask budget ran out (d->over_work); p->bad when the walk gave up. */
+static int relax_walk(struct matcher *m, uint32_t root, int32_t li, struct rpay *p)
+{
+    struct grammar *g = m->g;
+    const struct grammar_vocab_index *vi = g->vi;
+    const struct tnode *tn = vi->tn;
+    struct rx_dfa *d = &g->rdfa;
+    size_t D = (size_t)vi->max_depth + 2;
+    uint32_t *S = malloc(D * sizeof *S);
+    int32_t *K = malloc(D * sizeof *K), *N = malloc(D * sizeof *N), *A = malloc(D * sizeof *A);
+    struct rdata *x = calloc(1, sizeof *x);
+    struct rbuild rb = {0};
+    int rc = -1;
+    if (!S || !K || !N || !A || !x) goto out;
+    const int32_t *rn = rneed_get(g, root, li);
+    if (!rn) goto out;
+    S[0] = root;
+    K[0] = 0;
+    N[0] = -1;
+    A[0] = rn[1] < RN_INF ? clamp_need(rn[1]) : RN_INF;
+    uint32_t n = tn[0].end;
+    for (uint32_t i = 1; i < n && !rb.oom;) {
+        const struct tnode *nd = &tn[i];
+        uint32_t pd = nd->depth - 1u;
+        uint32_t ps = S[pd];
+        uint32_t t = d->trans[(size_t)ps * 256 + nd->byte];
+        if (t == RX_UNKNOWN) t = rx_dfa_compute(d, ps, nd->byte);
+        if (d->over_work || d->failed) goto out;
+        if (t == RX_NONUNI) {
+            p->bad = true;
+            rc = 0;
+            goto out;
+        }
+        uint32_t ts = t & ~RX_TICK_BIT;
+        if (ts == RX_DEAD) {
+            rb_bound(&rb, i, A[pd], RN_INF, K[pd], ps);
+            i = nd->end;
+            continue;
+        }
+        int32_t k = K[pd] + (t & RX_TICK_BIT ? 1 : 0);
+        rn = rneed_get(g, ts, li);
+        if (!rn) goto out;
+        int32_t need = clamp_need((int64_t)k + rn[0]);
+        if (need < N[pd]) need = N[pd];
+        if (need >= RN_INF) {
+            rb_bound(&rb, i, A[pd], RN_INF, K[pd], ps);
+            i = nd->end;
+            continue;
+        }
+        rb_bound(&rb, i, A[pd], need, K[pd], ps);
+        for (int32_t o = nd->tok; o >= 0; o = vi->tok_next[o])
+            rb_tok(&rb, need, o);
+        S[pd + 1] = ts;
+        K[pd + 1] = k;
+        N[pd + 1] = need;
+        if (rn[1] < RN_INF) {
+            int32_t a = clamp_need((int64_t)k + rn[1]);
+            A[pd + 1] = a > need ? a : need;
+        } else {
+            A[pd + 1] = RN_INF;
+        }
+        i++;
+    }
+    if (rb.oom) goto out;
+    /* counting sort of the tokens by need (-1 .. maxneed) */
+    int32_t mx = -1;
+    for (uint32_t i = 0; i < rb.n; i++)
+        if (rb.need[i] > mx) mx = rb.need[i];
+    x->maxneed = mx;
+    x->cum = calloc((size_t)mx + 3, sizeof *x->cum);
+    x->toks = malloc(((size_t)rb.n + 1) * sizeof *x->toks);
+    if (!x->cum || !x->toks) goto out;
+    for (uint32_t i = 0; i < rb.n; i++)
+        x->cum[rb.need[i] + 2]++;
+    for (int32_t v = 0; v < mx + 2; v++)
+        x->cum[v + 1] += x->cum[v];
+    /* cum[v + 1] is now where bucket v starts; after the fill it is where it ends */
+    for (uint32_t i = 0; i < rb.n; i++)
+        x->toks[x->cum[rb.need[i] + 1]++] = rb.tok[i];
+    x->n_toks = rb.n;
+    x->b = rb.b;
+    x->n_b = rb.nb;
+    rb.b = NULL;
+    p->d = x;
+    p->own = true;
+    p->brs = rb.brs;
+    rb.brs = NULL;
+    x = NULL;
+    rc = 0;
+out:
+    free(S);
+    free(K);
+    free(N);
+    free(A);
+    free(rb.need);
+    free(rb.tok);
+    free(rb.b);
+    free(rb.brs);
+    rdata_free(x);
+    return rc;
+}
+
+/* Canonical form of relaxed root state t: per thread (structural hash without loop bounds,
+ * body or past the exit), sorted, deduplicated, plus whether it accepts. The walk depends
+ * only on it (needs are relative to the base count, bounds are not looked at). */
+static uint8_t *relax_key(struct grammar *g, uint32_t t, size_t *len, uint64_t *hash)
+{
+    const struct rx_dstate *st = &g->rdfa.st[t];
+    size_t n = (size_t)st->n_kernel;
+    uint8_t *key = malloc(n * sizeof(struct kent) + 2);
+    if (!key) return NULL;
+    struct kent *k = (struct kent *)key;
+    for (size_t i = 0; i < n; i++) {
+        int32_t s = rx_thread_state(st->kernel[i]);
+        const uint64_t *fh = fh_get_x(g, s, true);
+        k[i] = (struct kent){fh[0], fh[1], 0, rx_thread_c1(st->kernel[i]) > 1 ? 2u : 1u};
+    }
+    qsort(k, n, sizeof *k, cmp_kent);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || cmp_kent(&k[w - 1], &k[i])) k[w++] = k[i];
+    key[w * sizeof(struct kent)] = st->n_accept > 0;
+    *len = w * sizeof(struct kent) + 1;
+    uint64_t h = 0x6a09e667f3bcc909ull;
+    for (size_t i = 0; i < *len; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    *hash = h | 1;
+    return key;
+}
+
+static struct rdata *rshared_find(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                                  uint64_t h)
+{
+    struct rdata *r = NULL;
+    pthread_mutex_lock(&vi->mu);
+    for (uint32_t j = (uint32_t)h & (vi->rsh_cap - 1); vi->rsh_cap && vi->rsh[j];
+         j = (j + 1) & (vi->rsh_cap - 1)) {
+        struct rdata *x = vi->rsh[j];
+        if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
+            r = x;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&vi->mu);
+    return r;
+}
+
+/* Publishes x (which then belongs to vi) unless over the shared budget. */
+static bool rshared_add(struct grammar_vocab_index *vi, struct rdata *x)
+{
+    size_t bytes = sizeof *x + x->key_len + (size_t)x->n_toks * 4 +
+                   ((size_t)x->maxneed + 3) * 4 + (size_t)x->n_b * sizeof *x->b;
+    bool ok = false;
+    pthread_mutex_lock(&vi->mu);
+    if (vi->sh_bytes + bytes > SHARED_CACHE_MAX_BYTES) goto out;
+    if ((vi->rsh_n + 1) * 2 > vi->rsh_cap) {
+        uint32_t nc = vi->rsh_cap ? vi->rsh_cap * 2 : 64;
+        struct rdata **n = calloc(nc, sizeof *n);
+        if (!n) goto out;
+        for (uint32_t i = 0; i < vi->rsh_cap; i++) {
+            if (!vi->rsh[i]) continue;
+            uint32_t j = (uint32_t)vi->rsh[i]->hash & (nc - 1);
+            while (n[j])
+                j = (j + 1) & (nc - 1);
+            n[j] = vi->rsh[i];
+        }
+        free(vi->rsh);
+        vi->rsh = n;
+        vi->rsh_cap = nc;
+    }
+    uint32_t j = (uint32_t)x->hash & (vi->rsh_cap - 1);
+    while (vi->rsh[j])
+        j = (j + 1) & (vi->rsh_cap - 1);
+    vi->rsh[j] = x;
+    vi->rsh_n++;
+    vi->sh_bytes += bytes;
+    ok = true;
+out:
+    pthread_mutex_unlock(&vi->mu);
+    return ok;
+}
+
+/* This grammar's relaxed state at each lexeme end's parent of a shared walk, replaying the
+ * parent's path from root. -1: no memory, budget, or the replay disagreed (cannot happen for
+ * equal forms; the caller then walks as usual). */
+static int relax_localize(struct grammar *g, uint32_t root, struct rpay *p)
+{
+    const struct grammar_vocab_index *vi = g->vi;
+    struct rx_dfa *d = &g->rdfa;
+    const struct rdata *x = p->d;
+    p->brs = malloc(((size_t)x->n_b + 1) * sizeof *p->brs);
+    if (!p->brs) return -1;
+    for (uint32_t i = 0; i < x->n_b; i++) {
+        uint32_t c = x->b[i].node;
+        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
+        uint32_t q = root;
+        for (uint32_t j = 0; j + 1 < vi->tn[c].depth; j++) {
+            uint32_t t = d->trans[(size_t)q * 256 + path[j]];
+            if (t == RX_UNKNOWN) t = rx_dfa_compute(d, q, path[j]);
+            if (d->over_work || d->failed || t == RX_NONUNI || (t & ~RX_TICK_BIT) == RX_DEAD)
+                return -1;
+            q = t & ~RX_TICK_BIT;
+        }
+        p->brs[i] = q;
+    }
+    return 0;
+}
+
+/* The real lexer state at a lexeme end of the walk: the threads of relaxed state rs that
+ * hold with rr = r - k counts to spare, body counters at cabs (the real count there). */
+static uint32_t relax_realize(struct grammar *g, uint32_t rs, int64_t rr, int64_t cabs, int32_t li,
+                              uint64_t *kb, int32_t *ab)
+{
+    const struct rx_dstate *st = &g->rdfa.st[rs];
+    const struct rx_loop *L = &g->nfa.loops[li];
+    int64_t B = relax_base(g, L);
+    int32_t nk = 0, na = 0;
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        uint64_t v = st->kernel[i];
+        int32_t s = rx_thread_state(v);
+        uint32_t c1 = rx_thread_c1(v);
+        if (!c1) {
+            kb[nk++] = v;
+        } else if (s >= L->lo && s < L->hi) {
+            if ((L->len ? L->tmin[s - L->lo] : 1) <= rr)
+                kb[nk++] = (uint64_t)(uint32_t)s | (uint64_t)(cabs + 1) << 32;
+        } else if (c1 == 1 || (int64_t)c1 - 1 - B <= rr) {
+            kb[nk++] = (uint64_t)(uint32_t)s;
+        }
+    }
+    for (int32_t i = 0; i < st->n_accept; i++)
+        if (st->accept[i] >= 0) ab[na++] = st->accept[i];
+    return rx_dfa_intern(&g->dfa, kb, nk, ab, na);
+}
+
+/* The walk for relaxed root state root: this grammar's, a shared one, or a new one (then
+ * published). NULL: no memory or over the mask budget (d->over_work). */
+static struct rpay *relax_pay(struct matcher *m, uint32_t root, int32_t li)
+{
+    struct grammar *g = m->g;
+    struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
+    if ((int32_t)root >= g->rpay_cap) {
+        int32_t nc = g->rpay_cap ? g->rpay_cap : 64;
+        while (nc <= (int32_t)root)
+            nc *= 2;
+        struct rpay **np = realloc(g->rpay, (size_t)nc * sizeof *np);
+        if (!np) return NULL;
+        memset(np + g->rpay_cap, 0, (size_t)(nc - g->rpay_cap) * sizeof *np);
+        g->rpay = np;
+        g->rpay_cap = nc;
+    }
+    if (g->rpay[root]) return g->rpay[root];
+    size_t klen;
+    uint64_t h;
+    uint8_t *key = relax_key(g, root, &klen, &h);
+    struct rpay *p = calloc(1, sizeof *p);
+    if (!key || !p) goto fail;
+    struct rdata *x = rshared_find(vi, key, klen, h);
+    if (x) {
+        p->d = x;
+        if (relax_localize(g, root, p)) {
+            if (g->rdfa.over_work) goto fail;
+            free(p->brs);
+            p->brs = NULL;
+            p->d = NULL; /* cannot happen for equal forms: walk here */
+        } else {
+            free(key);
+            g->rpay[root] = p;
+            return p;
+        }
+    }
+    if (relax_walk(m, root, li, p)) goto fail;
+    g->relax_walks++;
+    if (p->d) {
+        p->d->key = key;
+        p->d->key_len = klen;
+        p->d->hash = h;
+        key = NULL;
+        if (rshared_add(vi, p->d)) p->own = false;
+    }
+    free(key);
+    g->rpay[root] = p;
+    return p;
+fail:
+    free(key);
+    rpay_free(p);
+    return NULL;
+}
+
+/* The inner entry of real state s from its relaxed walk. 1: done (*out set), 0: does not
+ * apply (the caller walks as usual), -1: no memory or over the mask budget. */
+static int relax_entry(struct matcher *m, uint32_t s, struct inner_entry **out)
+{
+    struct grammar *g = m->g;
+    if (!g->loop_ok || g->rdfa_broken) return 0;
+    const struct rx_dstate *st = &g->dfa.st[s];
+    if (st->sloop < 0 || !g->loop_ok[st->sloop]) return 0;
+    int32_t li = st->sloop;
+    const struct rx_loop *L = &g->nfa.loops[li];
+    int64_t c = (int64_t)st->sc1 - 1;
+    int64_t D = (int64_t)g->vi->max_depth + 2;
+    if (c < L->min || c > L->max) return 0;
+    if (c + D + (L->len ? L->tmin_max : 0) < L->max) return 0; /* far: the shared walk serves */
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        uint64_t v = st->kernel[i];
+        if (!rx_thread_c1(v) && g->post_loop[rx_thread_state(v)] != li) return 0;
+    }
+    if (!g->rdfa_ready) {
+        struct err e = {0};
+        if (rx_dfa_init(&g->rdfa, &g->nfa, &e)) {
+            g->rdfa_broken = true;
+            return 0;
+        }
+        g->rdfa.relax = true;
+        g->rdfa.max_bytes = g->budget.max_dfa_bytes ? g->budget.max_dfa_bytes / 4 : 0;
+        g->rdfa_ready = true;
+    }
+    struct rx_dfa *rd = &g->rdfa, *d = &g->dfa;
+    int64_t B = relax_base(g, L);
+    uint64_t *kb = malloc(((size_t)g->nfa.n + 1) * sizeof *kb);
+    int32_t *ab = malloc(((size_t)g->nfa.n + 2) * sizeof *ab);
+    struct inner_entry *e = calloc(1, sizeof *e);
+    int rc = -1;
+    if (!kb || !ab || !e) goto out;
+    int32_t nk = 0, na = 0;
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        uint64_t v = st->kernel[i];
+        uint32_t s1 = (uint32_t)rx_thread_state(v);
+        kb[nk++] = s1 | (uint64_t)(rx_thread_c1(v) ? B + 1 : 1) << 32;
+    }
+    for (int32_t i = 0; i < st->n_accept; i++)
+        ab[na++] = st->accept[i];
+    if (na) ab[na++] = -1; /* accepting now: no condition */
+    /* the relaxed DFA's steps count against this mask's budget */
+    rd->work = 0;
+    rd->work_limit = !d->work_limit ? 0 : d->work_limit > d->work ? d->work_limit - d->work : 1;
+    rd->over_work = false;
+    uint32_t root = rx_dfa_intern(rd, kb, nk, ab, na);
+    struct rpay *p = root != RX_DEAD ? relax_pay(m, root, li) : NULL;
+    d->work += rd->work;
+    if (!p) {
+        if (rd->over_work) d->over_work = true;
+        if (rd->failed) {
+            g->rdfa_broken = true; /* over its memory budget: the ordinary walks go on */
+            rc = 0;
+        }
+        goto out;
+    }
+    if (p->bad || !p->d) {
+        rc = 0;
+        goto out;
+    }
+    const struct rdata *x = p->d;
+    int64_t r = L->max - c;
+    int32_t ri = r > x->maxneed ? x->maxneed : (int32_t)r;
+    e->list = x->toks;
+    e->n_list = (int32_t)x->cum[ri + 1];
+    e->bound = malloc(((size_t)x->n_b * 2 + 1) * sizeof *e->bound);
+    if (!e->bound) goto out;
+    /* real states of the lexeme ends, memoized by what they depend on: the relaxed state,
+     * the counts to spare (all threads hold past the largest need) and, with body threads,
+     * the real count */
+    struct {
+        uint32_t rs, q;
+        int64_t rr, cabs;
+    } memo[64];
+    for (int i = 0; i < 64; i++)
+        memo[i].rs = RX_DEAD;
+    for (uint32_t i = 0; i < x->n_b; i++) {
+        const struct rbound *b = &x->b[i];
+        if (r < b->lo || r >= b->hi) continue;
+        uint32_t rs = p->brs[i];
+        const int32_t *rn = rneed_get(g, rs, li);
+        if (!rn) goto out;
+        int64_t rr = r - b->k, cabs = rn[3] ? c + b->k : -1;
+        if (rr > rn[2]) rr = rn[2];
+        uint32_t j = (rs * 2654435761u ^ (uint32_t)rr * 40503u ^ (uint32_t)cabs) & 63;
+        uint32_t q;
+        if (memo[j].rs == rs && memo[j].rr == rr && memo[j].cabs == cabs) {
+            q = memo[j].q;
+        } else {
+            q = relax_realize(g, rs, rr, c + b->k, li, kb, ab);
+            if (d->failed) goto out;
+            memo[j].rs = rs;
+            memo[j].rr = rr;
+            memo[j].cabs = cabs;
+            memo[j].q = q;
+        }
+        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
+        e->bound[2 * e->n_bound] = b->node;
+        e->bound[2 * e->n_bound + 1] = q;
+        e->n_bound++;
+    }
+    *out = e;
+    e = NULL;
+    rc = 1;
+out:
+    if (e) {
+        free(e->bound);
+        free(e);
+    }
+    free(kb);
+    free(ab);
+    return rc;
+}
+
 /* Stores the token set in x: as a list when it has fewer tokens than bits has words (bits is
  * freed), else as the bitset itself (x owns bits). Adds the bytes it takes to *bytes. Returns -1
  * on no memory, bits then still the caller's. */
@@ -431,6 +1086,82 @@ static int keep_boundaries(const struct grammar_vocab_index *vi, struct rx_dfa *
         x->nodes[x->n_nodes++] = c;
     }
     return 0;
+}
+
+/* keep_boundaries for a state made of parts (one per terminal): the path is replayed in each
+ * part, whose transitions its own walk has mostly computed already, and the state before the
+ * node's byte is the union of the parts' (a DFA state is a set of threads, and each byte moves
+ * every thread on its own): no closure of the union state at every count it would meet. */
+static int keep_boundaries_parts(const struct grammar_vocab_index *vi, struct rx_dfa *d,
+                                 uint32_t s, const uint32_t *parts, int32_t nparts,
+                                 const uint32_t *cand, size_t n_cand, struct inner_entry *e,
+                                 struct shared_inner *x)
+{
+    e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
+    x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
+    uint32_t q[64];
+    size_t cap_k = 64, cap_a = 16;
+    uint64_t *kb = malloc(cap_k * sizeof *kb);
+    int32_t *ab = malloc(cap_a * sizeof *ab);
+    int rc = -1;
+    if (!e->bound || !x->nodes || !kb || !ab) goto out;
+    for (size_t i = 0; i < n_cand; i++) {
+        uint32_t c = cand[i];
+        const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
+        bool acc = false, alive = false;
+        size_t nk = 0, na = 0;
+        if (vi->tn[c].depth == 1) { /* the parts do not carry s's own acceptance */
+            if (rx_dfa_accepting(d, s) && rx_dfa_next(d, s, vi->tn[c].byte) == RX_DEAD) {
+                e->bound[2 * e->n_bound] = c;
+                e->bound[2 * e->n_bound + 1] = s;
+                e->n_bound++;
+                x->nodes[x->n_nodes++] = c;
+            }
+            if (d->over_work || d->failed) goto out;
+            continue;
+        }
+        for (int32_t p = 0; p < nparts; p++) {
+            q[p] = parts[p];
+            for (uint32_t j = 0; j + 1 < vi->tn[c].depth && q[p] != RX_DEAD; j++)
+                q[p] = rx_dfa_next(d, q[p], path[j]);
+            if (d->over_work || d->failed) goto out;
+            if (q[p] == RX_DEAD) continue;
+            acc |= rx_dfa_accepting(d, q[p]);
+            if (rx_dfa_next(d, q[p], vi->tn[c].byte) != RX_DEAD) alive = true;
+            nk += (size_t)d->st[q[p]].n_kernel;
+            na += (size_t)d->st[q[p]].n_accept;
+        }
+        if (!acc || alive) continue;
+        if (nk > cap_k || na > cap_a) {
+            cap_k = nk * 2 + 64;
+            cap_a = na * 2 + 16;
+            uint64_t *nkb = realloc(kb, cap_k * sizeof *kb);
+            if (nkb) kb = nkb;
+            int32_t *nab = realloc(ab, cap_a * sizeof *ab);
+            if (nab) ab = nab;
+            if (!nkb || !nab) goto out;
+        }
+        nk = na = 0;
+        for (int32_t p = 0; p < nparts; p++) {
+            if (q[p] == RX_DEAD) continue;
+            const struct rx_dstate *st = &d->st[q[p]];
+            memcpy(kb + nk, st->kernel, (size_t)st->n_kernel * sizeof *kb);
+            nk += (size_t)st->n_kernel;
+            memcpy(ab + na, st->accept, (size_t)st->n_accept * sizeof *ab);
+            na += (size_t)st->n_accept;
+        }
+        uint32_t u = rx_dfa_intern(d, kb, (int32_t)nk, ab, (int32_t)na);
+        if (u == RX_DEAD) goto out;
+        e->bound[2 * e->n_bound] = c;
+        e->bound[2 * e->n_bound + 1] = u;
+        e->n_bound++;
+        x->nodes[x->n_nodes++] = c;
+    }
+    rc = 0;
+out:
+    free(kb);
+    free(ab);
+    return rc;
 }
 
 /* A state whose threads belong to several terminals (e.g. a free string key next to literal
@@ -518,7 +1249,8 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
     size_t n_uniq = 0;
     for (size_t i = 0; i < n_cand; i++)
         if (n_uniq == 0 || cand[n_uniq - 1] != cand[i]) cand[n_uniq++] = cand[i];
-    if (keep_boundaries(vi, d, s, cand, n_uniq, e, x) || d->over_work) goto fail2;
+    if (keep_boundaries_parts(vi, d, s, parts, nparts, cand, n_uniq, e, x) || d->over_work)
+        goto fail2;
     free(cand);
     cand = NULL;
     if (payload_finish(vi, x, bits, words, key, klen, h, e)) goto fail2;
@@ -706,6 +1438,15 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         g->inner = n;
         g->inner_cap = nc;
     }
+    struct inner_entry *re = NULL;
+    int rrc = relax_entry(m, s, &re);
+    if (rrc < 0) return NULL;
+    if (rrc > 0) {
+        g->inner_bytes += sizeof *re + (size_t)re->n_bound * 8;
+        g->inner[s] = re;
+        g->relax_served++;
+        return re;
+    }
     struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
     size_t words = ((size_t)vi->n_tokens + 31) / 32;
     size_t klen;
@@ -836,6 +1577,41 @@ int mask_probe_first(struct grammar *g, struct err *e)
     matcher_free(m);
     free(mask);
     return rc;
+}
+
+/* Lexer-state token sets computed at compile time (docs/grammar.md "Masks"): the walk of each
+ * terminal's state after an opening quote (the first mask inside every JSON string and key).
+ * At run time a string's first mask then finds its parts cached (alone, or as parts of a union
+ * with the other terminals expected there) instead of walking the trie: a new pattern or
+ * length string used to cost a full trie walk in the middle of the reply. Each walk runs under
+ * the mask budget; one over it, or a lexer DFA past a quarter of its budget, ends the
+ * pre-computation (not an error: those masks are computed when needed). */
+int mask_prewarm(struct grammar *g, struct err *e)
+{
+    struct matcher *m = matcher_new(g, e);
+    if (!m) return -1;
+    struct rx_dfa *d = &g->dfa;
+    int done = 0;
+    pthread_mutex_lock(&g->mu);
+    for (int32_t t = 0; t < g->n_terms && done < MASK_PREWARM_MAX; t++) {
+        const struct gterm *T = &g->terms[t];
+        if (T->nfa_start < 0 || T->ignore) continue;
+        if (g->budget.max_dfa_bytes && d->bytes > g->budget.max_dfa_bytes / 4) break;
+        matcher_budget_begin(m);
+        uint32_t s0 = rx_dfa_start(d, &T->nfa_start, 1);
+        uint32_t q = s0 != RX_DEAD ? rx_dfa_next(d, s0, '"') : RX_DEAD;
+        if (q != RX_DEAD && !rx_dfa_final(d, q)) {
+            (void)inner_get(m, q);
+            done++;
+        }
+        bool over = d->over_work || d->failed;
+        d->over_work = false;
+        d->work_limit = 0;
+        if (over) break;
+    }
+    pthread_mutex_unlock(&g->mu);
+    matcher_free(m);
+    return 0;
 }
 
 void matcher_mask(struct matcher *m, uint32_t *bitset_out)

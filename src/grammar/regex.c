@@ -1225,7 +1225,7 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
     d->stack = malloc((size_t)d->stack_cap * sizeof *d->stack);
     d->kbuf_cap = (int32_t)(nn + 4);
     d->kbuf = malloc((size_t)d->kbuf_cap * sizeof *d->kbuf);
-    d->abuf = malloc(nn * sizeof *d->abuf);
+    d->abuf = malloc((nn + 1) * sizeof *d->abuf); /* + the relaxed accept entry */
     d->hcap = 1024;
     d->htab = calloc(d->hcap, sizeof *d->htab);
     d->cap = 64;
@@ -1502,7 +1502,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         switch (st->kind) {
         case NS_BYTE:
             if (end) break;
-            if (c1 && !thread_can_finish(d->nfa, s, c1)) break;
+            if (c1 && !d->relax && !thread_can_finish(d->nfa, s, c1)) break;
             if (*nk == d->kbuf_cap) {
                 int32_t nc = d->kbuf_cap * 2;
                 uint64_t *nb = realloc(d->kbuf, (size_t)nc * sizeof *nb);
@@ -1517,6 +1517,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
             break;
         case NS_ACCEPT: {
             int32_t t = st->out;
+            if (c1 < d->racc) d->racc = c1;
             bool dup = false;
             for (int32_t i = 0; i < *na; i++)
                 if (d->abuf[i] == t) {
@@ -1542,7 +1543,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         case NS_CNT_TICK: {
             const struct rx_loop *L = &d->nfa->loops[st->loop];
             int64_t cnt = (int64_t)c1; /* ticks so far, including this one */
-            if (L->max >= 0 && cnt > L->max) break;
+            if (L->max >= 0 && cnt > L->max && !d->relax) break;
             if (L->max < 0 && cnt > L->min) cnt = L->min; /* all counts >= min alike */
             push(d, &sp, TH(st->out, end, (uint32_t)cnt + 1));
             break;
@@ -1560,12 +1561,12 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         case NS_CNT_END: {
             const struct rx_loop *L = &d->nfa->loops[st->loop];
             if (L->len) { /* leaving a length region: c1 - 1 ticks */
-                if ((int64_t)c1 - 1 >= L->min) push(d, &sp, TH(L->cont, end, 0));
+                if ((int64_t)c1 - 1 >= L->min) push(d, &sp, TH(L->cont, end, d->relax ? c1 : 0));
                 break;
             }
             int64_t done = (int64_t)c1; /* iterations completed, including this one */
-            if (done >= L->min) push(d, &sp, TH(L->cont, end, 0));
-            if (L->max < 0 || done < L->max) {
+            if (done >= L->min) push(d, &sp, TH(L->cont, end, d->relax ? c1 + 1 : 0));
+            if (L->max < 0 || done < L->max || d->relax) {
                 int64_t next = done;
                 if (L->max < 0 && next > L->min) next = L->min; /* all counts >= min alike */
                 push(d, &sp, TH(L->body, end, (uint32_t)next + 1));
@@ -1623,12 +1624,17 @@ uint32_t rx_dfa_from_kernel(struct rx_dfa *d, const uint64_t *k, int32_t n)
  * the margin of 4 is checked on the result, see shift_put) test none of them: every bound
  * check in closure() and thread_can_finish() comes out the same for c1 and any other c1 in the
  * zone. Unbounded loops clamp their counters at min instead (their states merge already). */
-static bool shift_zone(const struct rx_loop *L, uint32_t c1)
+static int shift_zone(const struct rx_loop *L, uint32_t c1)
 {
     int64_t c = (int64_t)c1 - 1;
-    if (L->max < 0) return false;
-    if (L->len) return c >= (int64_t)L->min + 2 && c + 4 + L->tmin_max <= L->max;
-    return c >= (int64_t)L->min + 1 && c + 4 < L->max;
+    /* zone 1: far below a counted loop's min (bounded or not: `x{251,}`, the keys a pattern
+     * leaves out), no closure reaches the exit: only the counter moves. Zone 2: between the
+     * bounds. A transition stored in one zone serves only that zone (below min the exit is
+     * shut, above it open). */
+    if (!L->len && c + 4 < (int64_t)L->min) return 1;
+    if (L->max < 0) return 0;
+    if (L->len) return c >= (int64_t)L->min + 2 && c + 4 + L->tmin_max <= L->max ? 2 : 0;
+    return c >= (int64_t)L->min + 1 && c + 4 < L->max ? 2 : 0;
 }
 
 /* Entry v relative to counter base c1 (counted entries' counters become 1.. ). */
@@ -1638,9 +1644,9 @@ static inline uint64_t rel_entry(uint64_t v, uint32_t c1)
     return c ? (v & 0xffffffffu) | ((uint64_t)(c - c1 + 1) << 32) : v;
 }
 
-static uint64_t shape_hash(const struct rx_dstate *st, uint8_t b)
+static uint64_t shape_hash(const struct rx_dstate *st, uint8_t b, int32_t lk)
 {
-    uint64_t h = 1469598103934665603ull ^ ((uint64_t)b << 40) ^ (uint64_t)(uint32_t)st->sloop;
+    uint64_t h = 1469598103934665603ull ^ ((uint64_t)b << 40) ^ (uint64_t)(uint32_t)lk;
     for (int32_t i = 0; i < st->n_kernel; i++)
         h = (h ^ rel_entry(st->kernel[i], st->sc1)) * 1099511628211ull;
     h ^= h >> 31;
@@ -1648,12 +1654,12 @@ static uint64_t shape_hash(const struct rx_dstate *st, uint8_t b)
 }
 
 static struct rx_shift *shift_find(struct rx_dfa *d, const struct rx_dstate *st, uint8_t b,
-                                   uint64_t h)
+                                   uint64_t h, int32_t lk)
 {
     if (!d->sh_cap) return NULL;
     for (uint32_t j = (uint32_t)h & (d->sh_cap - 1); d->sh[j].h; j = (j + 1) & (d->sh_cap - 1)) {
         struct rx_shift *x = &d->sh[j];
-        if (x->h != h || x->b != b || x->loop != st->sloop || x->n_src != st->n_kernel) continue;
+        if (x->h != h || x->b != b || x->loop != lk || x->n_src != st->n_kernel) continue;
         int32_t i = 0;
         while (i < st->n_kernel && x->src[i] == rel_entry(st->kernel[i], st->sc1))
             i++;
@@ -1666,7 +1672,7 @@ static struct rx_shift *shift_find(struct rx_dfa *d, const struct rx_dstate *st,
  * entries stayed in st's loop within 3 steps of st's counter (else the shift would not be
  * exact: nothing is stored). Failures only lose the memo. */
 static void shift_put(struct rx_dfa *d, const struct rx_dstate *st, uint8_t b, uint64_t h,
-                      int32_t nk, int32_t na)
+                      int32_t lk, int32_t nk, int32_t na)
 {
     for (int32_t i = 0; i < nk; i++) {
         uint32_t c1 = (uint32_t)(d->kbuf[i] >> 32);
@@ -1694,7 +1700,7 @@ static void shift_put(struct rx_dfa *d, const struct rx_dstate *st, uint8_t b, u
         d->sh_cap = nc;
     }
     struct rx_shift x = {.h = h, .n_src = st->n_kernel, .n_res = nk, .n_acc = na,
-                         .loop = st->sloop, .b = b};
+                         .loop = lk, .b = b};
     x.src = malloc(((size_t)st->n_kernel + 1) * sizeof *x.src);
     x.res = malloc(((size_t)nk + 1) * sizeof *x.res);
     x.acc = malloc(((size_t)na + 1) * sizeof *x.acc);
@@ -1734,14 +1740,19 @@ static void sort_u64(uint64_t *a, int32_t n)
     }
 }
 
+static int relax_fix(struct rx_dfa *d, const struct rx_dstate *st, int32_t *nk, int32_t *na,
+                     uint32_t *tick);
+
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
 {
     if (d->failed || d->over_work) return RX_DEAD;
     const struct rx_dstate *st = &d->st[s];
     uint64_t sh = 0;
-    if (st->sloop >= 0 && shift_zone(&d->nfa->loops[st->sloop], st->sc1)) {
-        sh = shape_hash(st, b);
-        const struct rx_shift *x = shift_find(d, st, b, sh);
+    int zone = !d->relax && st->sloop >= 0 ? shift_zone(&d->nfa->loops[st->sloop], st->sc1) : 0;
+    int32_t lk = st->sloop * 4 + zone; /* the loop and the zone a stored transition serves */
+    if (zone) {
+        sh = shape_hash(st, b, lk);
+        const struct rx_shift *x = shift_find(d, st, b, sh, lk);
         if (x) { /* the stored result, counters moved to st's (order is kept: see rel_entry) */
             if (x->n_res > d->kbuf_cap) {
                 uint64_t *nb = realloc(d->kbuf, (size_t)x->n_res * sizeof *nb);
@@ -1770,6 +1781,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
         }
     }
     next_gen(d);
+    d->racc = UINT32_MAX;
     const struct rx_nstate *S = d->nfa->s;
     int32_t sp = 0;
     for (int32_t i = 0; i < st->n_kernel; i++) {
@@ -1782,12 +1794,93 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     d->work += (uint64_t)st->n_kernel + d->vis_steps;
     if (d->work_limit && d->work > d->work_limit) d->over_work = true;
     if (d->failed || d->over_work) return RX_DEAD; /* the transition stays unknown */
+    uint32_t tick = 0;
+    if (d->relax && relax_fix(d, &d->st[s], &nk, &na, &tick)) {
+        d->trans[(size_t)s * 256 + b] = RX_NONUNI;
+        return RX_NONUNI;
+    }
     sort_u64(d->kbuf, nk);
     qsort(d->abuf, (size_t)na, sizeof(int32_t), cmp_i32);
-    if (sh) shift_put(d, &d->st[s], b, sh, nk, na);
+    if (sh) shift_put(d, &d->st[s], b, sh, lk, nk, na);
     uint32_t t = dfa_intern(d, nk, na);
+    if (t != RX_DEAD && tick) t |= RX_TICK_BIT;
     d->trans[(size_t)s * 256 + b] = t; /* d->trans may have moved: index again */
     return t;
+}
+
+/* Relaxed mode, after a transition's closure from st (kbuf[0..nk), abuf[0..na)): the body
+ * threads of the loop must share one counter, equal to st's or one more (the tick); every
+ * counter moves back by the tick (1 stays 1: "exited long ago", as good as any), and of the
+ * counted threads of one NFA state only the smallest counter is kept (same future, the
+ * earliest exit is the weakest condition). Appends the accept entry -(racc + 1). Returns -1
+ * when the body threads disagree (or a loop is entered afresh). */
+static int relax_fix(struct rx_dfa *d, const struct rx_dstate *st, int32_t *nk, int32_t *na,
+                     uint32_t *tick)
+{
+    const struct rx_nfa *n = d->nfa;
+    uint32_t src = 0, res = 0;
+    for (int32_t i = 0; i < st->n_kernel && !src; i++)
+        if (TH_C1(st->kernel[i]) && rx_nfa_loop_of(n, TH_S(st->kernel[i])) >= 0)
+            src = TH_C1(st->kernel[i]);
+    for (int32_t i = 0; i < *nk; i++) {
+        uint32_t c1 = TH_C1(d->kbuf[i]);
+        if (!c1 || rx_nfa_loop_of(n, TH_S(d->kbuf[i])) < 0) continue;
+        if (!res)
+            res = c1;
+        else if (c1 != res)
+            return -1;
+    }
+    if (res && (!src || res < src || res > src + 1)) return -1;
+    uint32_t tk = res ? res - src : 0;
+    for (int32_t i = 0; i < *nk; i++) {
+        uint64_t v = d->kbuf[i];
+        uint32_t c1 = TH_C1(v);
+        if (c1 > 1) d->kbuf[i] = (v & 0xffffffffu) | ((uint64_t)(c1 - tk < 1 ? 1 : c1 - tk) << 32);
+    }
+    sort_u64(d->kbuf, *nk);
+    next_gen(d);
+    int32_t w = 0;
+    for (int32_t i = 0; i < *nk; i++) {
+        uint64_t v = d->kbuf[i];
+        if (TH_C1(v)) {
+            if (d->mark[TH_S(v)] == d->gen) continue;
+            d->mark[TH_S(v)] = d->gen;
+        }
+        d->kbuf[w++] = v;
+    }
+    *nk = w;
+    if (*na > 0) {
+        uint32_t r = d->racc;
+        if (r > 1) r = r - tk < 1 ? 1 : r - tk;
+        d->abuf[(*na)++] = -(int32_t)r - 1;
+    }
+    *tick = tk;
+    return 0;
+}
+
+uint32_t rx_dfa_intern(struct rx_dfa *d, const uint64_t *k, int32_t nk, const int32_t *acc,
+                       int32_t na)
+{
+    if (d->failed) return RX_DEAD;
+    if (nk > d->kbuf_cap) {
+        uint64_t *nb = realloc(d->kbuf, (size_t)nk * sizeof *nb);
+        if (!nb) return RX_DEAD;
+        d->kbuf = nb;
+        d->kbuf_cap = nk;
+    }
+    if (na > d->nfa->n) return RX_DEAD; /* abuf holds one entry per NFA state */
+    memcpy(d->kbuf, k, (size_t)nk * sizeof *k);
+    sort_u64(d->kbuf, nk);
+    int32_t w = 0;
+    for (int32_t i = 0; i < nk; i++)
+        if (!w || d->kbuf[w - 1] != d->kbuf[i]) d->kbuf[w++] = d->kbuf[i];
+    nk = w;
+    if (na) memcpy(d->abuf, acc, (size_t)na * sizeof *acc);
+    qsort(d->abuf, (size_t)na, sizeof(int32_t), cmp_i32);
+    w = 0;
+    for (int32_t i = 0; i < na; i++)
+        if (!w || d->abuf[w - 1] != d->abuf[i]) d->abuf[w++] = d->abuf[i];
+    return dfa_intern(d, nk, w);
 }
 
 int rx_match_full(const char *pattern, size_t plen, const char *s, size_t len, struct err *e)

@@ -130,7 +130,7 @@ struct rx_shift {
     int32_t n_src, n_res;
     int32_t *acc;
     int32_t n_acc;
-    int32_t loop;
+    int32_t loop; /* loop * 4 + zone (regex.c shift_zone) */
     uint8_t b;
 };
 struct rx_dfa {
@@ -160,6 +160,16 @@ struct rx_dfa {
     size_t bytes, max_bytes;
     uint64_t work, work_limit;
     bool over_bytes, over_work;
+    /* Relaxed mode (docs/grammar.md "Counts out of the lexer state"): bounded loops and length
+     * regions ignore their max, counted threads keep their counter past the loop's exit (the
+     * count at exit), and after each transition every counter is moved back by the transition's
+     * tick (0 or 1) so the loop's body threads stay at one base count. A transition value then
+     * carries the tick in bit 31 (RX_TICK_BIT); RX_NONUNI marks a transition after which the
+     * body threads disagree on their count (the walk that asked gives up). An accepting state's
+     * accept set holds, before the terminal ids, one entry -(c1 + 1): the smallest counter of
+     * an accepting thread. Used only by mask.c, through rx_dfa_compute and rx_dfa_intern. */
+    bool relax;
+    uint32_t racc; /* scratch: smallest counter + 1 reaching ACCEPT in the current closure */
     struct rx_shift *sh; /* open addressing by shape hash */
     uint32_t sh_cap, sh_n;
     uint64_t sh_hits; /* transitions served by a shift (statistics, tests) */
@@ -173,6 +183,12 @@ static inline uint32_t rx_dfa_next(struct rx_dfa *d, uint32_t s, uint8_t b);
 /* The (non-accepting) state whose kernel is k[0..n) (sorted kernel entries of existing states). */
 uint32_t rx_dfa_from_kernel(struct rx_dfa *d, const uint64_t *k, int32_t n);
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b);
+/* The state with kernel k[0..nk) and accept set acc[0..na) (any order; copied, sorted,
+ * deduplicated), RX_DEAD on failure. */
+uint32_t rx_dfa_intern(struct rx_dfa *d, const uint64_t *k, int32_t nk, const int32_t *acc,
+                       int32_t na);
+#define RX_TICK_BIT 0x80000000u
+#define RX_NONUNI 0xfffffffeu
 /* Index of the counted loop whose body holds NFA state s, or -1. */
 int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s);
 /* A DFA kernel entry: NFA state and loop counter + 1 (0 outside counted loops). */

@@ -44,6 +44,16 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
         free(x);
     }
     free(vi->sh);
+    for (uint32_t i = 0; i < vi->rsh_cap; i++) {
+        struct rdata *x = vi->rsh[i];
+        if (!x) continue;
+        free(x->key);
+        free(x->toks);
+        free(x->cum);
+        free(x->b);
+        free(x);
+    }
+    free(vi->rsh);
     if (vi->sh_cap) pthread_mutex_destroy(&vi->mu);
     free(vi->specials);
     free(vi);

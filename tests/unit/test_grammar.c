@@ -145,7 +145,7 @@ static uint32_t rnd(void)
 static pcre2_code *pcre_compile_full(const char *pat)
 {
     /* PCRE2 spells \uXXXX as \x{XXXX} */
-    char conv[400];
+    char conv[8192];
     size_t o = 0;
     for (size_t i = 0; pat[i] && o + 8 < sizeof conv; i++) {
         if (pat[i] == '\\' && pat[i + 1] == 'u') {
@@ -159,7 +159,7 @@ static pcre2_code *pcre_compile_full(const char *pat)
         }
     }
     conv[o] = 0;
-    char wrapped[512];
+    char wrapped[8200];
     snprintf(wrapped, sizeof wrapped, "(?:%s)\\z", conv);
     int ec;
     PCRE2_SIZE eo;
@@ -389,6 +389,10 @@ Test(grammar_regex, shifted_transitions_vs_pcre2)
         {"[^\"]{2,100}\"", "[^\"]{2,100}\""},
         {"(?:x|ab){40,80}y?", "(?:x|ab){40,80}y?"},
         {"\"(?:[a-c]|é){3,70}\"d", "\"(?:[a-c]|é){3,70}\"d"},
+        /* far below min (one zone) and between the bounds (another): a transition stored in
+         * one must not serve the other */
+        {"\"(?:[a-c]|é){40,80}\"d", "\"(?:[a-c]|é){40,80}\"d"},
+        {"(?:x|ab){50,}y", "(?:x|ab){50,}y"},
     };
     uint64_t hits = 0;
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
@@ -405,15 +409,16 @@ Test(grammar_regex, shifted_transitions_vs_pcre2)
                 s[n++] = '@';
                 for (int i = len / 2; i < len; i++)
                     s[n++] = "xy.z"[rnd() % 4];
-            } else if (p == 4) {
+            } else if (p == 4 || p == 5) {
                 s[n++] = '"';
             }
             for (int i = 0; i < (p == 0 ? (int)(rnd() % 3) : len) && n + 4 < sizeof s; i++) {
                 const char *pc = pieces[rnd() % np];
+                if (p == 5) pc = pieces[(int[]){0, 1, 2, 4}[rnd() % 4]]; /* a, b, c, é */
                 memcpy(s + n, pc, strlen(pc));
                 n += strlen(pc);
             }
-            if (p == 4 && k % 2) {
+            if ((p == 4 || p == 5) && k % 2) {
                 s[n++] = '"';
                 s[n++] = 'd';
             }
@@ -426,6 +431,111 @@ Test(grammar_regex, shifted_transitions_vs_pcre2)
         pcre2_code_free(re);
     }
     cr_assert(hits > 1000, "shifted transitions served: %llu", (unsigned long long)hits);
+}
+
+/* PCRE2's viable-prefix test for a subject that may end inside a 2-byte UTF-8 sequence
+ * (byte-level tokens): viable when some completion of that character is. */
+static int pcre_status_bytes(pcre2_code *re, const char *s, size_t n)
+{
+    if (n && ((unsigned char)s[n - 1] & 0xE0) == 0xC0) {
+        char t[1400];
+        cr_assert(n + 1 < sizeof t);
+        memcpy(t, s, n);
+        for (int c = 0x80; c <= 0xBF; c++) {
+            t[n] = (char)c;
+            if (pcre_status(re, t, n + 1)) return 2;
+        }
+        return 0;
+    }
+    return pcre_status(re, s, n);
+}
+
+/* Counts out of the lexer state (docs/grammar.md): near the max of a bounded loop or length
+ * region, masks come from one relaxed walk per loop shape filtered by the count still allowed.
+ * Long random walks (biased to long tokens, so they reach the bounds) with masks checked for
+ * every token against PCRE2's viable-prefix test, mask against consume, and the relaxed walk
+ * must have served masks. `(?:ab|a){0,40}c` keeps threads at two counts (not relaxed). */
+Test(grammar_regex, counts_out_of_state_vs_pcre2)
+{
+    static const char *pairs[][2] = {
+        {"\"[a-c]{0,40}\"", "\"[a-c]{0,40}\""},
+        {"\"(?:[ab]|é){5,45}\"x?", "\"(?:[ab]|é){5,45}\"x?"},
+        {"(?L3,45:(?:[ab.](?T))+@(?T)(?:[a-c.](?T))+)", NULL}, /* PCRE2 built below */
+        {"\"(?L0,40:(?:(?:[ab]|é|\\\\n)(?T))*)\"c?", "\"(?:[ab]|é|\\\\n){0,40}\"c?"},
+        {"[a-c]{2,60}d", "[a-c]{2,60}d"},
+        {"(?L33,38:(?:(?:[abc@]|é)(?T))*)\"", "(?:[abc@]|é){33,38}\""},
+        {"(?:ab|a){0,40}c", "(?:ab|a){0,40}c"},
+    };
+    static const char *toks[] = {"<eos>", "a", "b", "c", "d", "x", "@", ".", "\"", "é", "\\n",
+                                 "ab", "abc", "aaaa", "abab", "aaaaaaaa", "bbbbbbbbbbbb",
+                                 "a\"", "\"x", "\"c", "aé", "ééé", "a@b", "..", "b.c@", "cd",
+                                 "abababab\"", "\\na", "c\"c", "\"aaa", "cccccccccd",
+                                 "\xc3", "\xa9", "a\xc3", "\xa9\""}; /* byte-level pieces of é */
+    int n = sizeof toks / sizeof toks[0];
+    struct hv h;
+    hv_init(&h, toks, n, 1);
+    uint64_t served = 0;
+    /* the region's sum of lengths spelled out (a lookahead would spoil PCRE2's partial
+     * matches): [ab.]{k}@[a-c.]{j} with k, j >= 1 and 3 <= k + 1 + j <= 45 */
+    char email[4096];
+    size_t el = 0;
+    for (int k = 1; k <= 43; k++)
+        el += (size_t)snprintf(email + el, sizeof email - el, "%s[ab.]{%d}@[a-c.]{1,%d}",
+                               k > 1 ? "|" : "", k, 44 - k);
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        pcre2_code *re = pcre_compile_full(pairs[p][1] ? pairs[p][1] : email);
+        struct grammar *g = compile_ok(&h, GRAMMAR_REGEX, pairs[p][0]);
+        for (int walk = 0; walk < 40; walk++) {
+            struct err e = {0};
+            struct matcher *m = matcher_new(g, &e);
+            cr_assert(m);
+            char prefix[1200] = "";
+            size_t pl = 0;
+            for (int step = 0; step < 120; step++) {
+                uint32_t mask[2];
+                matcher_mask(m, mask);
+                int allowed[64], na = 0, longest = -1;
+                for (int t = 0; t < n; t++) {
+                    bool in = mask[t >> 5] >> (t & 31) & 1;
+                    bool ref;
+                    if (t == 0) {
+                        ref = pcre_status(re, prefix, pl) == 1;
+                        cr_assert_eq(matcher_accepting(m), ref, "/%s/ accepting after \"%s\"",
+                                     pairs[p][0], prefix);
+                    } else {
+                        char s[1300];
+                        memcpy(s, prefix, pl);
+                        memcpy(s + pl, toks[t], h.len[t]);
+                        ref = pcre_status_bytes(re, s, pl + h.len[t]) != 0;
+                    }
+                    cr_assert_eq(in, ref, "/%s/ after \"%s\" (%zu bytes): token \"%s\" mask %d, pcre2 %d",
+                                 pairs[p][0], prefix, pl, toks[t], in, ref);
+                    if (in && t) {
+                        allowed[na++] = t;
+                        if (longest < 0 || h.len[t] > h.len[longest]) longest = t;
+                    }
+                }
+                if (!na) break;
+                int t = rnd() % 3 ? longest : allowed[rnd() % (uint32_t)na];
+                if (step > 4 && rnd() % 8 == 0) t = allowed[rnd() % (uint32_t)na];
+                cr_assert_eq(matcher_consume(m, t), 0);
+                memcpy(prefix + pl, toks[t], h.len[t]);
+                pl += h.len[t];
+                prefix[pl] = 0;
+                if (pl > 1000) break;
+            }
+            matcher_free(m);
+        }
+        struct grammar_stats gs;
+        grammar_stats(g, &gs);
+        if (p + 1 < sizeof pairs / sizeof pairs[0])
+            cr_assert(gs.relax_served > 0, "/%s/: no mask from a relaxed walk", pairs[p][0]);
+        served += gs.relax_served;
+        grammar_free(g);
+        pcre2_code_free(re);
+    }
+    cr_log_info("relaxed masks served: %llu", (unsigned long long)served);
+    grammar_vocab_index_free(h.vi);
 }
 
 /* Classes are built as byte tries (one NFA state per distinct leading byte range): classes
