@@ -5,10 +5,18 @@ on the corpus of scripts/demo/corpus.py, tokenized by the engine's own tokenizer
 
   /usr/bin/python3 scripts/train_demo.py --data DIR --tokenizer TOKDIR --tokenize-bin BIN --out DIR
         [--steps N] [--bench] [--init DIR] [--copy-frac F] [--copy-synth N --copy-batch K] [--seed S]
+        [--curriculum N --curriculum-mix K:W,... --copy-seq T --copy-windows K --copy-weight W]
+        [--expand-kv] [--lm-seq T] [--minutes M --decay-from F] [--warmup N] [--keep-every N]
 
---init continues from an earlier run (or scripts/demo/gguf2st.py's dequantized GGUF); --copy-frac
-and --copy-synth are the copy-heavy mixtures of the continuation experiments in docs/demo-model.md
-("The copy test"). OUT/train-log.tsv's copy_acc column is the teacher-forced copy accuracy.
+--init continues from an earlier run (or scripts/demo/gguf2st.py's dequantized GGUF); --copy-frac,
+--copy-synth and --curriculum are the copy-heavy mixtures of the continuation experiments in
+docs/demo-model.md ("The copy test"); --expand-kv gives each query head its own K/V head there;
+--minutes schedules the learning rate by wall-clock time (so that a run on a shared machine still
+anneals before its deadline; its step count then depends on the machine's load).
+OUT/train-log.tsv's copy_acc column is the teacher-forced copy accuracy on held-out chat-repeat
+documents, copy200_acc the same on 200-word held-out passages asked exactly as the copy test asks
+(passages 5-9 of its word stream; the copy test uses 0-4), copy200_prefix the mean share of such a
+reply before its first teacher-forced miss.
 
 Writes OUT/config.json + OUT/model.safetensors (HF Qwen3 names, F32; lmserve-mkmodel --weights
 turns them into GGUF), OUT/train-log.tsv (step, tokens, train loss, held-out loss, seconds),
@@ -124,13 +132,17 @@ class Qwen3(torch.nn.Module):
                 if n.endswith("o_proj.weight") or n.endswith("down_proj.weight"):
                     p.data.mul_(1.0 / math.sqrt(2 * c["num_hidden_layers"]))
 
-    def forward(self, ids):
+    def hidden(self, ids):
+        """The final-norm hidden states (B, T, d): the logits are these times the embedding."""
         T = ids.shape[1]
         cos, sin = rope_cos_sin(T, self.c["head_dim"], self.c["rope_theta"])
         x = self.embed_tokens(ids)
         for l in self.layers:
             x = l(x, cos, sin)
-        return self.norm(x) @ self.embed_tokens.weight.t()  # tied output projection
+        return self.norm(x)
+
+    def forward(self, ids):
+        return self.hidden(ids) @ self.embed_tokens.weight.t()  # tied output projection
 
     def hf_state(self):
         """HF Qwen3 tensor names -> tensors."""
@@ -261,6 +273,160 @@ def synth_copies(train_docs, n, seed, tok_bin, tokdir, seq):
     return [(x[:seq + 1], len(h)) for x, h in zip(ids, hids) if len(h) < min(len(x), seq + 1) and x[:len(h)] == h]
 
 
+CURRICULUM = "randtok:0.2,randwords:0.2,shuffled:0.2,real:0.3,define:0.1"
+
+
+def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=None, tok_len=(5, 320)):
+    """[(ids, reply_start, kind)] of n exercises rendered in Qwen3's ChatML (thinking off, as
+    lmserve-generate --chat and the copy test ask), drawn by the weights of mix:
+      randtok   a random sequence of BPE tokens (tok_len, 5-320), repeated id for id: nothing but
+                copying predicts it, the cleanest signal for an induction circuit to form
+      randcommon  the same from the corpus's most frequent tokens only (common: their ids), whose
+                embeddings are well trained already
+      randwords 5-230 words drawn uniformly from the training prose's distinct words
+      shuffled  5-230 consecutive words of training prose, shuffled
+      real      5-230 consecutive words of training prose (the copy test's kind of passage)
+      define    a corpus-style "What does X mean?" exchange (scripts/demo/corpus.py's t_define):
+                the word to copy from the question into "X (pos) means: ..."
+    Loss goes on the reply only (the caller masks), so the passage in the prompt costs no gradient."""
+    import random
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo"))
+    import corpus as C
+    rng = random.Random(seed + 30)
+    kinds = []
+    for part in mix.split(","):
+        k, w = part.split(":")
+        if k not in ("randtok", "randcommon", "randwords", "shuffled", "real", "define"):
+            sys.exit(f"train: --curriculum: unknown kind {k!r}")
+        kinds.append((k, float(w)))
+    tot = sum(w for _, w in kinds)
+    paras = C.prose_paragraphs([d["text"] for d in train_docs if d["kind"] == "pydoc"])
+    paras += [" ".join(d["text"].split()) for d in train_docs if d["kind"] == "fortune"]
+    vocab_words = sorted({w for p in paras for w in p.split()})
+    wn = C.wordnet()
+    first_added = min(t["id"] for t in tokcfg["added_tokens"])
+    asks = COPY_ASKS + ["Please repeat after me:\n\n"]
+    above = ["Repeat the text above exactly.", "Say that again, word for word."]
+    gen = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    docs, heads, kind_of, tok_rows = [], [], [], []
+    for i in range(n):
+        r, acc = rng.random() * tot, 0.0
+        for k, w in kinds:
+            acc += w
+            if r < acc:
+                break
+        system = ("<|im_start|>system\n" + rng.choice(C.SYSTEMS) + "<|im_end|>\n") if rng.random() < 0.3 else ""
+        if k == "define":
+            msgs, _ = C.t_define(rng, wn)
+            text = C.render(msgs)
+            cut = text.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n")
+            docs.append(text)
+            heads.append(text[:cut])
+            kind_of.append(k)
+            continue
+        if k in ("randtok", "randcommon"):
+            L = rng.randint(*tok_len)
+            body = [rng.randrange(256, first_added) for _ in range(L)] if k == "randtok" else \
+                [rng.choice(common) for _ in range(L)]
+            tok_rows.append((len(docs), system + "<|im_start|>user\n" + rng.choice(asks), body))
+            docs.append("")
+            heads.append("")
+            kind_of.append(k)
+            continue
+        target = rng.randint(5, 230)
+        if k == "randwords":
+            words = [rng.choice(vocab_words) for _ in range(target)]
+        else:
+            words = C.passage(rng, paras, paras, target, target).split()
+            if k == "shuffled":
+                rng.shuffle(words)
+        p = " ".join(words)
+        if rng.random() < 0.85:
+            head = system + "<|im_start|>user\n" + rng.choice(asks) + p + gen
+        else:
+            head = system + "<|im_start|>user\n" + p + "\n\n" + rng.choice(above) + gen
+        docs.append(head + p + "<|im_end|>\n")
+        heads.append(head)
+        kind_of.append(k)
+    ids = tokenize(docs, tok_bin, tokdir)
+    hids = tokenize(heads, tok_bin, tokdir)
+    # the random-token exercises, assembled in id space
+    pieces = tokenize([h for _, h, _ in tok_rows] + ["\n\n", gen, "<|im_end|>\n"], tok_bin, tokdir)
+    nl2, g_ids, end_ids = pieces[len(tok_rows)], pieces[len(tok_rows) + 1], pieces[len(tok_rows) + 2]
+    for (j, _, body), h in zip(tok_rows, pieces[:len(tok_rows)]):
+        head = h + nl2 + body + g_ids
+        ids[j], hids[j] = head + body + end_ids, head
+    out = [(x, len(h), k) for x, h, k in zip(ids, hids, kind_of) if 0 < len(h) < len(x) and x[:len(h)] == h]
+    return out
+
+
+def pack_exercises(ex, T, eot, seed):
+    """Windows of T+1 tokens packed with whole exercises (an <|endoftext|> after each, the rest of
+    a window padded with it) and the mask of the positions whose next token is a reply token."""
+    import random
+    order = list(range(len(ex)))
+    random.Random(seed + 40).shuffle(order)
+    xs, ms, cur, flag, dropped = [], [], [], [], 0
+
+    def flush():
+        nonlocal cur, flag
+        if cur:
+            pad = T + 1 - len(cur)
+            xs.append(cur + [eot] * pad)
+            ms.append((flag + [False] * pad)[1:])
+        cur, flag = [], []
+
+    for i in order:
+        ids, h, _ = ex[i]
+        if len(ids) + 1 > T + 1:
+            dropped += 1
+            continue
+        if len(cur) + len(ids) + 1 > T + 1:
+            flush()
+        cur += ids + [eot]
+        flag += [False] * h + [True] * (len(ids) - h) + [False]
+    flush()
+    return torch.tensor(xs, dtype=torch.long), torch.tensor(ms, dtype=torch.bool), dropped
+
+
+def copy200_docs(held_docs, tok_bin, tokdir, first, count):
+    """Teacher-forcing probes shaped exactly like scripts/demo/eval.py's copy test (a 200-word
+    held-out passage after "Repeat the following text exactly:", thinking off), from passages
+    first..first+count-1 of the same held-out word stream (the copy test itself uses 0..4)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo"))
+    import corpus as C
+    paras = []
+    for d in held_docs:
+        if d["kind"] in ("pydoc", "fortune"):
+            paras += C.prose_paragraphs([d["text"]]) if d["kind"] == "pydoc" else [" ".join(d["text"].split())]
+    words = " ".join(paras).split()
+    heads, docs = [], []
+    for k in range(first, first + count):
+        p = " ".join(words[k * 200:(k + 1) * 200])
+        h = ("<|im_start|>user\nRepeat the following text exactly:\n\n" + p +
+             "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        heads.append(h)
+        docs.append(h + p + "<|im_end|>")
+    ids, hids = tokenize(docs, tok_bin, tokdir), tokenize(heads, tok_bin, tokdir)
+    return [(x, len(h)) for x, h in zip(ids, hids)]
+
+
+def copy200_accuracy(model, probes):
+    """Teacher-forced top-1 accuracy over the probes' reply tokens, and the mean length of the
+    reply prefix that greedy decoding would reproduce as long as every earlier token was right."""
+    model.eval()
+    hit, n, pre = 0, 0, 0
+    with torch.no_grad():
+        for ids, h in probes:
+            pred = model(torch.tensor([ids[:-1]]))[0].argmax(-1)
+            ok = (pred[h - 1:] == torch.tensor(ids[h:])).tolist()
+            hit += sum(ok)
+            n += len(ok)
+            pre += next((i for i, v in enumerate(ok) if not v), len(ok)) / len(ok)
+    model.train()
+    return hit / max(1, n), pre / max(1, len(probes))
+
+
 def copy_accuracy(model, docs, im_start):
     """Teacher-forced top-1 accuracy on the assistant turns of held-out chat-repeat documents: how
     often the next token of a copy is the model's first choice (a cheap monitor of the copy skill;
@@ -312,7 +478,33 @@ def main():
                     "training prose, half of them with the words shuffled so that only copying predicts them), "
                     "loss on the reply only; --copy-batch of them join every step")
     ap.add_argument("--copy-batch", type=int, default=0)
+    ap.add_argument("--curriculum", type=int, default=0,
+                    help="N exercises of the copy curriculum (copy_curriculum(): random tokens, random words, "
+                    "shuffled and plain prose, definitions; loss on the replies), packed into windows of "
+                    "--copy-seq tokens; --copy-windows of them join every step")
+    ap.add_argument("--curriculum-mix", default=CURRICULUM)
+    ap.add_argument("--common", type=int, default=2000, help="randcommon: the N most frequent token ids")
+    ap.add_argument("--tok-len", default="5,320", help="randtok/randcommon lengths: MIN,MAX tokens")
+    ap.add_argument("--copy-seq", type=int, default=768)
+    ap.add_argument("--lm-seq", type=int, default=0,
+                    help="train on the first N tokens of each corpus window only (more steps per token; the "
+                    "held-out windows stay --seq long)")
+    ap.add_argument("--copy-windows", type=int, default=2)
+    ap.add_argument("--copy-weight", type=float, default=0.5,
+                    help="loss = (1 - w) * corpus loss + w * curriculum reply loss")
+    ap.add_argument("--expand-kv", action="store_true",
+                    help="with --init: give every query head its own K/V head (copies of the shared one, so "
+                    "the function is unchanged at the start)")
+    ap.add_argument("--minutes", type=float, default=0,
+                    help="schedule by wall-clock time instead of --steps: warm-up, the peak LR until "
+                    "--decay-from of the time, then cosine to 10 %% at --minutes, where the run stops")
+    ap.add_argument("--decay-from", type=float, default=0.7)
+    ap.add_argument("--warmup", type=int, default=0, help="warm-up steps (default: 5 %% of --steps)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--keep-every", type=int, default=0,
+                    help="also keep the checkpoint of every Nth evaluation in OUT/step-S/")
     a = ap.parse_args()
+    torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(a.seed)
     import random
@@ -330,6 +522,9 @@ def main():
         c = json.load(open(os.path.join(a.init, "config.json")))
         if c["vocab_size"] != n_vocab:
             sys.exit(f"train: --init {a.init}: vocabulary {c['vocab_size']}, the tokenizer has {n_vocab}")
+        kv0 = c["num_key_value_heads"]
+        if a.expand_kv:
+            c = dict(c, num_key_value_heads=c["num_attention_heads"])
 
     t0 = time.time()
     train_docs = load_docs(os.path.join(a.data, "train.jsonl"))
@@ -343,6 +538,8 @@ def main():
         torch.save((train_ids, held_ids), cache)
     n_train_tok = sum(len(x) for x in train_ids)
     train_seqs = pack(train_ids, a.seq, eot, rng)
+    if a.lm_seq:
+        train_seqs = train_seqs[:, :a.lm_seq + 1]
     copy_seqs = pack([x for x, d in zip(train_ids, train_docs) if d["kind"] == "chat-repeat"], a.seq, eot,
                      random.Random(a.seed + 10)) if a.copy_frac > 0 else None
     n_copy = int(round(a.batch * a.copy_frac))
@@ -353,12 +550,36 @@ def main():
     held_seqs = pack(held_ids, a.seq, eot, random.Random(2))[:24]
     im_start = next(t["id"] for t in tokcfg["added_tokens"] if t["content"] == "<|im_start|>")
     held_copy = [x[:a.seq] for x, d in zip(held_ids, held_docs) if d["kind"] == "chat-repeat"][:24]
+    probes = copy200_docs(held_docs, a.tokenize_bin, a.tokenizer, 5, 5)
+    cur_x = cur_m = None
+    if a.curriculum:
+        cnt = torch.bincount(torch.tensor([t for x in train_ids for t in x]), minlength=n_vocab)
+        specials = {t["id"] for t in tokcfg["added_tokens"]}
+        common = [int(t) for t in cnt.argsort(descending=True).tolist() if int(t) not in specials][:a.common]
+        ex = copy_curriculum(train_docs, a.curriculum, a.seed, a.tokenize_bin, a.tokenizer, tokcfg, a.curriculum_mix,
+                             common, tuple(int(x) for x in a.tok_len.split(",")))
+        cur_x, cur_m, dropped = pack_exercises(ex, a.copy_seq, eot, a.seed)
+        by = {}
+        for ids, h, k in ex:
+            by.setdefault(k, [0, 0])
+            by[k][0] += 1
+            by[k][1] += len(ids) - h
+        print(f"train: curriculum {len(ex)} exercises ({dropped} longer than {a.copy_seq} dropped) in "
+              f"{len(cur_x)} windows of {a.copy_seq}, {int(cur_m.sum())} reply tokens; "
+              + ", ".join(f"{k} {v[0]} ({v[1]} reply tokens)" for k, v in sorted(by.items())), flush=True)
     print(f"train: {len(train_docs)} documents, {n_train_tok} tokens, {len(train_seqs)} sequences of {a.seq}; "
           f"held-out {len(held_seqs)} sequences; tokenized in {time.time() - t0:.0f} s", flush=True)
 
     model = Qwen3(c)
     if a.init:
         sd = load_safetensors(os.path.join(a.init, "model.safetensors"))
+        if a.expand_kv and kv0 < c["num_key_value_heads"]:
+            r, hd = c["num_key_value_heads"] // kv0, c["head_dim"]
+            for k in list(sd):
+                if k.endswith("k_proj.weight") or k.endswith("v_proj.weight"):
+                    w = sd[k]
+                    sd[k] = w.view(kv0, hd, -1).repeat_interleave(r, 0).reshape(kv0 * r * hd, -1)
+            print(f"train: K/V heads {kv0} -> {c['num_key_value_heads']} a layer (copies)", flush=True)
         own = model.hf_state()
         if set(sd) != set(own):
             sys.exit(f"train: --init {a.init}: tensor names differ: {sorted(set(sd) ^ set(own))[:5]}")
@@ -373,20 +594,28 @@ def main():
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    warm = max(1, a.steps // 20)
+    warm = a.warmup or max(1, a.steps // 20)
 
     def lr_at(s):
         if s < warm:
             return a.lr * (s + 1) / warm
+        if a.minutes:  # wall-clock schedule: peak, then cosine from --decay-from of the time
+            f = (time.time() - t_start) / 60 / a.minutes
+            if f < a.decay_from:
+                return a.lr
+            f = min(1.0, (f - a.decay_from) / (1 - a.decay_from))
+            return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * f)))
         return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, a.steps - warm))))
 
     log = open(os.path.join(a.out, "train-log.tsv"), "w")
-    log.write("step\ttokens\ttrain_loss\theldout_loss\tseconds\tcopy_acc\n")
+    log.write("step\ttokens\ttrain_loss\theldout_loss\tseconds\tcopy_acc\tcopy200_acc\tcopy200_prefix\tlr"
+              "\tcopy_loss\n")
     if a.init:
         hl0, ca0 = evaluate(model, held_seqs), copy_accuracy(model, held_copy, im_start)
-        log.write(f"-1\t0\t\t{hl0:.4f}\t0\t{ca0:.4f}\n")
-        print(f"start: held-out {hl0:.3f} (ppl {math.exp(hl0):.1f}) copy accuracy (teacher-forced) {ca0:.3f}",
-              flush=True)
+        c2, p2 = copy200_accuracy(model, probes)
+        log.write(f"-1\t0\t\t{hl0:.4f}\t0\t{ca0:.4f}\t{c2:.4f}\t{p2:.4f}\t\t\n")
+        print(f"start: held-out {hl0:.3f} (ppl {math.exp(hl0):.1f}) copy accuracy (teacher-forced) {ca0:.3f}, "
+              f"200-word probes {c2:.3f} (greedy-safe prefix {p2:.3f})", flush=True)
     t_start = time.time()
     perm = torch.randperm(len(train_seqs), generator=torch.Generator().manual_seed(3))
     pos = 0
@@ -394,6 +623,10 @@ def main():
     cpos = 0
     run = None
     steps = 3 if a.bench else a.steps
+    if a.minutes and not a.bench:
+        steps = 10 ** 9  # until --minutes
+    cpos_w, crun, tok = 0, None, 0
+    E = model.embed_tokens.weight
     for step in range(steps):
         idx, cidx = [], []
         for _ in range(a.batch - n_copy):
@@ -410,10 +643,22 @@ def main():
             cpos += 1
         parts = ([train_seqs[torch.stack(idx)]] if idx else []) + ([copy_seqs[torch.stack(cidx)]] if cidx else [])
         s = torch.cat(parts)
+        lr_now = lr_at(step)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
+            g["lr"] = lr_now
         logits = model(s[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), s[:, 1:].reshape(-1))
+        tok += s[:, 1:].numel()
+        if cur_x is not None:
+            # curriculum windows: logits only where the next token is a reply token
+            j = [(cpos_w + i) % len(cur_x) for i in range(a.copy_windows)]
+            cpos_w += a.copy_windows
+            cx, cm = cur_x[j], cur_m[j]
+            hdn = model.hidden(cx[:, :-1])[cm]
+            closs = F.cross_entropy(hdn @ E.t(), cx[:, 1:][cm])
+            loss = (1 - a.copy_weight) * loss + a.copy_weight * closs
+            crun = closs.item() if crun is None else 0.9 * crun + 0.1 * closs.item()
+            tok += cx[:, 1:].numel()
         if synth and a.copy_batch:
             # the copy exercises: one a row, right-padded, loss on the reply tokens only
             rows = [synth[(step * a.copy_batch + j) % len(synth)] for j in range(a.copy_batch)]
@@ -433,22 +678,36 @@ def main():
         run = loss.item() if run is None else 0.9 * run + 0.1 * loss.item()
         if a.bench:
             el = time.time() - t_start
-            print(f"bench: step {step} loss {loss.item():.3f} {(step + 1) * a.batch * a.seq / el:.0f} tok/s",
+            print(f"bench: step {step} loss {loss.item():.3f} {tok / el:.0f} tok/s ({el / (step + 1):.2f} s a step)",
                   flush=True)
             continue
-        last = step == steps - 1
+        over = a.minutes and (time.time() - t_start) / 60 > a.minutes
+        last = step == steps - 1 or over
         if step % a.eval_every == 0 or last:
             hl = evaluate(model, held_seqs)
             ca = copy_accuracy(model, held_copy, im_start)
+            c2, p2 = copy200_accuracy(model, probes)
             el = time.time() - t_start
-            tok = (step + 1) * a.batch * a.seq
-            log.write(f"{step}\t{tok}\t{run:.4f}\t{hl:.4f}\t{el:.0f}\t{ca:.4f}\n")
+            log.write(f"{step}\t{tok}\t{run:.4f}\t{hl:.4f}\t{el:.0f}\t{ca:.4f}\t{c2:.4f}\t{p2:.4f}\t{lr_now:.2e}"
+                      f"\t{'' if crun is None else f'{crun:.4f}'}\n")
             log.flush()
-            print(f"step {step}/{steps} tokens {tok} train {run:.3f} held-out {hl:.3f} (ppl {math.exp(hl):.1f}) "
-                  f"copy {ca:.3f} {tok / el:.0f} tok/s {el / 60:.1f} min", flush=True)
+            print(f"step {step}/{steps if not a.minutes else '-'} tokens {tok} train {run:.3f} "
+                  f"{'' if crun is None else f'copy-loss {crun:.3f} '}held-out {hl:.3f} (ppl {math.exp(hl):.1f}) "
+                  f"copy {ca:.3f} copy200 {c2:.3f} prefix {p2:.3f} lr {lr_now:.2e} {tok / el:.0f} tok/s "
+                  f"{el / 60:.1f} min", flush=True)
             # a checkpoint at every evaluation: an interrupted run still leaves a model to export
             json.dump(c, open(os.path.join(a.out, "config.json"), "w"), indent=1)
             save_safetensors(model.hf_state(), os.path.join(a.out, "model.safetensors"))
+            if a.keep_every and (step // a.eval_every) % a.keep_every == 0:
+                kd = os.path.join(a.out, f"step-{step}")
+                os.makedirs(kd, exist_ok=True)
+                json.dump(c, open(os.path.join(kd, "config.json"), "w"), indent=1)
+                save_safetensors(model.hf_state(), os.path.join(kd, "model.safetensors"))
+        if over:
+            print(f"train: --minutes {a.minutes} reached at step {step}", flush=True)
+            log.write(f"# --minutes {a.minutes} reached at step {step}\n")
+            steps = step + 1
+            break
         if a.max_minutes and (time.time() - t_start) / 60 > a.max_minutes and not last:
             print(f"train: stopped at step {step} of {steps}: over --max-minutes {a.max_minutes}", flush=True)
             log.write(f"# stopped at step {step} of {steps}: over --max-minutes {a.max_minutes}\n")
@@ -461,7 +720,7 @@ def main():
     save_safetensors(model.hf_state(), os.path.join(a.out, "model.safetensors"))
     hl = evaluate(model, held_seqs)
     json.dump({"heldout_loss": hl, "heldout_ppl": math.exp(hl), "heldout_tokens": int(held_seqs[:, 1:].numel()),
-               "train_tokens_seen": steps * a.batch * a.seq, "corpus_train_tokens": n_train_tok,
+               "train_tokens_seen": tok, "corpus_train_tokens": n_train_tok,
                "parameters": n_params, "steps": steps, "minutes": (time.time() - t_start) / 60},
               open(os.path.join(a.out, "heldout.json"), "w"), indent=1)
 

@@ -144,24 +144,34 @@ def main():
         ap.add_argument(k, required=True)
     ap.add_argument("--n-copy", type=int, default=5)
     ap.add_argument("--n-define", type=int, default=10)
+    ap.add_argument("--tasks", default="copy,define,json,arith,tool",
+                    help="comma-separated subset (a quick look at a checkpoint: --tasks copy,define)")
     a = ap.parse_args()
+    tasks = a.tasks.split(",")
+    for t in tasks:
+        if t not in ("copy", "define", "json", "arith", "tool"):
+            sys.exit(f"eval: --tasks: unknown task {t!r}")
     wn = C.wordnet()
-    copy = copy_eval(a)
-    define = define_eval(a, wn)
-    js = json_eval(a, wn)
-    ar = arith_eval(a)
-    tool = tool_eval(a)
-    summary = {
-        "copy_token_fraction_mean": sum(r["token_fraction"] for r in copy) / len(copy),
-        "copy_token_fraction_each": [round(r["token_fraction"], 3) for r in copy],
-        "define_right_shape": f"{sum(r['right_shape'] for r in define)}/{len(define)}",
-        "define_wordnet_definition": f"{sum(r['wordnet_definition'] for r in define)}/{len(define)}",
-        "json_valid": f"{sum(r['valid_json_with_keys'] for r in js)}/{len(js)}",
-        "arith_right": f"{sum(r['right'] for r in ar)}/{len(ar)}",
-        "tool_call_right": f"{sum(r['right_call'] for r in tool)}/{len(tool)}",
-    }
-    json.dump({"summary": summary, "copy": copy, "define": define, "json": js, "arith": ar, "tool": tool},
-              open(a.out, "w"), indent=1, ensure_ascii=False)
+    res, summary = {}, {}
+    if "copy" in tasks:
+        copy = res["copy"] = copy_eval(a)
+        summary["copy_token_fraction_mean"] = sum(r["token_fraction"] for r in copy) / len(copy)
+        summary["copy_token_fraction_each"] = [round(r["token_fraction"], 3) for r in copy]
+        summary["copy_exact_prefix_tokens_each"] = [r["exact_prefix_tokens"] for r in copy]
+    if "define" in tasks:
+        define = res["define"] = define_eval(a, wn)
+        summary["define_right_shape"] = f"{sum(r['right_shape'] for r in define)}/{len(define)}"
+        summary["define_wordnet_definition"] = f"{sum(r['wordnet_definition'] for r in define)}/{len(define)}"
+    if "json" in tasks:
+        js = res["json"] = json_eval(a, wn)
+        summary["json_valid"] = f"{sum(r['valid_json_with_keys'] for r in js)}/{len(js)}"
+    if "arith" in tasks:
+        ar = res["arith"] = arith_eval(a)
+        summary["arith_right"] = f"{sum(r['right'] for r in ar)}/{len(ar)}"
+    if "tool" in tasks:
+        tool = res["tool"] = tool_eval(a)
+        summary["tool_call_right"] = f"{sum(r['right_call'] for r in tool)}/{len(tool)}"
+    json.dump(dict(summary=summary, **res), open(a.out, "w"), indent=1, ensure_ascii=False)
     print("eval: " + json.dumps(summary), flush=True)
 
 
