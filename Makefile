@@ -193,7 +193,8 @@ $(BUILD)/fuzz-worker: $(FUZZ_WORKER_SRC) src/serve/emitter.h src/serve/toolcall.
 NEON_CC    ?= aarch64-linux-gnu-gcc
 NEON_FLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing -pthread \
               -Isrc -static
-NEON_TEST_SRC := tests/neon/test_neon_dots.c src/engine/kernels/quant.c src/engine/kernels/quant_neon.c
+NEON_TEST_SRC := tests/neon/test_neon_dots.c src/engine/kernels/quant.c src/engine/kernels/quant_ternary.c \
+                 src/engine/kernels/quant_neon.c
 neon-test: $(BUILD)/neon/test-neon-dots
 $(BUILD)/neon/test-neon-dots: $(NEON_TEST_SRC) src/engine/kernels/quant.h src/engine/kernels/quant_blocks.h src/engine/kernels/fp16.h
 	@mkdir -p $(dir $@)
