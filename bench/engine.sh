@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Engine throughput (issues 2, 13): lmserve-bench pp512 / tg128 and tg64 at depth on the qwen3-0.6b
 # shape, 2 threads, plus the machine's read-bandwidth ceiling and decode's fraction of it.
+# (ik_llama.cpp's llama-bench has no -d: its -gp DEPTH,64 is the same measurement, tg64 after a
+# DEPTH-token prompt, and is used when -d fails.)
 # If LLAMA_BENCH and/or IK_LLAMA_BENCH name peer llama-bench binaries (llama.cpp, ik_llama.cpp,
 # built elsewhere: nothing here builds them), they run on the same file in the same run and the
 # ratios ours/theirs are printed. A benchmark: it prints figures, it never fails on them.
@@ -48,7 +50,9 @@ $("$BUILD/lmserve-bench" "$f" -t "$THREADS" -p 0 -n 64 -d "$d" -r "$DREPS" | gre
     out=$("$bin" -m "$f" -t "$THREADS" -p 512 -n 128 -r "$REPS" -o md $args 2>/dev/null) || { echo "$peer failed"; continue; }
     for d in $DEPTHS; do
       out="$out
-$("$bin" -m "$f" -t "$THREADS" -p 0 -n 64 -d "$d" -r "$DREPS" -o md $args 2>/dev/null | grep '@' || echo "| $peer -d $d failed |")"
+$("$bin" -m "$f" -t "$THREADS" -p 0 -n 64 -d "$d" -r "$DREPS" -o md $args 2>/dev/null | grep '@' ||
+  "$bin" -m "$f" -t "$THREADS" -p 0 -n 0 -gp "$d,64" -r "$DREPS" -o md $args 2>/dev/null | grep '@' | sed "s/tg64@pp$d/tg64 @ d$d/" ||
+  echo "| $peer -d $d failed |")"
     done
     echo "$peer ($bin $args):"; echo "$out" | grep '|'
     line="ratio lmserve/$peer:"
