@@ -29,23 +29,14 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { spawnSync } = require("child_process");
 const { TokenizerLoader } = require("@lenml/tokenizers");
 const { generate } = require("./corpus.js");
+const { rustSemantics, dropControl, dec, enc, same, show, failures, checkTool } = require("./common.js");
 
 const [tool, tokdir, ...models] = process.argv.slice(2);
 if (!tool || !tokdir || models.length === 0) {
   console.error("usage: compare.js TOOL TOKDIR MODEL [MODEL...]");
   process.exit(2);
-}
-
-const WS = "\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
-function rustSemantics(re) {
-  const ci = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
-  return re.replace(ci, "(?:'[sS\\u017f]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])")
-    .replaceAll("[^\\s", "[^" + WS)
-    .replaceAll("\\s", "[" + WS + "]")
-    .replaceAll("\\S", "[^" + WS + "]");
 }
 
 const tjText = fs.readFileSync(path.join(tokdir, "tokenizer.json"), "utf8");
@@ -66,31 +57,20 @@ function variantJson(variant) {
   if (variant === "llama3") tj.model.ignore_merges = true;
   return tj;
 }
-function makeTokenizer({ rust, dropControl, variant }) {
+function makeTokenizer({ rust, drop, variant }) {
   const tj = variantJson(variant);
   if (rust) {
     const split = tj.pre_tokenizer.pretokenizers.find((p) => p.type === "Split");
     split.pattern.Regex = rustSemantics(split.pattern.Regex);
   }
-  if (dropControl) // control = HF special, or looks like <|...|> (llama.cpp's convert rule)
-    tj.added_tokens = tj.added_tokens.filter((t) => !(t.special || /^<\|.*\|>$/.test(t.content)));
+  if (drop) dropControl(tj);
   return TokenizerLoader.fromPreTrained({ tokenizerJSON: tj, tokenizerConfig: config });
 }
-const ref = { special: makeTokenizer({ rust: true }), plain: makeTokenizer({ rust: true, dropControl: true }) };
-const js = { special: makeTokenizer({ rust: false }), plain: makeTokenizer({ rust: false, dropControl: true }) };
+const ref = { special: makeTokenizer({ rust: true }), plain: makeTokenizer({ rust: true, drop: true }) };
+const js = { special: makeTokenizer({ rust: false }), plain: makeTokenizer({ rust: false, drop: true }) };
 
 const corpus = generate();
-const dec = new TextDecoder("utf-8", { ignoreBOM: true }); // U+FFFD per maximal subpart; keeps U+FEFF
-const enc = (t, s) => Array.from(t.encode(s, { add_special_tokens: false }));
-const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
-
-let failures = 0;
-const fail = (msg) => { failures++; if (failures <= 40) console.log("FAIL " + msg); };
-const esc = (s) => JSON.stringify(s).replace(/[^\x20-\x7e]/gu, (c) => {
-  const cp = c.codePointAt(0);
-  return cp < 0x10000 ? "\\u" + cp.toString(16).padStart(4, "0") : c;
-});
-const show = (b) => esc(b.toString("utf8")).slice(0, 160);
+const F = failures(), fail = F.fail;
 
 // Reference ids and the listed divergences.
 const expect = corpus.map((c) => {
@@ -109,35 +89,7 @@ console.log(`tokenizer: ${divs.length} listed JS-port divergences (Rust semantic
 for (const d of divs) console.log(`  ${show(d.bytes)}: ${d.reason}`);
 
 function check(model, expect, label, nfc) {
-  let nTok = 0, exactRound = 0, nStrings = 0;
-  for (const mode of ["plain", "special"]) {
-    const idx = corpus.map((c, i) => (c.mode === mode ? i : -1)).filter((i) => i >= 0);
-    const input = idx.map((i) => corpus[i].bytes.toString("hex")).join("\n") + "\n";
-    const argv = [model, "--lines-hex"].concat(mode === "special" ? ["--special"] : []);
-    const r = spawnSync(tool, argv, { input, maxBuffer: 1 << 30 });
-    if (r.status !== 0) {
-      fail(`${tool} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
-      continue;
-    }
-    const lines = r.stdout.toString("utf8").split("\n");
-    if (lines.length !== idx.length + 1) fail(`${label} ${mode}: ${lines.length - 1} lines for ${idx.length} strings`);
-    idx.forEach((ci, k) => {
-      const [idsText, hex] = (lines[k] || "").split("\t");
-      const ids = idsText ? idsText.split(",").map(Number) : [];
-      const c = corpus[ci], want = expect[ci];
-      nStrings++;
-      nTok += ids.length;
-      if (!same(ids, want.ids)) {
-        let d = 0;
-        while (d < ids.length && ids[d] === want.ids[d]) d++;
-        fail(`${label} ${mode} [${c.cat}] ${show(c.bytes)}: ids differ at ${d}: ` +
-          `ours ${ids.slice(d, d + 6)} ref ${want.ids.slice(d, d + 6)}`);
-      }
-      const back = Buffer.from(hex || "", "hex");
-      if (!back.equals(want.text)) fail(`${label} ${mode} [${c.cat}] ${show(c.bytes)}: decode gives ${show(back)}`);
-      if (back.equals(c.bytes)) exactRound++;
-    });
-  }
+  const { nStrings, nTok, exactRound } = checkTool({ tool, model, corpus, expect, label, fail });
   console.log(`tokenizer: ${label}: ${nStrings} strings, ${nTok} tokens compared with the JS reference; ` +
     `decode = ${nfc ? "NFC(lossy UTF-8)" : "lossy UTF-8"} of the input for all, byte-identical to the input for ` +
     `${exactRound} (the rest are invalid UTF-8${nfc ? " or not NFC" : ""})`);
@@ -149,7 +101,7 @@ for (const variant of ["llama3", "gpt2"]) {
   try {
     fs.writeFileSync(path.join(dir, "tokenizer.json"), JSON.stringify(variantJson(variant)));
     fs.copyFileSync(path.join(tokdir, "tokenizer_config.json"), path.join(dir, "tokenizer_config.json"));
-    const r = { special: makeTokenizer({ rust: true, variant }), plain: makeTokenizer({ rust: true, dropControl: true, variant }) };
+    const r = { special: makeTokenizer({ rust: true, variant }), plain: makeTokenizer({ rust: true, drop: true, variant }) };
     const exp = corpus.map((c) => {
       const s = dec.decode(c.bytes);
       return { ids: enc(r[c.mode], s), text: Buffer.from(s, "utf8") };
@@ -160,8 +112,8 @@ for (const variant of ["llama3", "gpt2"]) {
   }
 }
 if (corpus.length < 2000) fail(`corpus has only ${corpus.length} strings`);
-if (failures) {
-  console.log(`tokenizer: ${failures} failures`);
+if (F.count) {
+  console.log(`tokenizer: ${F.count} failures`);
   process.exit(1);
 }
 console.log("tokenizer: all ids identical to the reference");

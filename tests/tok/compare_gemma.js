@@ -26,9 +26,9 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { spawnSync } = require("child_process");
 const { TokenizerLoader } = require("@lenml/tokenizers");
 const { generate } = require("./corpus.js");
+const { dropControl, dec, enc, show, failures, checkTool } = require("./common.js");
 
 const [tool, tokdir, ...models] = process.argv.slice(2);
 if (!tool || !tokdir || models.length === 0) {
@@ -38,8 +38,7 @@ if (!tool || !tokdir || models.length === 0) {
 const tjText = fs.readFileSync(path.join(tokdir, "tokenizer.json"), "utf8");
 const config = JSON.parse(fs.readFileSync(path.join(tokdir, "tokenizer_config.json"), "utf8"));
 
-let failures = 0;
-const fail = (msg) => { failures++; if (failures <= 40) console.log("FAIL " + msg); };
+const F = failures(), fail = F.fail;
 
 // The equivalence of merge-then-fallback and fallback-then-merge: no merge part is a byte token.
 {
@@ -53,12 +52,12 @@ const fail = (msg) => { failures++; if (failures <= 40) console.log("FAIL " + ms
     fail("tokenizer.json is not Gemma's shape (byte_fallback BPE, Replace normalizer, Split on ' ')");
 }
 
-function makeTokenizer({ dropControl }) {
+function makeTokenizer({ drop }) {
   const tj = JSON.parse(tjText);
-  if (dropControl) tj.added_tokens = tj.added_tokens.filter((t) => !(t.special || /^<\|.*\|>$/.test(t.content)));
+  if (drop) dropControl(tj);
   return TokenizerLoader.fromPreTrained({ tokenizerJSON: tj, tokenizerConfig: config });
 }
-const ref = { special: makeTokenizer({ dropControl: false }), plain: makeTokenizer({ dropControl: true }) };
+const ref = { special: makeTokenizer({ drop: false }), plain: makeTokenizer({ drop: true }) };
 
 // Gemma-specific strings: its control and added tokens, literal ▁, byte-token text, runs of the
 // whitespace its added tokens cover, characters outside the vocabulary (byte fallback).
@@ -84,58 +83,21 @@ function gemmaCases() {
 }
 
 const corpus = generate().concat(gemmaCases());
-const dec = new TextDecoder("utf-8", { ignoreBOM: true });
-const enc = (t, s) => Array.from(t.encode(s, { add_special_tokens: false }));
-const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
-const esc = (s) => JSON.stringify(s).replace(/[^\x20-\x7e]/gu, (c) => {
-  const cp = c.codePointAt(0);
-  return cp < 0x10000 ? "\\u" + cp.toString(16).padStart(4, "0") : c;
-});
-const show = (b) => esc(b.toString("utf8")).slice(0, 160);
-
 const expect = corpus.map((c) => {
   const s = dec.decode(c.bytes);
   return { ids: enc(ref[c.mode], s), text: Buffer.from(s.replaceAll("\u2581", " "), "utf8") };
 });
 
 for (const model of models) {
-  let nTok = 0, exactRound = 0, nStrings = 0;
-  for (const mode of ["plain", "special"]) {
-    const idx = corpus.map((c, i) => (c.mode === mode ? i : -1)).filter((i) => i >= 0);
-    const input = idx.map((i) => corpus[i].bytes.toString("hex")).join("\n") + "\n";
-    const argv = [model, "--lines-hex"].concat(mode === "special" ? ["--special"] : []);
-    const r = spawnSync(tool, argv, { input, maxBuffer: 1 << 30 });
-    if (r.status !== 0) {
-      fail(`${tool} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
-      continue;
-    }
-    const lines = r.stdout.toString("utf8").split("\n");
-    if (lines.length !== idx.length + 1) fail(`${model} ${mode}: ${lines.length - 1} lines for ${idx.length} strings`);
-    idx.forEach((ci, k) => {
-      const [idsText, hex] = (lines[k] || "").split("\t");
-      const ids = idsText ? idsText.split(",").map(Number) : [];
-      const c = corpus[ci], want = expect[ci];
-      nStrings++;
-      nTok += ids.length;
-      if (!same(ids, want.ids)) {
-        let d = 0;
-        while (d < ids.length && ids[d] === want.ids[d]) d++;
-        fail(`${path.basename(model)} ${mode} [${c.cat}] ${show(c.bytes)}: ids differ at ${d}: ` +
-          `ours ${ids.slice(d, d + 6)} ref ${want.ids.slice(d, d + 6)}`);
-      }
-      const back = Buffer.from(hex || "", "hex");
-      if (!back.equals(want.text)) fail(`${path.basename(model)} ${mode} [${c.cat}] ${show(c.bytes)}: decode gives ${show(back)}`);
-      if (back.equals(c.bytes)) exactRound++;
-    });
-  }
+  const { nStrings, nTok, exactRound } = checkTool({ tool, model, corpus, expect, label: path.basename(model), fail });
   console.log(`tokenizer (gemma): ${path.basename(model)}: ${nStrings} strings, ${nTok} tokens compared with the JS ` +
     `reference; decode = lossy UTF-8 of the input with U+2581 as ' ' for all, byte-identical to the input ` +
     `for ${exactRound} (the rest are invalid UTF-8 or hold U+2581)`);
 }
 const nCorpus = generate().length;
 if (nCorpus < 2000) fail(`corpus has only ${nCorpus} strings`);
-if (failures) {
-  console.log(`tokenizer (gemma): ${failures} failures`);
+if (F.count) {
+  console.log(`tokenizer (gemma): ${F.count} failures`);
   process.exit(1);
 }
 console.log(`tokenizer (gemma): all ids identical to the reference (${nCorpus} corpus strings + ` +
