@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startServer, BIN } from './harness.mjs';
+import { forcedChat, forcedResponses, forcedMessages, CHAT_TOOLS, RSP_TOOLS, ANT_TOOLS, Q } from './forced-calls.mjs';
 
 const MODEL = process.env.LMSERVE_MODEL_GEMMA4 ?? 'build/models/gemma4_tiny-q8_0.gguf';
 const TOOLDIR = BIN.replace(/\/[^/]*$/, '');
@@ -105,98 +106,16 @@ test('a JSON Schema constraint holds (chat completions and responses)', async ()
 
 // ---- tool calls (the CALL_DICT style: <|tool_call>call:NAME{key:<|"|>value<|"|>}<tool_call|>) ----
 
-// Bounded arguments (enums, a boolean), so a random model under the forced grammar always finishes.
-const WEATHER = {
-  type: 'object', required: ['city', 'metric'],
-  properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, metric: { type: 'boolean' } },
-};
-const validWeather = (a) => ['Paris', 'Rome'].includes(a.city) && typeof a.metric === 'boolean' &&
-  Object.keys(a).sort().join() === 'city,metric';
-const CHAT_TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather now.', parameters: WEATHER, strict: true } },
-  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } }];
-const RSP_TOOLS = [{ type: 'function', name: 'get_weather', description: 'Weather now.', parameters: WEATHER, strict: true }];
-const ANT_TOOLS = [{ name: 'get_weather', description: 'Weather now.', input_schema: WEATHER }];
-const Q = [{ role: 'user', content: 'Weather in Paris?' }];
 // a reply with text before the call, spelled in the template's syntax (the stand-in vocabulary
 // has no <|tool_call> token, so the markers are text here and the scanner reads their bytes)
 const TEXT_AND_CALL = 'start: "Let me check." "<|tool_call>call:get_weather{city:<|\\"|>Rome<|\\"|>,metric:false}<tool_call|>"';
 
-test('chat: a forced call (named and required) in the template syntax comes back as tool_calls, create and stream', async () => {
-  for (const tool_choice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
-    const base = { model: 'm', messages: Q, tools: CHAT_TOOLS.slice(0, tool_choice === 'required' ? 1 : 2), tool_choice, max_tokens: 200, ...G };
-    const c = await oai.chat.completions.create(base);
-    const ch = c.choices[0];
-    assert.equal(ch.finish_reason, 'tool_calls', JSON.stringify(ch));
-    assert.equal(ch.message.content, null);
-    assert.equal(ch.message.tool_calls.length, 1);
-    const tc = ch.message.tool_calls[0];
-    assert.equal(tc.type, 'function');
-    assert.equal(tc.function.name, 'get_weather');
-    assert.ok(validWeather(JSON.parse(tc.function.arguments)), tc.function.arguments);
-    let args = '', name = '', finish = null, content = '';
-    for await (const k of await oai.chat.completions.create({ ...base, stream: true })) {
-      const d = k.choices[0];
-      if (!d) continue;
-      content += d.delta.content ?? '';
-      for (const t of d.delta.tool_calls ?? []) { name += t.function?.name ?? ''; args += t.function?.arguments ?? ''; }
-      finish = d.finish_reason ?? finish;
-    }
-    assert.equal(content, '');
-    assert.equal(name, 'get_weather');
-    assert.equal(args, tc.function.arguments, 'greedy: the same call streamed');
-    assert.equal(finish, 'tool_calls');
-  }
-  // text before a call: content, then the call
-  const t = await oai.chat.completions.create({ model: 'm', messages: Q, tools: CHAT_TOOLS, max_tokens: 200, lark: TEXT_AND_CALL, ...G });
-  assert.equal(t.choices[0].message.content, 'Let me check.');
-  assert.deepEqual(t.choices[0].message.tool_calls.map((x) => [x.function.name, x.function.arguments]),
-    [['get_weather', '{"city": "Rome", "metric": false}']]);
-});
-
-test('responses: a forced call (required and named) is a function_call item, create and stream; text before a call is a message item first', async () => {
-  for (const tool_choice of ['required', { type: 'function', name: 'get_weather' }]) {
-    const base = { model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, tool_choice, max_output_tokens: 200, ...G };
-    const r = await oai.responses.create(base);
-    assert.equal(r.status, 'completed');
-    assert.deepEqual(r.output.map((o) => o.type), ['function_call']);
-    const fc = r.output[0];
-    assert.equal(fc.name, 'get_weather');
-    assert.ok(validWeather(JSON.parse(fc.arguments)), fc.arguments);
-    assert.match(fc.call_id, /^call_/);
-    const s = oai.responses.stream(base);
-    const events = [];
-    s.on('event', (e) => events.push(e));
-    const fin = await s.finalResponse();
-    const done = events.filter((e) => e.type === 'response.function_call_arguments.done');
-    assert.equal(done.length, 1);
-    assert.equal(done[0].arguments, fc.arguments);
-    assert.deepEqual(fin.output.map((o) => [o.type, o.name, o.arguments]), [['function_call', 'get_weather', fc.arguments]]);
-  }
-  const t = await oai.responses.create({ model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, max_output_tokens: 200, lark: TEXT_AND_CALL, ...G });
-  assert.deepEqual(t.output.map((o) => o.type), ['message', 'function_call']);
-  assert.equal(t.output_text, 'Let me check.');
-  assert.equal(t.output[1].arguments, '{"city": "Rome", "metric": false}');
-});
-
-test('messages: a forced call is a tool_use block, create and stream; text before a call stays in order', async () => {
-  const base = { model: 'm', max_tokens: 200, messages: Q, tools: ANT_TOOLS, ...G };
-  for (const tool_choice of [{ type: 'tool', name: 'get_weather' }, { type: 'any' }]) {
-    const m = await ant.messages.create({ ...base, tool_choice });
-    assert.equal(m.stop_reason, 'tool_use');
-    assert.deepEqual(m.content.map((b) => b.type), ['tool_use']);
-    assert.equal(m.content[0].name, 'get_weather');
-    assert.ok(validWeather(m.content[0].input), JSON.stringify(m.content[0].input));
-    const st = ant.messages.stream({ ...base, tool_choice });
-    const fin = await st.finalMessage();
-    assert.equal(fin.stop_reason, 'tool_use');
-    assert.deepEqual(fin.content.map((b) => [b.type, b.name, b.input]), [['tool_use', 'get_weather', m.content[0].input]]);
-  }
-  const t = await ant.messages.create({ ...base, lark: TEXT_AND_CALL });
-  assert.deepEqual(t.content.map((b) => b.type), ['text', 'tool_use']);
-  assert.equal(t.content[0].text, 'Let me check.');
-  assert.deepEqual(t.content[1].input, { city: 'Rome', metric: false });
-  assert.equal(t.stop_reason, 'tool_use');
-});
+test('chat: a forced call (named and required) in the template syntax comes back as tool_calls, create and stream', () =>
+  forcedChat(oai, TEXT_AND_CALL, '{"city": "Rome", "metric": false}'));
+test('responses: a forced call (required and named) is a function_call item, create and stream; text before a call is a message item first', () =>
+  forcedResponses(oai, TEXT_AND_CALL));
+test('messages: a forced call is a tool_use block, create and stream; text before a call stays in order', () =>
+  forcedMessages(ant, TEXT_AND_CALL));
 
 test('round trip: the call and its result come back into the prompt as the gemma4 renderer writes them, in each dialect', async () => {
   const args = '{"city": "Paris", "metric": true}';

@@ -14,6 +14,7 @@ import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startServer, BIN } from './harness.mjs';
+import { forcedChat, forcedResponses, forcedMessages, CHAT_TOOLS, ANT_TOOLS, Q, WEATHER as CITY } from './forced-calls.mjs';
 
 const TOOLDIR = BIN.replace(/\/[^/]*$/, '');
 
@@ -80,77 +81,16 @@ test('a JSON Schema constraint holds on the hybrid model', async () => {
 
 // ---- tool calls (the XML_PARAMS style: <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>…) ----
 
-// Bounded arguments (an enum, a boolean), so a random model under the forced grammar always finishes.
-const CITY = {
-  type: 'object', required: ['city', 'metric'],
-  properties: { city: { type: 'string', enum: ['Paris', 'Rome'] }, metric: { type: 'boolean' } },
-};
-const validCity = (a) => ['Paris', 'Rome'].includes(a.city) && typeof a.metric === 'boolean' &&
-  Object.keys(a).sort().join() === 'city,metric';
-const CHAT_TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'Weather now.', parameters: CITY, strict: true } },
-  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } }];
-const RSP_TOOLS = [{ type: 'function', name: 'get_weather', description: 'Weather now.', parameters: CITY, strict: true }];
-const ANT_TOOLS = [{ name: 'get_weather', description: 'Weather now.', input_schema: CITY }];
-const Q = [{ role: 'user', content: 'Weather in Paris?' }];
 // text, then a call spelled as the template writes one (Python's str() of a boolean: False)
 const TEXT_AND_CALL = 'start: "Let me check.\\n\\n<tool_call>\\n<function=get_weather>\\n<parameter=city>\\nRome\\n</parameter>\\n' +
   '<parameter=metric>\\nFalse\\n</parameter>\\n</function>\\n</tool_call>"';
 
-test('chat: a forced call (named and required) in the XML syntax comes back as tool_calls, create and stream', async () => {
-  for (const tool_choice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
-    const base = { model: 'm', messages: Q, tools: CHAT_TOOLS.slice(0, tool_choice === 'required' ? 1 : 2), tool_choice, max_tokens: 200, ...G };
-    const c = await oai.chat.completions.create(base);
-    const ch = c.choices[0];
-    assert.equal(ch.finish_reason, 'tool_calls', JSON.stringify(ch));
-    assert.equal(ch.message.content, null);
-    assert.equal(ch.message.tool_calls.length, 1);
-    const tc = ch.message.tool_calls[0];
-    assert.equal(tc.function.name, 'get_weather');
-    assert.ok(validCity(JSON.parse(tc.function.arguments)), tc.function.arguments);
-    let args = '', name = '', finish = null, content = '';
-    for await (const k of await oai.chat.completions.create({ ...base, stream: true })) {
-      const d = k.choices[0];
-      if (!d) continue;
-      content += d.delta.content ?? '';
-      for (const t of d.delta.tool_calls ?? []) { name += t.function?.name ?? ''; args += t.function?.arguments ?? ''; }
-      finish = d.finish_reason ?? finish;
-    }
-    assert.equal(content, '');
-    assert.equal(name, 'get_weather');
-    assert.equal(args, tc.function.arguments, 'greedy: the same call streamed');
-    assert.equal(finish, 'tool_calls');
-  }
-  const t = await oai.chat.completions.create({ model: 'm', messages: Q, tools: CHAT_TOOLS, max_tokens: 200, lark: TEXT_AND_CALL, ...G });
-  assert.equal(t.choices[0].message.content, 'Let me check.');
-  assert.deepEqual(t.choices[0].message.tool_calls.map((x) => [x.function.name, JSON.parse(x.function.arguments)]),
-    [['get_weather', { city: 'Rome', metric: false }]]);
-});
-
-test('responses and messages: a forced call is a function_call item / a tool_use block, create and stream', async () => {
-  const base = { model: 'm', input: 'Weather in Paris?', tools: RSP_TOOLS, tool_choice: 'required', max_output_tokens: 200, ...G };
-  const r = await oai.responses.create(base);
-  assert.equal(r.status, 'completed');
-  assert.deepEqual(r.output.map((o) => o.type), ['function_call']);
-  assert.equal(r.output[0].name, 'get_weather');
-  assert.ok(validCity(JSON.parse(r.output[0].arguments)), r.output[0].arguments);
-  const fin = await oai.responses.stream(base).finalResponse();
-  assert.deepEqual(fin.output.map((o) => [o.type, o.name, o.arguments]), [['function_call', 'get_weather', r.output[0].arguments]]);
-
-  const mb = { model: 'm', max_tokens: 200, messages: Q, tools: ANT_TOOLS, ...G };
-  for (const tool_choice of [{ type: 'tool', name: 'get_weather' }, { type: 'any' }]) {
-    const m = await ant.messages.create({ ...mb, tool_choice });
-    assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
-    assert.deepEqual(m.content.map((b) => b.type), ['tool_use']);
-    assert.ok(validCity(m.content[0].input), JSON.stringify(m.content[0].input));
-    const f = await ant.messages.stream({ ...mb, tool_choice }).finalMessage();
-    assert.deepEqual(f.content.map((b) => [b.type, b.name, b.input]), [['tool_use', 'get_weather', m.content[0].input]]);
-  }
-  const t = await ant.messages.create({ ...mb, lark: TEXT_AND_CALL });
-  assert.deepEqual(t.content.map((b) => b.type), ['text', 'tool_use']);
-  assert.equal(t.content[0].text, 'Let me check.');
-  assert.deepEqual(t.content[1].input, { city: 'Rome', metric: false });
-  assert.equal(t.stop_reason, 'tool_use');
-});
+test('chat: a forced call (named and required) in the XML syntax comes back as tool_calls, create and stream', () =>
+  forcedChat(oai, TEXT_AND_CALL));
+test('responses: a forced call (required and named) is a function_call item, create and stream; text before a call is a message item first', () =>
+  forcedResponses(oai, TEXT_AND_CALL));
+test('messages: a forced call is a tool_use block, create and stream; text before a call stays in order', () =>
+  forcedMessages(ant, TEXT_AND_CALL));
 
 test('round trip: the call and its result come back into the prompt as the qwen35 renderer writes them (three dialects); the follow-up resumes from a snapshot', async () => {
   // the same declaration in each dialect (no `strict`: the template would print it, and only the
