@@ -5,27 +5,13 @@
 # json.dumps(ensure_ascii=False) on 3,000 random JSON values (floats, escapes, unicode).
 set -eu
 PY=/usr/bin/python3
+. tests/suites/lib/chat.sh
 CONFIG="$TOKDIR/tokenizer_config.json"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 $PY tests/ref/render_jinja.py "$CONFIG" --out "$out/ref" tests/chat/*.json
-n=0; bad=0
-for f in tests/chat/*.json; do
-  name=$(basename "$f" .json)
-  if ! "$BUILD/lmserve-render" < "$f" > "$out/$name.c"; then
-    echo "FAIL $name: lmserve-render failed"; bad=$((bad + 1)); continue
-  fi
-  if ! cmp -s "$out/ref/$name.txt" "$out/$name.c"; then
-    echo "FAIL $name: differs from the Jinja2 rendering"
-    diff <(od -c "$out/ref/$name.txt") <(od -c "$out/$name.c") | head -20 || true
-    bad=$((bad + 1))
-  fi
-  n=$((n + 1))
-done
-echo "chat: $n conversations rendered, $bad differ from Jinja2"
-[ "$n" -ge 40 ] || { echo "FAIL: fewer than 40 conversations"; exit 1; }
-[ "$bad" -eq 0 ]
+render_compare chat 40 "$out" "" tests/chat/*.json
 
 $PY tests/ref/render_jinja.py --tojson-cases 3000 45 > "$out/values.jsonl"
 "$BUILD/lmserve-render" --tojson < "$out/values.jsonl" > "$out/tojson.c"
