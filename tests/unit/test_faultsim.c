@@ -112,6 +112,22 @@ Test(faultsim, model_load)
     cr_expect(b > 0);
 }
 
+/* The other families' loaders (their own fail paths: gemma4's per-layer geometry and RoPE
+ * tables, qwen35's recurrent layers), on the smallest shapes mkmodel writes. */
+static void walk_shape(const char *shape, const char *area)
+{
+    const struct mkmodel_shape *s = mkmodel_shape_find(shape);
+    cr_assert(s, "no mkmodel shape %s", shape);
+    snprintf(model_path, sizeof model_path, "/tmp/lms-faultsim-%d.gguf", (int)getpid());
+    struct err e = {0};
+    cr_assert_eq(mkmodel_write(s, MKMODEL_Q8_0, 1, NULL, model_path, &e), 0, "%s", e.msg);
+    int b = walk(area, op_model_load, NULL, 100000);
+    unlink(model_path);
+    cr_expect(b > 0);
+}
+Test(faultsim, model_load_gemma4) { walk_shape("gemma4-tiny", "gemma4 model load"); }
+Test(faultsim, model_load_qwen35) { walk_shape("qwen35-tiny", "qwen35 model load"); }
+
 /* ---- request parse, every dialect ---- */
 struct parse_case {
     enum dialect d;

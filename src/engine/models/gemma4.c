@@ -452,19 +452,10 @@ struct model *gemma4_load(struct gguf *g, const struct model_opts *opts, struct 
     return &m->base;
 
 fail:
-    /* the caller still owns and closes g on failure */
+    /* the caller still owns and closes g on failure: detach it, then free what was built */
     memset(&m->base.g, 0, sizeof m->base.g);
     m->base.g.fd = -1;
-    mm_scratch_free(m->mm);
-    m->mm = NULL;
-    if (m->base.pool) tp_free(m->base.pool);
-    m->base.pool = NULL;
-    free(m->arena);
-    if (m->layers)
-        for (int l = 0; l < c->n_layer; l++) free((void *)m->layers[l].inv_freq);
-    free(m->layers);
-    free(m->geom);
-    free(m);
+    g4_free(&m->base);
     return NULL;
 }
 

@@ -267,15 +267,10 @@ struct model *qwen3_load(struct gguf *g, const struct model_opts *opts, struct e
     return &m->base;
 
 fail_keep_g:
-    /* the caller still owns and closes g on failure */
-    m->base.g.fd = -1;
+    /* the caller still owns and closes g on failure: detach it, then free what was built */
     memset(&m->base.g, 0, sizeof m->base.g);
-    mm_scratch_free(m->mm);
-    if (m->base.pool) tp_free(m->base.pool);
-    free(m->arena);
-    free(m->layers);
-    free(m->inv_freq);
-    free(m);
+    m->base.g.fd = -1;
+    q3_free(&m->base);
     return NULL;
 }
 
