@@ -254,26 +254,10 @@ static json_t *find_anchor(json_t *v, const char *name, int depth)
     return NULL;
 }
 
-/* JSON pointer lookup ("#/a/b" with ~0 ~1 and %XX), or "#anchor" */
-static json_t *resolve_pointer(struct js *c, const char *ref)
+/* The JSON pointer p ("/a/b" with ~0 ~1 and %XX; "" is start itself) from start. */
+static json_t *walk_pointer(json_t *start, const char *p)
 {
-    const char *p = ref;
-    if (p[0] == '#' && p[1] && p[1] != '/') return find_anchor(c->root, p + 1, 0);
-    if (*p != '#') {
-        /* same-document refs written with the root $id */
-        json_t *id = json_object_get(c->root, "$id");
-        const char *ids = json_is_string(id) ? json_string_value(id) : NULL;
-        size_t il = ids ? strlen(ids) : 0;
-        while (il && ids[il - 1] == '#')
-            il--;
-        if (ids && il && !strncmp(p, ids, il) && (p[il] == '#' || !p[il]))
-            p += il;
-        else
-            return NULL;
-        if (!*p) return c->root;
-    }
-    p++;
-    json_t *cur = c->root;
+    json_t *cur = start;
     while (*p) {
         if (*p != '/') return NULL;
         p++;
@@ -317,6 +301,157 @@ static json_t *resolve_pointer(struct js *c, const char *ref)
         if (!cur) return NULL;
     }
     return cur;
+}
+
+/* Embedded resources: schema objects with their own `$id` (draft 4..7 `id`) that is a URI, not
+ * a plain "#name" anchor. Refs name them by that URI, absolute or relative to an enclosing
+ * resource (the Washington Post / Snowplow style of "remote-looking" local ids). */
+static bool uri_has_scheme(const char *u)
+{
+    const char *p = u;
+    if (!((*p | 32) >= 'a' && (*p | 32) <= 'z')) return false;
+    while (((*p | 32) >= 'a' && (*p | 32) <= 'z') || (*p >= '0' && *p <= '9') || *p == '+' ||
+           *p == '-' || *p == '.')
+        p++;
+    return *p == ':';
+}
+
+/* ref (without fragment) resolved against base (without fragment) into out (RFC 3986 5.2,
+ * with dot segments removed) */
+static void uri_resolve(struct buf *out, const char *base, const char *ref, size_t rn)
+{
+    buf_reset(out);
+    if (!base || !*base || uri_has_scheme(ref)) {
+        buf_append(out, ref, rn);
+    } else if (rn >= 2 && ref[0] == '/' && ref[1] == '/') {
+        const char *c = strchr(base, ':');
+        buf_append(out, base, c ? (size_t)(c - base) + 1 : 0);
+        buf_append(out, ref, rn);
+    } else if (rn && ref[0] == '/') {
+        const char *a = strstr(base, "://");
+        const char *e = a ? strchr(a + 3, '/') : NULL;
+        buf_append(out, base, e ? (size_t)(e - base) : strlen(base));
+        buf_append(out, ref, rn);
+    } else {
+        const char *sl = strrchr(base, '/');
+        buf_append(out, base, sl ? (size_t)(sl - base) + 1 : 0);
+        buf_append(out, ref, rn);
+    }
+    /* remove "./" and "x/../" segments after the authority */
+    if (!out->data) return;
+    char *u = out->data;
+    char *st = strstr(u, "://");
+    st = st ? strchr(st + 3, '/') : strchr(u, '/');
+    if (!st) return;
+    char *w = st;
+    for (char *r = st; *r;) {
+        if (!strncmp(r, "/./", 3)) {
+            r += 2;
+        } else if (!strncmp(r, "/../", 4) || !strcmp(r, "/..")) {
+            while (w > st && *--w != '/') {
+            }
+            r += 3;
+            if (!*r) *w++ = '/';
+        } else
+            *w++ = *r++;
+    }
+    *w = 0;
+    out->len = (size_t)(w - u);
+}
+
+static json_t *find_resource(json_t *v, const char *base, const char *want, int depth,
+                             int *hits, json_t **last)
+{
+    if (depth > 64 || !json_is_object(v)) {
+        if (json_is_array(v) && depth <= 64) {
+            size_t i;
+            json_t *x;
+            json_array_foreach(v, i, x) find_resource(x, base, want, depth + 1, hits, last);
+        }
+        return *last;
+    }
+    struct buf abs = {0};
+    const char *here = base;
+    for (int k = 0; k < 2; k++) {
+        json_t *id = json_object_get(v, k ? "id" : "$id");
+        if (!json_is_string(id) || json_string_value(id)[0] == '#') continue;
+        const char *is = json_string_value(id);
+        size_t n = strcspn(is, "#");
+        uri_resolve(&abs, base, is, n);
+        if (abs.data) {
+            here = abs.data;
+            /* the wanted URI, or a relative ref whose resolution we cannot place: its tail */
+            size_t wl = strlen(want), al = abs.len;
+            if ((al == wl && !strcmp(abs.data, want)) ||
+                (!uri_has_scheme(want) && al > wl && abs.data[al - wl - 1] == '/' &&
+                 !strcmp(abs.data + al - wl, want)) ||
+                (n == wl && !strncmp(is, want, n))) {
+                (*hits)++;
+                *last = v;
+            }
+        }
+        break;
+    }
+    const char *key;
+    json_t *x;
+    json_object_foreach(v, key, x)
+    {
+        if (!strcmp(key, "enum") || !strcmp(key, "const") || !strcmp(key, "default") ||
+            !strcmp(key, "examples"))
+            continue;
+        find_resource(x, here, want, depth + 1, hits, last);
+    }
+    buf_free(&abs);
+    return *last;
+}
+
+/* JSON pointer lookup ("#/a/b" with ~0 ~1 and %XX), "#anchor", refs written with the root $id,
+ * and refs to embedded resources (their `$id` URI, then a pointer or anchor inside them) */
+static json_t *resolve_pointer(struct js *c, const char *ref)
+{
+    const char *p = ref;
+    if (p[0] == '#' && p[1] && p[1] != '/') return find_anchor(c->root, p + 1, 0);
+    json_t *start = c->root;
+    if (*p != '#') {
+        /* same-document refs written with the root $id */
+        json_t *id = json_object_get(c->root, "$id");
+        if (!json_is_string(id)) id = json_object_get(c->root, "id");
+        const char *ids = json_is_string(id) ? json_string_value(id) : NULL;
+        size_t il = ids ? strcspn(ids, "#") : 0;
+        if (ids && il && !strncmp(p, ids, il) && (p[il] == '#' || !p[il])) {
+            p += il;
+        } else {
+            /* an embedded resource: resolved against the root's URI, or matched as written */
+            size_t un = strcspn(p, "#");
+            struct buf want = {0};
+            struct buf rb = {0};
+            if (ids) buf_append(&rb, ids, il);
+            uri_resolve(&want, rb.data, p, un);
+            buf_free(&rb);
+            int hits = 0;
+            json_t *last = NULL;
+            if (want.data) find_resource(c->root, NULL, want.data, 0, &hits, &last);
+            if (hits != 1 && want.data) {
+                /* a relative ref from a nested resource (whose base is not tracked here): the
+                 * one resource whose URI ends with the ref's path (leading ./ and ../ dropped) */
+                const char *q = p;
+                while (!strncmp(q, "./", 2) || !strncmp(q, "../", 3))
+                    q += q[1] == '/' ? 2 : 3;
+                buf_reset(&want);
+                buf_append(&want, q, un - (size_t)(q - p));
+                hits = 0;
+                last = NULL;
+                find_resource(c->root, NULL, want.data, 0, &hits, &last);
+            }
+            buf_free(&want);
+            if (hits != 1) return NULL; /* none, or ambiguous */
+            start = last;
+            p += un;
+        }
+        if (!*p) return start;
+    }
+    if (p[0] == '#' && p[1] && p[1] != '/') return find_anchor(start, p + 1, 0);
+    return walk_pointer(start, p + 1);
 }
 
 static struct def *get_def(struct js *c, const char *ref)
@@ -399,17 +534,41 @@ static int get_schema_map(struct js *c, json_t *v, const char *kw, const char **
 /* Whether a JSON Schema draft (3 .. 2020-12) defines this `format`. Others are annotations
  * (the spec: an unknown format is not an assertion; validators accept any string), so they
  * constrain nothing; a defined one we cannot write is an error naming it. */
-static bool format_defined(const char *f)
+static bool format_defined(const struct js *c, const char *f)
 {
     static const char *const defined[] = {
         "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
         "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
-        "uri-template", "json-pointer", "relative-json-pointer", "regex",
-        /* draft 3 */
-        "color", "style", "phone", "utc-millisec", "host-name", "ip-address"};
+        "uri-template", "json-pointer", "relative-json-pointer", "regex"};
+    /* defined by draft 3 only: under any other draft an unknown name, an annotation */
+    static const char *const draft3[] = {"color",     "style",     "phone",
+                                         "utc-millisec", "host-name", "ip-address"};
     for (size_t i = 0; i < sizeof defined / sizeof defined[0]; i++)
         if (!strcmp(f, defined[i])) return true;
+    for (size_t i = 0; c->draft == 3 && i < sizeof draft3 / sizeof draft3[0]; i++)
+        if (!strcmp(f, draft3[i])) return true;
     return false;
+}
+
+/* A pattern as a C string: a NUL character of the pattern is written \x00 (after an odd run
+ * of backslashes the escape's own backslash is already there: x00). */
+static const char *pattern_text(struct js *c, json_t *v)
+{
+    const char *p = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (strlen(p) == n) return p;
+    struct buf b = {0};
+    size_t bs = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i])
+            buf_append(&b, &p[i], 1);
+        else
+            buf_puts(&b, bs % 2 ? "x00" : "\\x00");
+        bs = p[i] == '\\' ? bs + 1 : 0;
+    }
+    char *r = b.data ? js_strdup(c, b.data, b.len) : NULL;
+    buf_free(&b);
+    return r;
 }
 
 static struct sn *lower_own(struct js *c, json_t *s)
@@ -519,7 +678,10 @@ static struct sn *lower_own(struct js *c, json_t *s)
             err_set(c->e, ERR_INVALID, "pattern must be a string");
             return NULL;
         }
-        n->pattern = json_string_value(v);
+        if (!(n->pattern = pattern_text(c, v))) {
+            js_oom(c);
+            return NULL;
+        }
     }
     if ((v = json_object_get(s, "format"))) {
         if (!json_is_string(v)) {
@@ -527,7 +689,7 @@ static struct sn *lower_own(struct js *c, json_t *s)
             return NULL;
         }
         n->format = json_string_value(v);
-        if (!format_defined(n->format)) {
+        if (!format_defined(c, n->format)) {
             n->format = NULL; /* not a format JSON Schema defines: an annotation */
         } else {
             struct buf tmp = {0};
@@ -755,8 +917,18 @@ static struct sn *negate(struct js *c, json_t *v)
         if (r) r->not_enum = n->enumv;
         return r;
     }
+    /* an object condition in the discriminator form (properties of const/enum or of a bare
+     * type, required, "type": "object"): its negation as for `if` */
+    if (json_is_object(v)) {
+        struct err save = *c->e;
+        json_t *nv = js_negate_cond(c, v);
+        struct sn *r = nv ? lower(c, nv) : NULL;
+        if (r) return r;
+        *c->e = save;
+    }
     err_set(c->e, ERR_UNSUPPORTED,
-            "unsupported keyword \"not\" (supported: not of true/false, of a type, of enum/const)");
+            "unsupported keyword \"not\" (supported: not of true/false, of a type, of enum/const, "
+            "of an object condition in the discriminator form)");
     return NULL;
 }
 
@@ -865,19 +1037,45 @@ static struct sn *lower(struct js *c, json_t *s)
                         ia[i] = part->alts[i];
                     }
                 }
-                for (int i = 0; i < part->n_alts; i++)
-                    for (int j = i + 1; j < part->n_alts; j++)
-                        if (!provably_disjoint(c, ia[i], ia[j], 0)) {
-                            if (c->e->code == ERR_OK || c->e->msg[0] == 0)
-                                err_set(c->e, ERR_UNSUPPORTED,
-                                        "oneOf: alternatives %d and %d may overlap; oneOf is "
-                                        "supported only when the alternatives are provably "
-                                        "disjoint (by type, const/enum or a required "
-                                        "discriminator property)",
-                                        i, j);
-                            res = NULL;
-                            goto out;
+                int na = part->n_alts, oi = -1, oj = -1;
+                bool *ov = js_alloc(c, (size_t)na * (size_t)na);
+                if (!ov) {
+                    res = NULL;
+                    goto out;
+                }
+                for (int i = 0; i < na; i++)
+                    for (int j = i + 1; j < na; j++) {
+                        bool o = !provably_disjoint(c, ia[i], ia[j], 0);
+                        ov[i * na + j] = ov[j * na + i] = o;
+                        if (o && oi < 0) {
+                            oi = i;
+                            oj = j;
                         }
+                    }
+                if (oi >= 0 && json_array_size(v) == (size_t)na) {
+                    /* exactly one: each alternative without the ones it may overlap, when
+                     * their negations can be written (docs/jsonschema.md "oneOf") */
+                    struct err save = *c->e;
+                    json_t *rw = js_oneof_rewrite(c, v, ov, na);
+                    struct sn *alt = rw ? lower(c, rw) : NULL;
+                    if (alt) {
+                        part = alt;
+                        oi = -1;
+                    } else
+                        *c->e = save;
+                }
+                if (oi >= 0) {
+                    if (c->e->code == ERR_OK || c->e->msg[0] == 0)
+                        err_set(c->e, ERR_UNSUPPORTED,
+                                "oneOf: alternatives %d and %d may overlap; oneOf is "
+                                "supported only when the alternatives are provably "
+                                "disjoint (by type, const/enum or a required "
+                                "discriminator property) or each one's negation can be "
+                                "written (discriminator forms)",
+                                oi, oj);
+                    res = NULL;
+                    goto out;
+                }
             }
         } else if (is_own_keyword(k) && !own_done && (!has_obj_kw || is_obj_keyword(k))) {
             /* sibling keywords take the place of "properties" (or of the first of them), so the
@@ -1160,6 +1358,25 @@ done:
 
 bool js_value_ok(struct js *c, struct sn *s, json_t *v, int depth);
 
+/* The schemas that apply to member `name` of object schema s (all must hold): its declared
+ * schema and those of the patternProperties matching it, or additionalProperties when neither;
+ * none: any value. At most max (the rest are dropped: fewer schemas only weaken a proof). */
+static int member_schemas(struct js *c, struct sn *s, const char *name, size_t len,
+                          struct sn **out, int max)
+{
+    int n = 0;
+    for (int j = 0; j < s->n_props && n < max; j++)
+        if (s->plens[j] == len && !memcmp(s->pnames[j], name, len)) out[n++] = s->pschemas[j];
+    bool matched = n > 0;
+    for (int j = 0; j < s->n_ppat && n < max; j++)
+        if (js_pattern_matches(s->ppat[j], name, len) == 1) {
+            out[n++] = s->ppsch[j];
+            matched = true;
+        }
+    if (!matched && s->addl && n < max) out[n++] = s->addl;
+    return n;
+}
+
 static bool provably_disjoint(struct js *c, struct sn *a, struct sn *b, int depth)
 {
     if (depth > 20) return false;
@@ -1188,16 +1405,16 @@ static bool provably_disjoint(struct js *c, struct sn *a, struct sn *b, int dept
             struct sn *x = pass ? b : a, *y = pass ? a : b;
             for (int i = 0; i < x->n_req; i++) {
                 size_t len = strlen(x->req[i]);
-                struct sn *xs = NULL, *ys = NULL;
-                for (int j = 0; j < x->n_props; j++)
-                    if (x->plens[j] == len && !memcmp(x->pnames[j], x->req[i], len))
-                        xs = x->pschemas[j];
-                for (int j = 0; j < y->n_props; j++)
-                    if (y->plens[j] == len && !memcmp(y->pnames[j], x->req[i], len))
-                        ys = y->pschemas[j];
-                struct sn *ya = y->addl ? js_resolve(c, y->addl) : NULL;
-                if (!ys && !y->n_ppat && ya && sn_unsat(ya)) return true;
-                if (xs && ys && provably_disjoint(c, xs, ys, depth + 1)) return true;
+                struct sn *xs[8], *ys[8];
+                int nx = member_schemas(c, x, x->req[i], len, xs, 8);
+                int ny = member_schemas(c, y, x->req[i], len, ys, 8);
+                for (int j = 0; j < ny; j++) {
+                    struct sn *r = js_resolve(c, ys[j]);
+                    if (r && sn_unsat(r)) return true; /* y forbids the name */
+                }
+                for (int j = 0; j < nx; j++)
+                    for (int k = 0; k < ny; k++)
+                        if (provably_disjoint(c, xs[j], ys[k], depth + 1)) return true;
             }
         }
     }
@@ -1216,10 +1433,15 @@ static int64_t utf8_len(const char *s, size_t n)
 
 int js_pattern_matches(const char *pat, const char *subj, size_t n)
 {
+    /* the automaton the key classes and translated patterns share (ECMA: `.` excludes the four
+     * line terminators, `$` is the end only); PCRE2 for what it does not implement (lookaround
+     * in a pattern that only filters enum values) */
+    int m = jsk_match(pat, subj, n);
+    if (m >= 0) return m;
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re =
-        pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
     if (!re) return -1;
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     int rc = md ? pcre2_match(re, (PCRE2_SPTR)subj, n, 0, 0, md, NULL) : -1;

@@ -7,8 +7,10 @@
  *   propertyNames       folded into properties / additionalProperties / patternProperties
  *
  * `not-if` is built only for conditions whose negation the compiler expresses exactly: `if`
- * made of `properties` whose schemas are const / enum (or true / false), `required` and
- * `"type": "object"` (the discriminator form); anything else is an error naming `if`. The
+ * made of `properties` whose schemas are const / enum, a bare type (or true / false),
+ * `required` and `"type": "object"` (the discriminator form); anything else is an error naming
+ * `if`. The same negation serves `not` of such a condition and oneOf alternatives that may
+ * overlap (js_oneof_rewrite: each alternative without the ones it overlaps). The
  * alternatives of the anyOf are disjoint (a condition and its negation), so no instance is
  * accepted twice over; each conditional doubles the alternatives the object's rules are built
  * for (JS_MAX_ALTS bounds their product). */
@@ -127,6 +129,8 @@ static json_t *not_value(struct js *c, const char *name, json_t *cond)
     } else if (json_is_array(k_enum)) {
         vals = k_enum;
     }
+    if (!vals && type && !k_enum) /* only a type: present with a value of another type */
+        return obj1(c, "not", obj1(c, "type", json_object_get(cond, "type")));
     if (!vals) {
         err_set(c->e, ERR_UNSUPPORTED,
                 "unsupported keyword \"if\" (the condition on property \"%.80s\" is not a "
@@ -392,4 +396,28 @@ json_t *js_rewrite_cond(struct js *c, json_t *s)
             return js_oom(c), NULL;
     }
     return c->oom ? NULL : s2;
+}
+
+json_t *js_oneof_rewrite(struct js *c, json_t *alts, const bool *overlap, int n)
+{
+    json_t *any = keep(c, json_array());
+    if (!any) return NULL;
+    for (int i = 0; i < n; i++) {
+        json_t *all = keep(c, json_array());
+        if (!all || json_array_append(all, json_array_get(alts, (size_t)i))) return js_oom(c), NULL;
+        for (int j = 0; j < n; j++) {
+            if (j == i || !overlap[i * n + j]) continue;
+            json_t *nj = negate_if(c, json_array_get(alts, (size_t)j));
+            if (!nj) return NULL;
+            if (json_array_append(all, nj)) return js_oom(c), NULL;
+        }
+        json_t *one = json_array_size(all) == 1 ? json_array_get(all, 0) : obj1(c, "allOf", all);
+        if (!one || json_array_append(any, one)) return js_oom(c), NULL;
+    }
+    return obj1(c, "anyOf", any);
+}
+
+json_t *js_negate_cond(struct js *c, json_t *cond)
+{
+    return negate_if(c, cond);
 }

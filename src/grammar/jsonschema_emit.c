@@ -198,6 +198,8 @@ static const char *r_value(struct js *c)
 /* ------------------------------------------------------------------ emission */
 
 char *js_emit(struct js *c, struct sn *s);
+static char *emit_string_auto(struct js *c, struct sn *s, const char *const *pats, int np,
+                              bool len);
 
 /* JSON text of a value, canonical (compact; strings escaped minimally). Numbers: each real that
  * is integral is also accepted in integer form, written as alternatives by the caller. */
@@ -605,12 +607,19 @@ static char *emit_string(struct js *c, struct sn *s)
                 (s->max_len < 0 || (fl[i].mx >= 0 && fl[i].mx <= s->max_len)))
                 len = false;
     }
-    if (s->format) {
-        if (s->pattern) {
-            err_set(c->e, ERR_UNSUPPORTED,
-                    "format \"%.50s\" combined with pattern is not supported", s->format);
+    if (s->format && s->pattern) {
+        /* both: the intersection, built on the automaton (then the length bounds) */
+        struct buf fe = {0};
+        if (jsrx_format_ecma(s->format, &fe, c->e)) {
+            buf_free(&fe);
             return NULL;
         }
+        const char *pats[2] = {s->pattern, fe.data};
+        char *r = emit_string_auto(c, s, pats, 2, len);
+        buf_free(&fe);
+        return r;
+    }
+    if (s->format) {
         buf_puts(&rx, "\"");
         if (len) { /* the format's regex intersected with the length bounds */
             struct buf body = {0};
@@ -634,7 +643,15 @@ static char *emit_string(struct js *c, struct sn *s)
             buf_free(&one.set);
             buf_free(&one.notset);
             buf_free(&rx);
-            return NULL;
+            /* what the translation cannot write (anchors inside alternatives, …) the automaton
+             * may; if it cannot either, the translation's message stands */
+            struct err first = *c->e;
+            c->e->msg[0] = 0;
+            c->e->code = ERR_OK;
+            const char *pats[1] = {s->pattern};
+            char *r = emit_string_auto(c, s, pats, 1, len);
+            if (!r && c->e->msg[0]) *c->e = first;
+            return r;
         }
         if (len && !one.ok && one.anchored && one.mn >= s->min_len &&
             (s->max_len < 0 || (one.mx >= 0 && one.mx <= s->max_len)))
@@ -703,6 +720,29 @@ static char *emit_string(struct js *c, struct sn *s)
     char *r = mk_regex_rule(c, rx.data);
     buf_free(&rx);
     return r;
+}
+
+/* A string matching every pattern of pats (unanchored ECMA) and s's length bounds when `len`,
+ * through the automaton of jsonschema_keys.c. NULL without an error: no string can. */
+static char *emit_string_auto(struct js *c, struct sn *s, const char *const *pats, int np,
+                              bool len)
+{
+    struct buf body = {0}, rx = {0};
+    int r = jsk_intersect_regex("pattern", pats, np, len ? JSK_TICK : 0, &body, c->e);
+    if (r) {
+        buf_free(&body);
+        return NULL;
+    }
+    buf_puts(&rx, "\"");
+    if (len)
+        jsrx_len_region(&rx, s->min_len, s->max_len, body.data ? body.data : "");
+    else
+        buf_append(&rx, body.data ? body.data : "", body.len);
+    buf_puts(&rx, "\"");
+    buf_free(&body);
+    char *rule = mk_regex_rule(c, rx.data);
+    buf_free(&rx);
+    return rule;
 }
 
 /* "contains": at least one element matches; other elements match items */
@@ -812,8 +852,8 @@ static char *emit_array(struct js *c, struct sn *s)
 
 static bool universal_pattern(const char *p)
 {
-    static const char *const u[] = {"",     ".*",     "^.*$",  "^.*", ".*$",
-                                    "(.*)", "^(.*)$", "^(.*)", NULL};
+    /* (`^.*$` is not among them: `.` excludes line terminators, so it misses "a\nb") */
+    static const char *const u[] = {"", ".*", "^.*", ".*$", "(.*)", "^(.*)", "(.*)$", NULL};
     return js_in_list(u, p);
 }
 
@@ -828,7 +868,13 @@ static bool universal_pattern(const char *p)
 struct deps {
     const int *pair;
     int n;
+    /* minProperties / maxProperties over the members when no extra member can appear (the
+     * count is n - |S|): lo 0 and hi -1 when there are none */
+    int64_t lo, hi;
 };
+/* a set from which the object cannot be completed (a required member left, the count at
+ * maxProperties): callers drop the alternative leading there */
+static const char AO_DEAD[] = "\x01";
 
 static const char *any_order_rest(struct js *c, int n, const char *const *vals, const bool *reqd,
                                   const char *x, uint32_t S, char **memo, const struct deps *dp)
@@ -839,19 +885,29 @@ static const char *any_order_rest(struct js *c, int n, const char *const *vals, 
     bool need = false;
     int alts = 0;
     struct buf t = {0};
+    int count = n - __builtin_popcount(S);
+    bool room = dp->hi < 0 || count < dp->hi;
     for (int i = 0; i < n; i++) {
         if (!(S >> i & 1)) continue;
         if (reqd[i]) need = true;
+        if (!room) continue;
         const char *rest = any_order_rest(c, n, vals, reqd, x, S & ~(1u << i), memo, dp);
         if (c->oom) {
             buf_free(&t);
             return NULL;
         }
+        if (rest == AO_DEAD) continue;
         buf_printf(&t, "%s%s %s%s%s", alts++ ? " | " : "", cm, vals[i], rest[0] ? " " : "", rest);
     }
     /* the object may end here only if every present member's dependents are present too */
     for (int k = 0; k < dp->n; k++)
         if (!(S >> dp->pair[2 * k] & 1) && (S >> dp->pair[2 * k + 1] & 1)) need = true;
+    if (count < dp->lo) need = true;
+    if (need && !alts) {
+        buf_free(&t);
+        memo[S] = (char *)AO_DEAD;
+        return memo[S];
+    }
     if (x) buf_printf(&b, "(%s %s)* ", cm, x);
     if (alts) buf_printf(&b, need ? "(%s)" : "(%s)?", t.data);
     buf_free(&t);
@@ -873,30 +929,98 @@ static char *emit_object_any_order(struct js *c, int n, const char *const *vals,
     uint32_t all = (1u << n) - 1;
     struct buf f = {0};
     bool any_req = false;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && dp->hi != 0; i++) {
         if (reqd[i]) any_req = true;
         const char *rest = any_order_rest(c, n, vals, reqd, x, all & ~(1u << i), memo, dp);
         if (c->oom) {
             buf_free(&f);
             return NULL;
         }
-        buf_printf(&f, "%s%s%s%s", i ? " | " : "", vals[i], rest[0] ? " " : "", rest);
+        if (rest == AO_DEAD) continue;
+        buf_printf(&f, "%s%s%s%s", f.len ? " | " : "", vals[i], rest[0] ? " " : "", rest);
     }
+    for (int i = 0; i < n; i++)
+        if (reqd[i]) any_req = true;
     if (x) {
         const char *rest = any_order_rest(c, n, vals, reqd, x, all, memo, dp);
         if (c->oom) {
             buf_free(&f);
             return NULL;
         }
-        buf_printf(&f, "%s%s%s%s", n ? " | " : "", x, rest[0] ? " " : "", rest);
+        if (rest != AO_DEAD)
+            buf_printf(&f, "%s%s%s%s", f.len ? " | " : "", x, rest[0] ? " " : "", rest);
+    }
+    const char *w = r_wso(c);
+    struct buf ob = {0};
+    bool empty_ok = !any_req && !nonempty && dp->lo <= 0;
+    if (!f.len) { /* no member can start the object */
+        if (!empty_ok) return NULL;
+        buf_printf(&ob, "\"{\" %s \"}\"", w);
+        return mk_rule_buf(c, &ob);
     }
     const char *first = mk_rule_buf(c, &f);
     if (!first) return NULL;
-    const char *w = r_wso(c);
-    struct buf ob = {0};
-    if (!any_req && !nonempty) buf_printf(&ob, "\"{\" %s \"}\" | ", w);
+    if (empty_ok) buf_printf(&ob, "\"{\" %s \"}\" | ", w);
     buf_printf(&ob, "\"{\" %s %s %s \"}\"", w, first, w);
     return mk_rule_buf(c, &ob);
+}
+
+/* Extra members of an object with patternProperties (docs/jsonschema.md "patternProperties"):
+ * the keys that are not declared names, by the set Q of patterns they match, take the
+ * intersection of those patterns' schemas (Q empty: additionalProperties). Classes whose
+ * schemas are the same rule share one key regex. Appends `key : value` alternatives to xb. */
+static int emit_keys_general(struct js *c, struct sn *s, const char *const *names,
+                             const size_t *lens, int n_names, struct buf *xb)
+{
+    struct jsk k;
+    if (jsk_build(&k, "patternProperties", s->ppat, s->n_ppat, names, lens, n_names, c->e))
+        return -1;
+    int rc = -1;
+    const char **vr = js_alloc(c, ((size_t)k.n_masks + 1) * sizeof *vr);
+    bool *sel = js_alloc(c, (size_t)k.n_masks + 1);
+    bool *done = js_alloc(c, (size_t)k.n_masks + 1);
+    if (c->oom) goto out;
+    const char *cl = r_colon(c);
+    for (int m = 0; m < k.n_masks; m++) {
+        struct sn *v = NULL;
+        bool any = true;
+        if (!k.masks[m]) {
+            v = s->addl;
+            any = !v;
+        } else
+            for (int j = 0; j < s->n_ppat; j++) {
+                if (!(k.masks[m] >> j & 1)) continue;
+                v = any ? s->ppsch[j] : js_intersect(c, v, s->ppsch[j]);
+                any = false;
+                if (!v) goto out;
+            }
+        vr[m] = any ? r_value(c) : js_emit(c, v);
+        if (!vr[m] && c->e->msg[0]) goto out;
+        done[m] = false;
+    }
+    for (int m = 0; m < k.n_masks; m++) {
+        if (!vr[m] || done[m]) continue; /* (no value fits: such keys cannot appear) */
+        for (int j = 0; j < k.n_masks; j++) {
+            sel[j] = vr[j] && !done[j] && !strcmp(vr[j], vr[m]);
+            if (sel[j]) done[j] = true;
+        }
+        struct buf key = {0};
+        int r = jsk_regex(&k, sel, 0, &key, c->e);
+        if (r < 0) {
+            buf_free(&key);
+            goto out;
+        }
+        if (r == 0) {
+            const char *kr = mk_regex_rule(c, key.data);
+            buf_free(&key);
+            if (!kr) goto out;
+            buf_printf(xb, "%s%s %s %s", xb->len ? " | " : "", kr, cl, vr[m]);
+        }
+    }
+    rc = 0;
+out:
+    jsk_free(&k);
+    return rc;
 }
 
 static char *emit_object(struct js *c, struct sn *s)
@@ -922,6 +1046,17 @@ static char *emit_object(struct js *c, struct sn *s)
             nm = s->pnames[i];
             ln = s->plens[i];
             sc = s->pschemas[i];
+            /* every patternProperties schema whose pattern matches the name applies too */
+            for (int j = 0; j < s->n_ppat && sc; j++) {
+                int m = js_pattern_matches(s->ppat[j], nm, ln);
+                if (m < 0) {
+                    err_set(c->e, ERR_INVALID, "patternProperties: bad pattern /%.100s/",
+                            s->ppat[j]);
+                    return NULL;
+                }
+                if (m) sc = js_intersect(c, sc, s->ppsch[j]);
+            }
+            if (!sc) return NULL;
         } else {
             nm = s->req[i - nd];
             ln = strlen(nm);
@@ -930,16 +1065,20 @@ static char *emit_object(struct js *c, struct sn *s)
                 if (s->plens[j] == ln && !memcmp(s->pnames[j], nm, ln)) seen = true;
             if (seen) continue;
             sc = NULL;
-            for (int j = 0; j < s->n_ppat && !sc; j++) {
+            bool matched = false;
+            for (int j = 0; j < s->n_ppat; j++) {
                 int m = js_pattern_matches(s->ppat[j], nm, ln);
                 if (m < 0) {
                     err_set(c->e, ERR_INVALID, "patternProperties: bad pattern /%.100s/",
                             s->ppat[j]);
                     return NULL;
                 }
-                if (m) sc = s->ppsch[j];
+                if (!m) continue;
+                sc = matched ? js_intersect(c, sc, s->ppsch[j]) : s->ppsch[j];
+                matched = true;
+                if (!sc) return NULL;
             }
-            if (!sc) sc = s->addl;
+            if (!matched) sc = s->addl;
         }
         bool rq = false;
         for (int j = 0; j < s->n_req; j++)
@@ -992,42 +1131,28 @@ static char *emit_object(struct js *c, struct sn *s)
         }
         buf_free(&compl );
     }
-    if (s->n_ppat && !ppat_any) { /* (pattern keys with any value and no additionalProperties:
-                                   * every extra key takes any value) */
-        if (compl_rule) {
-            /* handled: complement keys below */
-        } else if (s->addl && !addl_false) {
-            bool all_univ = true;
-            for (int j = 0; j < s->n_ppat; j++)
-                if (!universal_pattern(s->ppat[j])) all_univ = false;
-            if (!all_univ) {
-                err_set(c->e, ERR_UNSUPPORTED,
-                        "patternProperties together with additionalProperties (other than false) "
-                        "is supported only for patterns matching every key");
-                buf_free(&xb);
+    /* the single-pattern forms above have direct regexes; every other combination of
+     * patterns, declared names and additionalProperties goes through the key automaton */
+    bool general = false;
+    if (s->n_ppat && !ppat_any && !compl_rule) {
+        bool univ0 = s->n_ppat == 1 && universal_pattern(s->ppat[0]);
+        bool names_clear = true;
+        for (int j = 0; s->n_ppat == 1 && !univ0 && j < n_all; j++) {
+            int m = js_pattern_matches(s->ppat[0], all_names[j], all_lens[j]);
+            if (m < 0) {
+                err_set(c->e, ERR_INVALID, "patternProperties: bad pattern /%.100s/", s->ppat[0]);
                 return NULL;
             }
+            if (m) names_clear = false;
         }
-        if (!s->addl && !compl_rule) {
-            bool all_univ = true;
-            for (int j = 0; j < s->n_ppat; j++)
-                if (!universal_pattern(s->ppat[j])) all_univ = false;
-            if (!all_univ) {
-                err_set(
-                    c->e, ERR_UNSUPPORTED,
-                    "patternProperties without \"additionalProperties\": false is supported only "
-                    "for patterns matching every key");
-                buf_free(&xb);
-                return NULL;
-            }
-        }
-        if (s->n_ppat > 1) {
-            err_set(c->e, ERR_UNSUPPORTED,
-                    "more than one patternProperties pattern is not supported (they must be "
-                    "provably disjoint)");
+        general = !(s->n_ppat == 1 && (univ0 || (addl_false && names_clear)));
+    }
+    if (general) {
+        if (emit_keys_general(c, s, all_names, all_lens, n_all, &xb)) {
             buf_free(&xb);
             return NULL;
         }
+    } else if (s->n_ppat && !ppat_any) {
         const char *pv = js_emit(c, s->ppsch[0]);
         if (!pv && c->e->msg[0]) return NULL;
         if (pv) {
@@ -1035,17 +1160,6 @@ static char *emit_object(struct js *c, struct sn *s)
             if (universal_pattern(s->ppat[0])) {
                 if (jsrx_key_not_in(all_names, all_lens, n_all, &key, c->e)) return NULL;
             } else {
-                for (int j = 0; j < n_all; j++) {
-                    int m = js_pattern_matches(s->ppat[0], all_names[j], all_lens[j]);
-                    if (m != 0) {
-                        err_set(c->e, ERR_UNSUPPORTED,
-                                "patternProperties /%.80s/ also matches declared property "
-                                "\"%.80s\": not supported",
-                                s->ppat[0], all_names[j]);
-                        buf_free(&key);
-                        return NULL;
-                    }
-                }
                 buf_puts(&key, "\"");
                 if (jsrx_pattern(s->ppat[0], strlen(s->ppat[0]), &key, NULL, c->e)) {
                     buf_free(&key);
@@ -1081,6 +1195,7 @@ static char *emit_object(struct js *c, struct sn *s)
     /* property count bounds */
     int64_t xlo = 0, xhi = x ? -1 : 0;
     int64_t minp = s->min_props, maxp = s->max_props;
+    int64_t cnt_lo = 0, cnt_hi = -1;
     bool nonempty = false;
     if (minp > 0 || maxp >= 0) {
         if (n == n_req) {
@@ -1092,17 +1207,23 @@ static char *emit_object(struct js *c, struct sn *s)
             /* already satisfied by the required properties */
         } else if (maxp < 0 && minp == 1) {
             nonempty = true;
+        } else if (!x && n <= JS_ANYORDER_MAX) {
+            /* no extra member: the any-order sets count the members (below) */
+            cnt_lo = minp;
+            cnt_hi = maxp;
+            if (cnt_lo > n || (cnt_hi >= 0 && cnt_hi < n_req)) return NULL;
         } else {
             err_set(c->e, ERR_UNSUPPORTED,
                     "minProperties/maxProperties are supported only when every property in "
-                    "\"properties\" is required (or for minProperties: 1)");
+                    "\"properties\" is required, when no other key may appear (at most 8 "
+                    "properties), or for minProperties: 1");
             return NULL;
         }
     }
     const char *cm = r_comma(c), *w = r_wso(c);
     /* dependentRequired: both names must be members (an extra key cannot be demanded) */
     int *pair = s->n_deps ? js_alloc(c, (size_t)s->n_deps * 2 * sizeof *pair) : NULL;
-    struct deps dp = {pair, 0};
+    struct deps dp = {pair, 0, cnt_lo, cnt_hi};
     for (int k = 0; k < s->n_deps; k++) {
         int ia = -1, ib = -1;
         for (int i = 0; i < n; i++) {
@@ -1123,7 +1244,9 @@ static char *emit_object(struct js *c, struct sn *s)
         pair[2 * dp.n + 1] = ib;
         dp.n++;
     }
-    if ((n >= 2 || dp.n) && xlo == 0 && xhi <= 0) { /* extras unbounded or none */
+    /* (one member with extras is an order question too: extras before it) */
+    bool counted = cnt_lo > 0 || cnt_hi >= 0;
+    if ((n >= 2 || dp.n || counted || (n == 1 && x && xhi != 0)) && xlo == 0 && xhi <= 0) {
         if (n <= JS_ANYORDER_MAX)
             return emit_object_any_order(c, n, vals, reqd, xhi == 0 ? NULL : x, nonempty, &dp);
         if (n_req <= JS_ANYORDER_REQ_MAX && !dp.n) {

@@ -25,6 +25,56 @@
     "(?:[^\"\\\\\\x00-\\x1F]|\\\\(?:[\"\\\\\\/bfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|"               \
     "[dD][0-7][0-9a-fA-F]{2}|[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2})))"
 
+/* A set of code points: sorted disjoint ranges (more than 64 sets `overflow`). */
+struct jsrx_cpset {
+    uint32_t lo[64], hi[64];
+    int n;
+    bool overflow;
+};
+void jsrx_cp_add(struct jsrx_cpset *s, uint32_t lo, uint32_t hi);
+void jsrx_cp_negate(struct jsrx_cpset *s);
+/* The JSON-text regex of "one character of s" (canonical: one spelling per code point). */
+void jsrx_emit_set(struct buf *o, const struct jsrx_cpset *s, bool canonical);
+/* Pattern parsing pieces (the ECMA dialect of jsrx_pattern), at pat[*i], advancing *i: one
+ * UTF-8 code point; an escape after its backslash (into set); a class after its '['. */
+uint32_t jsrx_pt_cp(const char *pat, size_t len, size_t *i);
+int jsrx_pt_escape(const char *pat, size_t len, size_t *i, struct jsrx_cpset *set, bool in_class,
+                   struct err *e);
+int jsrx_pt_class(const char *pat, size_t len, size_t *i, struct jsrx_cpset *set, struct err *e);
+
+/* Object keys partitioned by patternProperties (jsonschema_keys.c, issue 19), and the
+ * intersection of patterns (pattern with format): a DFA over code
+ * points built from the patterns (each unanchored, ECMA semantics) and the declared names; every
+ * key gets a label: the set of patterns it matches (bit j: pattern j) and whether it is a
+ * declared name. jsk_build lists the masks of the non-declared keys that occur (mask 0: the
+ * keys no pattern matches); jsk_regex writes the JSON string regex (with its quotes, canonical
+ * spellings as jsrx_key_not_in) of the non-declared keys whose mask index is selected. The
+ * automaton and the regex are bounded (JSK_MAX_*); beyond, an error naming patternProperties. */
+#define JSK_MAX_PATTERNS 64
+#define JSK_MAX_NFA 60000
+#define JSK_MAX_DFA 3000
+#define JSK_MAX_REGEX (2u << 20)
+struct jsk {
+    uint64_t *masks; /* distinct masks of non-declared keys */
+    int n_masks;
+    void *impl;
+};
+int jsk_build(struct jsk *k, const char *kw, const char *const *pats, int np,
+              const char *const *names, const size_t *lens, int nn, struct err *e);
+/* 0 written, 1 no key selected (nothing written), -1 error. Flags: JSK_TICK writes (?T) after
+ * each character (for a length region), JSK_BARE leaves out the quotes (content only). */
+#define JSK_TICK 1u
+#define JSK_BARE 2u
+int jsk_regex(struct jsk *k, const bool *sel, unsigned flags, struct buf *out, struct err *e);
+/* The content regex of the strings matching every pattern of pats[0..np) (unanchored ECMA), in
+ * canonical spellings; flags as jsk_regex. 0 written, 1 no string matches, -1 error. */
+int jsk_intersect_regex(const char *kw, const char *const *pats, int np, unsigned flags,
+                        struct buf *out, struct err *e);
+void jsk_free(struct jsk *k);
+/* Whether ECMA pattern pat (unanchored) matches the UTF-8 string s[0..n) on that automaton:
+ * 1, 0, or -1 (a construct it does not implement, or no memory). */
+int jsk_match(const char *pat, const char *s, size_t n);
+
 /* Unanchored ECMA-262 `pattern` → regex over JSON string content (no quotes) matching exactly the
  * strings whose decoded value contains a match. Supported: literals, escapes (\d \w \s \D \W \S
  * \t \n \r \f \v \0 \xHH \uHHHH \u{H..} \cX and escaped punctuation), classes with ranges and
@@ -64,6 +114,9 @@ int jsrx_format_ticked(const char *format, struct buf *out, struct err *e);
 /* Content regex for the strings a pattern does NOT match; only for patterns of the form ^X{m,n}$
  * (one character set), else -1 with an error. */
 int jsrx_pattern_complement(const char *pat, size_t len, struct buf *out, struct err *e);
+
+/* `format` as an anchored ECMA pattern over the decoded value (for jsk_intersect_regex). */
+int jsrx_format_ecma(const char *format, struct buf *out, struct err *e);
 
 /* Regex over JSON string content for `format` (date-time, date, time, duration, email, hostname,
  * ipv4, ipv6, uuid, uri). Unknown format → -1, "unsupported format". */

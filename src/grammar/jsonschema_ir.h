@@ -144,6 +144,12 @@ struct sn *js_lower(struct js *c, json_t *s);
 /* s with if/then/else, dependentSchemas, schema-valued dependencies and propertyNames rewritten
  * into keywords the compiler implements (s itself when it has none); NULL with c->e set. */
 json_t *js_rewrite_cond(struct js *c, json_t *s);
+/* oneOf [A_0..A_n-1] as anyOf [allOf [A_i, not A_j for each j overlapping i]] (overlap[i*n+j]:
+ * the pair may overlap), the negations built as for `if` (discriminator forms, and properties
+ * of a bare type); NULL with c->e set when one cannot be. */
+json_t *js_oneof_rewrite(struct js *c, json_t *alts, const bool *overlap, int n);
+/* not cond for the discriminator forms (as `if`'s negation), NULL with c->e set otherwise. */
+json_t *js_negate_cond(struct js *c, json_t *cond);
 /* ---- jsonschema_emit.c ---- */
 /* the lark expression (a rule name or literal) matching s, its rules added to c->out */
 char *js_emit(struct js *c, struct sn *s);

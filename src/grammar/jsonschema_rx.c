@@ -12,11 +12,7 @@
 
 /* ---------------------------------------------------------------- code point sets */
 
-struct cpset {
-    uint32_t lo[64], hi[64]; /* sorted disjoint ranges; overflow collapses into `big` */
-    int n;
-    bool overflow;
-};
+#define cpset jsrx_cpset /* (struct jsrx_cpset: jsonschema_internal.h) */
 
 static void cp_add(struct cpset *s, uint32_t lo, uint32_t hi)
 {
@@ -1677,5 +1673,62 @@ int jsrx_pattern_complement(const char *pat, size_t len, struct buf *out, struct
     buf_puts(out, ")");
     buf_free(&one.set);
     buf_free(&one.notset);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- exports for jsonschema_keys.c */
+
+void jsrx_cp_add(struct jsrx_cpset *s, uint32_t lo, uint32_t hi)
+{
+    cp_add(s, lo, hi);
+}
+
+void jsrx_cp_negate(struct jsrx_cpset *s)
+{
+    cp_negate(s);
+}
+
+void jsrx_emit_set(struct buf *o, const struct jsrx_cpset *s, bool canonical)
+{
+    emit_set(o, s, canonical);
+}
+
+uint32_t jsrx_pt_cp(const char *pat, size_t len, size_t *i)
+{
+    struct pt p = {.s = pat, .n = len, .i = *i};
+    uint32_t c = pt_cp(&p);
+    *i = p.i;
+    return c;
+}
+
+int jsrx_pt_escape(const char *pat, size_t len, size_t *i, struct jsrx_cpset *set, bool in_class,
+                   struct err *e)
+{
+    struct pt p = {.s = pat, .n = len, .i = *i, .e = e};
+    int r = pt_escape(&p, set, in_class);
+    *i = p.i;
+    return r;
+}
+
+int jsrx_pt_class(const char *pat, size_t len, size_t *i, struct jsrx_cpset *set, struct err *e)
+{
+    struct pt p = {.s = pat, .n = len, .i = *i, .e = e};
+    int r = pt_class(&p, set);
+    *i = p.i;
+    return r;
+}
+
+/* The formats as ECMA patterns over the decoded value: the regexes above are ASCII and mean the
+ * same there, except a URI's `/`, which JSON text may also spell `\/`. */
+#define RX_URICH_ECMA "(?:[a-zA-Z0-9\\-._\\~:?#\\[\\]@!$&'()*+,;=\\/]|%[0-9a-fA-F]{2})"
+int jsrx_format_ecma(const char *f, struct buf *out, struct err *e)
+{
+    if (!strcmp(f, "uri")) {
+        buf_puts(out, "^(?:[a-zA-Z][a-zA-Z0-9+.\\-]*:" RX_URICH_ECMA "*)$");
+        return 0;
+    }
+    buf_puts(out, "^");
+    if (jsrx_format(f, out, e)) return -1;
+    buf_puts(out, "$");
     return 0;
 }
