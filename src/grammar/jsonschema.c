@@ -1130,6 +1130,7 @@ static struct sn *intersect_prop(struct js *c, struct sn *other, const char *nam
     for (int i = 0; i < other->n_props; i++)
         if (other->plens[i] == len && !memcmp(other->pnames[i], name, len))
             return js_intersect(c, mine, other->pschemas[i]);
+    bool matched = false; /* every matching pattern applies */
     for (int i = 0; i < other->n_ppat; i++) {
         int m = js_pattern_matches(other->ppat[i], name, len);
         if (m < 0) {
@@ -1139,10 +1140,10 @@ static struct sn *intersect_prop(struct js *c, struct sn *other, const char *nam
         if (m) {
             mine = js_intersect(c, mine, other->ppsch[i]);
             if (!mine) return NULL;
-            return mine;
+            matched = true;
         }
     }
-    if (other->addl) return js_intersect(c, mine, other->addl);
+    if (!matched && other->addl) return js_intersect(c, mine, other->addl);
     return mine;
 }
 
@@ -1325,16 +1326,39 @@ struct sn *js_intersect(struct js *c, struct sn *a, struct sn *b)
         }
         r->n_deps = nd;
     }
-    if ((a->n_ppat && (b->addl || b->n_ppat)) || (b->n_ppat && a->addl)) {
+    /* patternProperties: a key not declared on either side takes, from each side, its matching
+     * patterns' schemas or that side's additionalProperties. Exact in one schema when only one
+     * side has patterns (the other's additionalProperties joins each pattern's schema and the
+     * merged additionalProperties), or when both have patterns and neither restricts the
+     * other keys (the patterns are united) */
+    bool a_addl = a->addl && !sn_is_any(a->addl), b_addl = b->addl && !sn_is_any(b->addl);
+    if (a->n_ppat && b->n_ppat && (a_addl || b_addl)) {
         err_set(c->e, ERR_UNSUPPORTED,
-                "allOf: patternProperties combined with additionalProperties/patternProperties of "
-                "another subschema is not supported");
+                "allOf: patternProperties on two subschemas together with additionalProperties "
+                "is not supported");
         goto fail;
     }
-    if (a->n_ppat || b->n_ppat) {
-        r->ppat = a->n_ppat ? a->ppat : b->ppat;
-        r->ppsch = a->n_ppat ? a->ppsch : b->ppsch;
-        r->n_ppat = a->n_ppat ? a->n_ppat : b->n_ppat;
+    if (a->n_ppat && b->n_ppat) {
+        int np = a->n_ppat + b->n_ppat;
+        r->ppat = js_alloc(c, (size_t)np * sizeof *r->ppat);
+        r->ppsch = js_alloc(c, (size_t)np * sizeof *r->ppsch);
+        if (!r->ppat || !r->ppsch) goto fail;
+        for (int i = 0; i < np; i++) {
+            r->ppat[i] = i < a->n_ppat ? a->ppat[i] : b->ppat[i - a->n_ppat];
+            r->ppsch[i] = i < a->n_ppat ? a->ppsch[i] : b->ppsch[i - a->n_ppat];
+        }
+        r->n_ppat = np;
+    } else if (a->n_ppat || b->n_ppat) {
+        struct sn *p = a->n_ppat ? a : b, *o = a->n_ppat ? b : a;
+        r->ppat = p->ppat;
+        r->ppsch = p->ppsch;
+        r->n_ppat = p->n_ppat;
+        if (o->addl && !sn_is_any(o->addl)) {
+            r->ppsch = js_alloc(c, (size_t)p->n_ppat * sizeof *r->ppsch);
+            if (!r->ppsch) goto fail;
+            for (int i = 0; i < p->n_ppat; i++)
+                if (!(r->ppsch[i] = js_intersect(c, p->ppsch[i], o->addl))) goto fail;
+        }
     }
     if (a->addl && b->addl) {
         r->addl = js_intersect(c, a->addl, b->addl);

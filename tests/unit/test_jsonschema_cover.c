@@ -438,3 +438,27 @@ Test(jsonschema_cover, not_discriminator)
     cover_check("{\"not\":{\"required\":[\"a\"]}}", L("{}", "{\"b\":1}"), L("{\"a\":1}", "1"));
     cover_error("{\"not\":{\"type\":\"string\",\"minLength\":3}}", "not");
 }
+
+/* allOf merging patternProperties: with the other side's additionalProperties, or two sides'
+ * patterns when neither restricts other keys */
+Test(jsonschema_cover, all_of_pattern_properties)
+{
+    cover_check("{\"type\":\"object\",\"allOf\":[{\"patternProperties\":{\"^n_\":{\"type\":"
+                "\"integer\"}}},{\"properties\":{\"id\":{\"type\":\"string\"}},"
+                "\"additionalProperties\":{\"minimum\":0}}]}",
+                L("{\"id\":\"x\",\"n_a\":3}", "{\"z\":5}", "{\"z\":\"s\"}"),
+                L("{\"n_a\":-1}", "{\"n_a\":\"s\"}", "{\"z\":-2}", "{\"id\":1}"));
+    cover_check("{\"type\":\"object\",\"allOf\":[{\"patternProperties\":{\"^a\":{\"type\":"
+                "\"integer\"}}},{\"patternProperties\":{\"b$\":{\"minimum\":5}},"
+                "\"additionalProperties\":true}]}",
+                L("{\"ab\":5}", "{\"a\":1}", "{\"b\":7.5}", "{\"x\":\"s\"}"),
+                L("{\"ab\":4}", "{\"a\":\"s\"}", "{\"b\":1}"));
+    /* a declared name on one side meets the other side's patterns (all of them) */
+    cover_check("{\"type\":\"object\",\"allOf\":[{\"properties\":{\"ab\":{\"type\":\"number\"}}},"
+                "{\"patternProperties\":{\"^a\":{\"minimum\":1},\"b$\":{\"maximum\":3}}}]}",
+                L("{\"ab\":2}", "{\"ab\":1}"), L("{\"ab\":0}", "{\"ab\":4}", "{\"ab\":\"s\"}"));
+    cover_error("{\"type\":\"object\",\"allOf\":[{\"patternProperties\":{\"a\":true},"
+                "\"additionalProperties\":false},{\"patternProperties\":{\"b\":true},"
+                "\"additionalProperties\":false}]}",
+                "patternProperties");
+}
