@@ -4,9 +4,12 @@
 #
 #   scripts/demo/build.sh BUILD NAME
 #
-# corpus -> BPE -> training (nice 10, one thread) -> GGUF export + logits check -> copy/definition
-# evaluation. Work files in BUILD/demo/; results: models/NAME-q8_0.gguf, models/NAME.ref.json,
-# docs/demo-model/{train-log.tsv,heldout.json,export.txt,eval.json,sources.json}.
+# corpus -> BPE -> stage 1: language-model training (nice 10, one thread) -> its Q8_0 export ->
+# stage 2, learning to copy (docs/demo-model.md, "Learning to copy"): two random-token copy probes,
+# then the copy curriculum with corpus rehearsal, from stage 1's Q8_0 file dequantized -> GGUF
+# export + logits check -> evaluation. Work files in BUILD/demo/; results: models/NAME-q8_0.gguf,
+# models/NAME.ref.json, docs/demo-model/{train-log.tsv,stage2-log.tsv,copy-probe-{1,2}.tsv,
+# heldout.json,export.txt,eval.json,sources.json}.
 set -eu
 build=${1:?BUILD}
 name=${2:?NAME}
@@ -20,9 +23,29 @@ rm -f "$work/corpus/tokens.pt"
 nice -n 10 $py scripts/train_demo.py --data "$work/corpus" --tokenizer "$work/tokenizer" \
   --tokenize-bin "$build/lmserve-tokenize" --out "$work/run" --max-minutes 72 | tee "$work/train.out"
 $py scripts/demo/export.py --run "$work/run" --tokenizer "$work/tokenizer" --corpus "$work/corpus" \
+  --build "$build" --name "$name" --out "$work/stage1-q8_0.gguf" --ref "$work/stage1.ref.json" \
+  | tee "$work/stage1-export.txt"
+# stage 2 starts from stage 1's Q8_0 file, as the committed model's continuation did
+$py scripts/demo/gguf2st.py "$work/stage1-q8_0.gguf" "$work/start"
+nice -n 10 $py scripts/demo/copy_probe.py --init "$work/start" --out "$work/probe1" --expand-kv \
+  --batch 32 --len 8,64 --lr 2e-3 --steps 699 --seed 11 | tee "$work/probe1.out"
+nice -n 10 $py scripts/demo/copy_probe.py --init "$work/probe1" --out "$work/probe2" \
+  --batch 32 --len 8,48 --lo 256 --hi 2256 --lr 2e-3 --warmup 10 --steps 1268 --seed 12 | tee "$work/probe2.out"
+nice -n 10 $py scripts/train_demo.py --data "$work/corpus" --tokenizer "$work/tokenizer" \
+  --tokenize-bin "$build/lmserve-tokenize" --out "$work/stage2" --init "$work/probe2" \
+  --batch 1 --lm-seq 256 --curriculum 16000 \
+  --curriculum-mix randcommon:0.2,randtok:0.1,randwords:0.1,shuffled:0.1,real:0.35,define:0.15 --tok-len 8,320 \
+  --copy-seq 896 --copy-windows 2 --copy-weight 0.7 --lr 1e-3 --warmup 20 --minutes 46 --decay-from 0.5 \
+  --eval-every 100 --seed 7 | tee "$work/stage2.out"
+$py scripts/demo/export.py --run "$work/stage2" --tokenizer "$work/tokenizer" --corpus "$work/corpus" \
   --build "$build" --name "$name" --out "models/$name-q8_0.gguf" --ref "models/$name.ref.json" \
   | tee docs/demo-model/export.txt
 $py scripts/demo/eval.py --model "models/$name-q8_0.gguf" --build "$build" --corpus "$work/corpus" \
   --out docs/demo-model/eval.json
-cp "$work/run/train-log.tsv" "$work/run/heldout.json" "$work/corpus/sources.json" "$work/train.out" docs/demo-model/
+cp "$work/run/train-log.tsv" "$work/corpus/sources.json" "$work/train.out" docs/demo-model/
+cp "$work/run/heldout.json" docs/demo-model/stage1-heldout.json
+cp "$work/stage2/train-log.tsv" docs/demo-model/stage2-log.tsv
+cp "$work/stage2/heldout.json" "$work/stage2.out" docs/demo-model/
+cp "$work/probe1/probe-log.tsv" docs/demo-model/copy-probe-1.tsv
+cp "$work/probe2/probe-log.tsv" docs/demo-model/copy-probe-2.tsv
 ls -l "models/$name-q8_0.gguf"
