@@ -100,7 +100,8 @@ struct ctx {
     size_t dfa_max, compile_max;  /* bytes of the largest lexer DFA / compiled grammar */
     /* this file's costliest mask: time, work, and the text just before it (JSON-escaped later) */
     double worst_us;
-    uint64_t worst_work;
+    uint64_t worst_work, worst_trie;
+    uint64_t trie_max, file_trie; /* trie steps of a mask: overall, this file */
     char worst_at[96];
 };
 
@@ -122,6 +123,9 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
         uint64_t w = matcher_last_work(m);
         if (w > c->file_work) c->file_work = w;
         if (w > c->work_max) c->work_max = w;
+        uint64_t ts = matcher_last_trie_steps(m);
+        if (ts > c->file_trie) c->file_trie = ts;
+        if (ts > c->trie_max) c->trie_max = ts;
         if (matcher_status(m, &e)) {
             c->budget_errors++;
             fprintf(stderr, "budget: %s\n", e.msg);
@@ -137,6 +141,7 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
             size_t from = off > 60 ? off - 60 : 0;
             c->worst_us = dt;
             c->worst_work = w;
+            c->worst_trie = ts;
             snprintf(c->worst_at, sizeof c->worst_at, "%.*s", (int)(off - from), text + from);
             for (char *q = c->worst_at; *q; q++) /* a cut UTF-8 sequence is not valid JSON text */
                 if ((unsigned char)*q >= 0x80) *q = '?';
@@ -268,6 +273,8 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
     c->file_work = 0;
     c->worst_us = 0;
     c->worst_work = 0;
+    c->worst_trie = 0;
+    c->file_trie = 0;
     c->worst_at[0] = 0;
     if (!root) {
         snprintf(errmsg, sizeof errmsg, "cannot read: %s", je.text);
@@ -362,10 +369,12 @@ out:
            "\"invalidation_errors\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p99\":%.2f,"
            "\"mask_us_max\":%.2f,\"compile_us\":%.1f,\"mismatches\":%ld,\"mask_work_max\":%llu,"
            "\"dfa_kb\":%zu,\"compiled_kb\":%zu,\"relaxed_masks\":%llu,\"relaxed_walks\":%llu,"
-           "\"worst_mask_work\":%llu,\"worst_mask_after\":",
+           "\"worst_mask_work\":%llu,\"worst_mask_trie\":%llu,\"mask_trie_max\":%llu,"
+           "\"worst_mask_after\":",
            vt, it, ve, ie, fm.n, avg, p99, mx, compile_us, mm, (unsigned long long)c->file_work,
            gs.dfa_bytes >> 10, gs.compile_bytes >> 10, (unsigned long long)gs.relax_served,
-           (unsigned long long)gs.relax_walks, (unsigned long long)c->worst_work);
+           (unsigned long long)gs.relax_walks, (unsigned long long)c->worst_work,
+           (unsigned long long)c->worst_trie, (unsigned long long)c->file_trie);
     json_str(stdout, c->worst_at);
     printf("}\n");
     fflush(stdout);
@@ -480,11 +489,12 @@ int main(int argc, char **argv)
            "\"mismatches\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p50\":%.2f,"
            "\"mask_us_p99\":%.2f,\"mask_us_max\":%.2f,\"compile_us_p50\":%.1f,"
            "\"compile_us_p99\":%.1f,\"vocab\":%d,\"vocab_index_ms\":%.1f,"
-           "\"budget_errors\":%ld,\"mask_work_max\":%llu,\"dfa_kb_max\":%zu,"
-           "\"compiled_kb_max\":%zu}\n",
+           "\"budget_errors\":%ld,\"mask_work_max\":%llu,\"mask_trie_max\":%llu,"
+           "\"dfa_kb_max\":%zu,\"compiled_kb_max\":%zu}\n",
            c.files, c.compiled, c.rejected, c.valid_tested, c.invalid_tested, c.verr, c.ierr,
            c.mismatches, c.all_masks.n, mavg, m50, m99, mmax, c50, c99, n, index_ms,
-           c.budget_errors, (unsigned long long)c.work_max, c.dfa_max >> 10, c.compile_max >> 10);
+           c.budget_errors, (unsigned long long)c.work_max, (unsigned long long)c.trie_max,
+           c.dfa_max >> 10, c.compile_max >> 10);
     grammar_vocab_index_free(c.vi);
     vocab_free(c.v);
     if (g_open) gguf_close(&gg);

@@ -472,6 +472,11 @@ uint64_t matcher_last_work(const struct matcher *m)
     return m->last_work;
 }
 
+uint64_t matcher_last_trie_steps(const struct matcher *m)
+{
+    return m->last_trie;
+}
+
 static int hist_push(struct matcher *m)
 {
     if (m->n_hist == m->cap_hist) {

@@ -105,6 +105,8 @@ bool matcher_done(const struct matcher *m);      /* nothing but eos can follow *
 int matcher_status(const struct matcher *m, struct err *e);
 /* Work units the last matcher_mask took (calibration: lmserve-maskbench). */
 uint64_t matcher_last_work(const struct matcher *m);
+/* Trie nodes the last matcher_mask visited (walks and path replays; a load-independent cost). */
+uint64_t matcher_last_trie_steps(const struct matcher *m);
 /* Undoes the last n consumed tokens (eos included); the state is exactly what it was. 0, or -1
  * if fewer than n tokens were consumed. */
 int matcher_rollback(struct matcher *m, int n_tokens);

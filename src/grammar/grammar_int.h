@@ -69,6 +69,7 @@ struct grammar {
     uint64_t *fh;      /* per NFA state: structural hash of the automaton reachable from it
                         * (2 words; 0,0 = not computed yet) */
     uint64_t *fhr;     /* the same with loop bounds left out (relaxed walks' keys) */
+    uint64_t *fho;     /* the same with the bounds of the state's own loop left out (mask.c) */
     int32_t *fh_queue, *fh_local;
     uint32_t *fh_stamp;
     uint32_t fh_gen;
@@ -86,6 +87,7 @@ struct grammar {
     struct rpay **rpay; /* per relaxed root state: its walk */
     int32_t rpay_cap;
     uint64_t relax_served, relax_walks; /* statistics (grammar_stats) */
+    uint64_t trie_steps; /* trie nodes visited by mask walks and path replays (statistics) */
 };
 
 
@@ -218,7 +220,7 @@ struct matcher {
     bool ended;   /* eos consumed */
     bool oom;     /* allocation failure, or a budget exceeded (why: over) */
     enum { OVER_NONE, OVER_WORK, OVER_DFA, OVER_ITEMS } over;
-    uint64_t last_work;
+    uint64_t last_work, last_trie; /* the last mask's work and trie steps */
     struct hist *hist;
     uint32_t n_hist, cap_hist;
     /* scratch */
@@ -255,6 +257,10 @@ int mask_probe_first(struct grammar *g, struct err *e);
 /* mask.c: lexer-state token sets computed at compile time (each terminal after an opening
  * quote, at most MASK_PREWARM_MAX of them). */
 #define MASK_PREWARM_MAX 256
+/* and the states up to MASK_PREWARM_CHARS characters further in, within the trie steps of
+ * MASK_PREWARM_DEEP_WALKS full walks per grammar */
+#define MASK_PREWARM_CHARS 40
+#define MASK_PREWARM_DEEP_WALKS 4
 int mask_prewarm(struct grammar *g, struct err *e);
 /* mask.c: which loops' counts the masks keep out of the lexer state (after nfa_term is set);
  * and the matching cleanup. */

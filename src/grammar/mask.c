@@ -25,6 +25,7 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
     for (uint32_t c = node + 1; c < end; c = vi->tend[c]) {
         uint8_t b = vi->tbyte[c];
         uint32_t r2 = r, s2;
+        m->g->trie_steps++;
         uint32_t t = rx_dfa_next(d, s, b);
         if (t != RX_DEAD) {
             s2 = t;
@@ -105,7 +106,8 @@ static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r,
     const uint32_t dummy = (uint32_t)vi->n_tokens; /* bits has a spare word for it */
     uint32_t n = tn[r].end;
     uint32_t base = tn[r].depth + 1u;
-    for (uint32_t i = r + 1; i < n;) {
+    uint64_t steps = 0;
+    for (uint32_t i = r + 1; i < n; steps++) {
         const struct tnode *x = &tn[i];
         uint32_t pd = x->depth - base;
         uint32_t t = trans[S[pd] + x->byte];
@@ -136,6 +138,7 @@ static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r,
         i++;
     }
     if (bits) bits[dummy >> 5] &= ~(1u << (dummy & 31));
+    m->g->trie_steps += steps;
     free(S);
 }
 
@@ -148,19 +151,27 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
  * numbered in discovery order): equal hashes mean isomorphic automata, hence equal futures, even
  * for states of different terminals or grammars. Terminal ids are left out (walks only need to
  * know that a lexeme can end). Memoized per state. Caller holds g->mu. */
-static const uint64_t *fh_get_x(struct grammar *g, int32_t q, bool nobounds);
+#define FH_ALL_BOUNDS (-1) /* every loop's bounds hashed */
+#define FH_NO_BOUNDS (-2)  /* none */
+static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip);
 
 static const uint64_t *fh_get(struct grammar *g, int32_t q)
 {
-    return fh_get_x(g, q, false);
+    return fh_get_x(g, q, FH_ALL_BOUNDS);
 }
 
-/* nobounds: loop bounds left out (a loop's kind and whether it is bounded stay in). */
-static const uint64_t *fh_get_x(struct grammar *g, int32_t q, bool nobounds)
+/* skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's kind and whether it is
+ * bounded stay in), or a loop whose bounds alone are left out (q's own loop: memoized in
+ * g->fho, allocated on first use). NULL on no memory. */
+static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip)
 {
-    uint64_t *h = &(nobounds ? g->fhr : g->fh)[2 * (size_t)q];
-    if (h[0] | h[1]) return h;
     const struct rx_nfa *n = &g->nfa;
+    if (skip >= 0 && !g->fho) {
+        g->fho = calloc(((size_t)n->n + 1) * 2, sizeof *g->fho);
+        if (!g->fho) return NULL;
+    }
+    uint64_t *h = &(skip == FH_NO_BOUNDS ? g->fhr : skip >= 0 ? g->fho : g->fh)[2 * (size_t)q];
+    if (h[0] | h[1]) return h;
     if (++g->fh_gen == 0) {
         memset(g->fh_stamp, 0, ((size_t)n->n + 1) * sizeof *g->fh_stamp);
         g->fh_gen = 1;
@@ -195,7 +206,7 @@ static const uint64_t *fh_get_x(struct grammar *g, int32_t q, bool nobounds)
         case NS_CNT_ENTER:
         case NS_CNT_END: {
             const struct rx_loop *L = &n->loops[st->loop];
-            if (nobounds)
+            if (skip == FH_NO_BOUNDS || skip == st->loop)
                 FHMIX((uint64_t)(L->max < 0) + 11);
             else
                 FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
@@ -206,7 +217,7 @@ static const uint64_t *fh_get_x(struct grammar *g, int32_t q, bool nobounds)
         }
         case NS_CNT_TICK: {
             const struct rx_loop *L = &n->loops[st->loop];
-            if (nobounds)
+            if (skip == FH_NO_BOUNDS || skip == st->loop)
                 FHMIX((uint64_t)(L->max < 0) + 11);
             else
                 FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
@@ -258,16 +269,27 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
     const struct grammar *g = m->g;
     size_t n = (size_t)g->dfa.st[s].n_kernel;
     uint8_t *key = malloc(n * sizeof(struct kent) + 5);
-    if (!key) return NULL;
+    /* threads another thread of the state covers are left out of the key (regex_prune.c rule
+     * 1): the walk depends only on the state's language, so an unanchored pattern's state
+     * after its match keys like the free string's and finds its walk */
+    uint64_t *kern = malloc((n + 1) * sizeof *kern);
+    if (!key || !kern) {
+        free(key);
+        free(kern);
+        return NULL;
+    }
+    memcpy(kern, g->dfa.st[s].kernel, n * sizeof *kern);
+    n = (size_t)rx_prune_kernel((struct rx_dfa *)&g->dfa, kern, (int32_t)n, RX_PRUNE_UNIVERSAL);
     struct kent *k = (struct kent *)key;
     int64_t D = (int64_t)g->vi->max_depth + 2;
     for (size_t i = 0; i < n; i++) {
-        uint64_t v = g->dfa.st[s].kernel[i];
+        uint64_t v = kern[i];
         int32_t st = rx_thread_state(v);
         const uint64_t *fh = fh_get((struct grammar *)g, st);
         if (g->dfa.work_limit && g->dfa.work > g->dfa.work_limit) {
             ((struct grammar *)g)->dfa.over_work = true;
             free(key);
+            free(kern);
             return NULL;
         }
         uint32_t c1 = rx_thread_c1(v);
@@ -279,14 +301,38 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
                 int64_t c = c1;
                 /* a length region also drops threads by the ticks still needed (regex.h) */
                 int64_t dlo = L->len ? D + L->tmax_fin : D, dhi = L->len ? D + L->tmin_max : D;
-                if (c + dlo < L->min)
+                bool far_max = L->max < 0 || c + dhi < L->max, dist = false;
+                if (c + dlo < L->min) {
                     cc = 0xfffffff0u;
-                else if (c >= L->min && (L->max < 0 || c + dhi < L->max))
+                } else if (c >= L->min && far_max) {
                     cc = 0xfffffff1u;
+                } else if (far_max) {
+                    cc = 0xfff00000u | (uint32_t)(L->min - c); /* below min by this much */
+                    dist = true;
+                }
+                /* in these classes the walk does not depend on the bounds of the thread's own
+                 * loop beyond the class: far below min no exit is reached within a token;
+                 * between the bounds exits are open and max is out of reach; just below min with
+                 * max out of reach only the distance to min matters (a region's thread needs its
+                 * most ticks left, tmax, to cover it; tmax is capped at min, which changes no
+                 * comparison with a smaller distance). So strings under maxLength 255 and 2048
+                 * share their walks, and minLength 8 after 3 characters shares with minLength 5
+                 * after none. A length region far below its min compares tmax with a distance
+                 * the class does not keep: its bounds stay in. */
+                if (cc == 0xfffffff1u || dist || (cc == 0xfffffff0u && !L->len)) {
+                    const uint64_t *fo = fh_get_x((struct grammar *)g, st, li);
+                    if (!fo) {
+                        free(key);
+                        free(kern);
+                        return NULL;
+                    }
+                    fh = fo;
+                }
             }
         }
         k[i] = (struct kent){fh[0], fh[1], 0, cc};
     }
+    free(kern);
     struct rx_dfa *d = (struct rx_dfa *)&g->dfa;
     d->work += n;
     if (d->work_limit && d->work > d->work_limit) {
@@ -370,6 +416,7 @@ static int localize(struct matcher *m, const struct shared_inner *x, uint32_t s,
         uint32_t c = x->nodes[i];
         const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
         uint32_t q = s;
+        m->g->trie_steps += vi->tn[c].depth;
         for (uint32_t k = 0; k + 1 < vi->tn[c].depth && q != RX_DEAD; k++)
             q = rx_dfa_next(d, q, path[k]);
         if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue; /* cannot happen for equal forms */
@@ -431,6 +478,7 @@ static void rpay_free(struct rpay *p)
 
 void mask_free_relax(struct grammar *g)
 {
+    free(g->fho);
     for (int32_t i = 0; i < g->rpay_cap; i++)
         rpay_free(g->rpay[i]);
     free(g->rpay);
@@ -638,7 +686,7 @@ static int relax_walk(struct matcher *m, uint32_t root, int32_t li, struct rpay 
     N[0] = -1;
     A[0] = rn[1] < RN_INF ? clamp_need(rn[1]) : RN_INF;
     uint32_t n = tn[0].end;
-    for (uint32_t i = 1; i < n && !rb.oom;) {
+    for (uint32_t i = 1; i < n && !rb.oom; g->trie_steps++) {
         const struct tnode *nd = &tn[i];
         uint32_t pd = nd->depth - 1u;
         uint32_t ps = S[pd];
@@ -731,7 +779,7 @@ static uint8_t *relax_key(struct grammar *g, uint32_t t, size_t *len, uint64_t *
     struct kent *k = (struct kent *)key;
     for (size_t i = 0; i < n; i++) {
         int32_t s = rx_thread_state(st->kernel[i]);
-        const uint64_t *fh = fh_get_x(g, s, true);
+        const uint64_t *fh = fh_get_x(g, s, FH_NO_BOUNDS);
         k[i] = (struct kent){fh[0], fh[1], 0, rx_thread_c1(st->kernel[i]) > 1 ? 2u : 1u};
     }
     qsort(k, n, sizeof *k, cmp_kent);
@@ -813,6 +861,7 @@ static int relax_localize(struct grammar *g, uint32_t root, struct rpay *p)
         uint32_t c = x->b[i].node;
         const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
         uint32_t q = root;
+        g->trie_steps += vi->tn[c].depth;
         for (uint32_t j = 0; j + 1 < vi->tn[c].depth; j++) {
             uint32_t t = d->trans[(size_t)q * 256 + path[j]];
             if (t == RX_UNKNOWN) t = rx_dfa_compute(d, q, path[j]);
@@ -1067,7 +1116,7 @@ static int payload_finish(struct grammar_vocab_index *vi, struct shared_inner *x
  * x->nodes. Returns -1 on no memory (what was allocated is left in e and x for their cleanup). */
 static int keep_boundaries(const struct grammar_vocab_index *vi, struct rx_dfa *d, uint32_t s,
                            const uint32_t *cand, size_t n_cand, struct inner_entry *e,
-                           struct shared_inner *x)
+                           struct shared_inner *x, uint64_t *steps)
 {
     e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
     x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
@@ -1076,6 +1125,7 @@ static int keep_boundaries(const struct grammar_vocab_index *vi, struct rx_dfa *
         uint32_t c = cand[i];
         const uint8_t *path = (const uint8_t *)vi->blob + vi->off[vi->rep[c]];
         uint32_t q = s;
+        *steps += vi->tn[c].depth;
         for (uint32_t j = 0; j + 1 < vi->tn[c].depth && q != RX_DEAD; j++)
             q = rx_dfa_next(d, q, path[j]);
         if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
@@ -1095,7 +1145,7 @@ static int keep_boundaries(const struct grammar_vocab_index *vi, struct rx_dfa *
 static int keep_boundaries_parts(const struct grammar_vocab_index *vi, struct rx_dfa *d,
                                  uint32_t s, const uint32_t *parts, int32_t nparts,
                                  const uint32_t *cand, size_t n_cand, struct inner_entry *e,
-                                 struct shared_inner *x)
+                                 struct shared_inner *x, uint64_t *steps)
 {
     e->bound = malloc((n_cand * 2 + 1) * sizeof *e->bound);
     x->nodes = malloc((n_cand + 1) * sizeof *x->nodes);
@@ -1122,6 +1172,7 @@ static int keep_boundaries_parts(const struct grammar_vocab_index *vi, struct rx
         }
         for (int32_t p = 0; p < nparts; p++) {
             q[p] = parts[p];
+            *steps += vi->tn[c].depth;
             for (uint32_t j = 0; j + 1 < vi->tn[c].depth && q[p] != RX_DEAD; j++)
                 q[p] = rx_dfa_next(d, q[p], path[j]);
             if (d->over_work || d->failed) goto out;
@@ -1249,7 +1300,7 @@ static struct shared_inner *union_inner(struct matcher *m, uint32_t s, uint8_t *
     size_t n_uniq = 0;
     for (size_t i = 0; i < n_cand; i++)
         if (n_uniq == 0 || cand[n_uniq - 1] != cand[i]) cand[n_uniq++] = cand[i];
-    if (keep_boundaries_parts(vi, d, s, parts, nparts, cand, n_uniq, e, x) || d->over_work)
+    if (keep_boundaries_parts(vi, d, s, parts, nparts, cand, n_uniq, e, x, &g->trie_steps) || d->over_work)
         goto fail2;
     free(cand);
     cand = NULL;
@@ -1386,7 +1437,7 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         }
         if (priv) payload_free(sub);
     }
-    if (keep_boundaries(vi, d, s, cand, n_cand, e, x) || d->over_work) goto fail;
+    if (keep_boundaries(vi, d, s, cand, n_cand, e, x, &g->trie_steps) || d->over_work) goto fail;
     free(cand);
     cand = NULL;
     if (payload_finish(vi, x, bits, words, key, klen, h, e)) goto fail;
@@ -1592,6 +1643,8 @@ int mask_prewarm(struct grammar *g, struct err *e)
     if (!m) return -1;
     struct rx_dfa *d = &g->dfa;
     int done = 0;
+    /* trie steps allowed for the states a few characters in (below) */
+    uint64_t deep_budget = (uint64_t)g->vi->n_nodes * MASK_PREWARM_DEEP_WALKS, deep = 0;
     pthread_mutex_lock(&g->mu);
     for (int32_t t = 0; t < g->n_terms && done < MASK_PREWARM_MAX; t++) {
         const struct gterm *T = &g->terms[t];
@@ -1608,6 +1661,30 @@ int mask_prewarm(struct grammar *g, struct err *e)
         d->over_work = false;
         d->work_limit = 0;
         if (over) break;
+        /* The states one ASCII character at a time further in: below a string's minLength (or
+         * in a short pattern) each count is its own state and its first mask a trie walk;
+         * most are found in the shared cache (keys by distance to min), the others are walked
+         * here, within deep_budget for the whole grammar. */
+        for (int k = 0; k < MASK_PREWARM_CHARS && q != RX_DEAD && deep < deep_budget; k++) {
+            uint32_t q2 = RX_DEAD;
+            for (const char *b = "a0A-_ ."; *b && q2 == RX_DEAD; b++) {
+                q2 = rx_dfa_next(d, q, (uint8_t)*b);
+                if (q2 != RX_DEAD && rx_dfa_final(d, q2)) q2 = RX_DEAD;
+            }
+            if (q2 == RX_DEAD || q2 == q) break;
+            q = q2;
+            matcher_budget_begin(m);
+            uint64_t t0 = g->trie_steps;
+            (void)inner_get(m, q);
+            deep += g->trie_steps - t0;
+            over = d->over_work || d->failed;
+            d->over_work = false;
+            d->work_limit = 0;
+            if (over || (g->budget.max_dfa_bytes && d->bytes > g->budget.max_dfa_bytes / 4)) {
+                q = RX_DEAD;
+                t = g->n_terms; /* ends the outer loop too */
+            }
+        }
     }
     pthread_mutex_unlock(&g->mu);
     matcher_free(m);
@@ -1623,6 +1700,7 @@ void matcher_mask(struct matcher *m, uint32_t *bitset_out)
     struct grammar *g = m->g;
     pthread_mutex_lock(&g->mu);
     matcher_budget_begin(m);
+    uint64_t trie0 = g->trie_steps;
     uint32_t nr = m->n_rows, ni = m->n_items;
     uint32_t top = nr - 1;
     m->mask = bitset_out;
@@ -1638,6 +1716,7 @@ void matcher_mask(struct matcher *m, uint32_t *bitset_out)
     bool accept = re >= 0 && m->rows[re].accept;
     matcher_truncate(m, nr, ni);
     matcher_budget_end(m);
+    m->last_trie = g->trie_steps - trie0;
     if (m->oom) memset(bitset_out, 0, words * sizeof *bitset_out);
     pthread_mutex_unlock(&g->mu);
     if (has_eos && accept && !m->oom) set_bit(bitset_out, vi->eos);

@@ -1218,6 +1218,9 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
 {
     memset(d, 0, sizeof *d);
     d->nfa = nfa;
+    /* rule 1 per transition costs a pair lookup per thread and candidate on every new state
+     * (object key states: dozens of threads): the masks apply it to their keys instead */
+    d->prune_rules = RX_PRUNE_COUNTS;
     size_t nn = (size_t)(nfa->n > 0 ? nfa->n : 1);
     d->mark = calloc(nn, sizeof *d->mark);
     d->mark_end = calloc(nn, sizeof *d->mark_end);
@@ -1258,6 +1261,7 @@ void rx_dfa_deinit(struct rx_dfa *d)
         free(d->sh[i].acc);
     }
     free(d->sh);
+    rx_prune_deinit(d);
     free(d->st);
     free(d->trans);
     free(d->htab);
@@ -1550,6 +1554,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         }
         case NS_CNT_ENTER: {
             const struct rx_loop *L = &d->nfa->loops[st->loop];
+            d->entered = true; /* a counter started at 1: not relative to the source's */
             if (L->len) {
                 push(d, &sp, TH(L->body, end, 1));
                 break;
@@ -1674,6 +1679,10 @@ static struct rx_shift *shift_find(struct rx_dfa *d, const struct rx_dstate *st,
 static void shift_put(struct rx_dfa *d, const struct rx_dstate *st, uint8_t b, uint64_t h,
                       int32_t lk, int32_t nk, int32_t na)
 {
+    /* a loop entered by this transition started a counter at 1, which another source counter
+     * would not move: the result is not a shift of the source (e.g. a `.*` before the loop
+     * re-entering it next to a thread already counting) */
+    if (d->entered) return;
     for (int32_t i = 0; i < nk; i++) {
         uint32_t c1 = (uint32_t)(d->kbuf[i] >> 32);
         if (!c1) continue;
@@ -1782,6 +1791,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     }
     next_gen(d);
     d->racc = UINT32_MAX;
+    d->entered = false;
     const struct rx_nstate *S = d->nfa->s;
     int32_t sp = 0;
     for (int32_t i = 0; i < st->n_kernel; i++) {
@@ -1794,6 +1804,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     d->work += (uint64_t)st->n_kernel + d->vis_steps;
     if (d->work_limit && d->work > d->work_limit) d->over_work = true;
     if (d->failed || d->over_work) return RX_DEAD; /* the transition stays unknown */
+    if (!d->relax && d->prune_rules) nk = rx_prune_kernel(d, d->kbuf, nk, d->prune_rules);
     uint32_t tick = 0;
     if (d->relax && relax_fix(d, &d->st[s], &nk, &na, &tick)) {
         d->trans[(size_t)s * 256 + b] = RX_NONUNI;

@@ -173,6 +173,24 @@ struct rx_dfa {
     struct rx_shift *sh; /* open addressing by shape hash */
     uint32_t sh_cap, sh_n;
     uint64_t sh_hits; /* transitions served by a shift (statistics, tests) */
+    bool entered;     /* scratch: the current closure passed a CNT_ENTER (no shift stored) */
+    /* Dominated threads (regex_prune.c, docs/grammar.md "Dominated threads"): every computed
+     * transition drops the threads whose continuations another thread of the state covers.
+     * no_prune turns it off (tests compare both). Tables are built on first use. */
+    bool no_prune, prune_broken;
+    int prune_rules; /* applied to transitions (rx_dfa_init: RX_PRUNE_COUNTS) */
+    int8_t *dom;      /* per NFA state: a universal-thread candidate (1), not (0), unknown (-1) */
+    int8_t *loop_dom; /* per loop: its counts dominate (1), not (0), unknown (-1) */
+    uint64_t *inc;    /* memo: ((qb << 32 | qa) + 1) << 1 | L(qb) within L(qa), open addressing */
+    uint32_t inc_cap, inc_n;
+    uint32_t *prune_mark, prune_gen;
+    uint32_t *ic_mark, ic_gen; /* scratch of the inclusion checks */
+    int32_t *ic_stack, *ic_acc, *ic_seeds;
+    int32_t *acc_of; /* per NFA state: its terminal's ACCEPT state */
+    int32_t *minlen; /* per NFA state: fewest bytes to an ACCEPT (regex_prune.c minlen_init) */
+    struct rx_pairmemo *pm; /* decided pairs of the inclusion checks (regex_prune.c) */
+    uint32_t pm_cap, pm_n;
+    uint64_t pruned; /* threads dropped (statistics, tests) */
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
 void rx_dfa_deinit(struct rx_dfa *d);
@@ -189,6 +207,13 @@ uint32_t rx_dfa_intern(struct rx_dfa *d, const uint64_t *k, int32_t nk, const in
                        int32_t na);
 #define RX_TICK_BIT 0x80000000u
 #define RX_NONUNI 0xfffffffeu
+/* Drops the dominated threads of kernel k[0..nk) (sorted on return) by the given rules;
+ * returns the new count (regex_prune.c). rx_dfa_compute applies d->prune_rules to every
+ * transition; mask.c applies RX_PRUNE_UNIVERSAL to the canonical keys of lexer states. */
+#define RX_PRUNE_UNIVERSAL 1
+#define RX_PRUNE_COUNTS 2
+int32_t rx_prune_kernel(struct rx_dfa *d, uint64_t *k, int32_t nk, int rules);
+void rx_prune_deinit(struct rx_dfa *d);
 /* Index of the counted loop whose body holds NFA state s, or -1. */
 int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s);
 /* A DFA kernel entry: NFA state and loop counter + 1 (0 outside counted loops). */
