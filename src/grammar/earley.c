@@ -426,6 +426,10 @@ void matcher_budget_begin(struct matcher *m)
     d->work = 0;
     d->work_limit = m->g->budget.max_mask_work;
     d->over_work = false;
+    /* inclusion checks of dominated threads (regex_prune.c) only save walks: a mask spends at
+     * most MASK_PRUNE_WORK steps on new ones */
+    d->prune_work = 0;
+    d->prune_work_limit = MASK_PRUNE_WORK;
 }
 
 /* Records a budget failure in the matcher (it stays failed) and lifts the DFA's work cap, so
@@ -440,6 +444,7 @@ void matcher_budget_end(struct matcher *m)
     }
     d->over_work = false;
     d->work_limit = 0;
+    d->prune_work_limit = 0;
 }
 
 int matcher_status(const struct matcher *m, struct err *e)

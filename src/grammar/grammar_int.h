@@ -259,6 +259,7 @@ int mask_probe_first(struct grammar *g, struct err *e);
 #define MASK_PREWARM_MAX 256
 /* and the states up to MASK_PREWARM_CHARS characters further in, within the trie steps of
  * MASK_PREWARM_DEEP_WALKS full walks per grammar */
+#define MASK_PRUNE_WORK 100000 /* per mask or consume, see matcher_budget_begin */
 #define MASK_PREWARM_CHARS 40
 #define MASK_PREWARM_DEEP_WALKS 4
 int mask_prewarm(struct grammar *g, struct err *e);

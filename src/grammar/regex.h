@@ -191,6 +191,9 @@ struct rx_dfa {
     struct rx_pairmemo *pm; /* decided pairs of the inclusion checks (regex_prune.c) */
     uint32_t pm_cap, pm_n;
     uint64_t pruned; /* threads dropped (statistics, tests) */
+    uint64_t prune_work, prune_work_limit; /* steps of inclusion checks; past the limit (0:
+                                            * none) no new check starts (earley.c sets it
+                                            * per mask) */
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
 void rx_dfa_deinit(struct rx_dfa *d);

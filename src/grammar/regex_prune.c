@@ -376,6 +376,7 @@ static int inc_check(struct rx_dfa *d, int32_t qb, int32_t qa)
     }
 out:
     d->work += c.steps + (uint64_t)c.n_pairs * 8;
+    d->prune_work += c.steps + (uint64_t)c.n_pairs * 8;
     free(c.pairs);
     free(c.pool);
     return rc;
@@ -391,8 +392,9 @@ static uint32_t mix32(uint64_t k)
     return (uint32_t)k;
 }
 
-/* Memoized inc_check(qb, qa): 1 / 0, -1 no memory. */
-static int inc_memo(struct rx_dfa *d, int32_t qb, int32_t qa)
+/* Memoized inc_check(qb, qa): 1 / 0, -1 no memory; 0 without a check (nothing stored) when
+ * the pair is new and !may_check. */
+static int inc_memo(struct rx_dfa *d, int32_t qb, int32_t qa, bool may_check)
 {
     uint64_t key = ((uint64_t)(uint32_t)qb << 32 | (uint32_t)qa) + 1;
     if ((d->inc_n + 1) * 2 > d->inc_cap) {
@@ -416,6 +418,7 @@ static int inc_memo(struct rx_dfa *d, int32_t qb, int32_t qa)
         if (d->inc[j] >> 1 == key) return (int)(d->inc[j] & 1);
         j = (j + 1) & (d->inc_cap - 1);
     }
+    if (!may_check) return 0;
     int r = inc_check(d, qb, qa);
     if (r < 0) return -1;
     d->inc[j] = key << 1 | (uint64_t)r;
@@ -553,7 +556,7 @@ static int loop_dom_ok(struct rx_dfa *d, int32_t li)
         int r = 0;
         if (!L->len && L->cont >= 0 && L->cont < d->nfa->n) {
             r = counter_free(d, L->cont, false);
-            if (r > 0) r = inc_memo(d, L->body, L->cont);
+            if (r > 0) r = inc_memo(d, L->body, L->cont, true);
         }
         if (r < 0) return 0;
         d->loop_dom[li] = (int8_t)r;
@@ -622,7 +625,9 @@ int32_t rx_prune_kernel(struct rx_dfa *d, uint64_t *k, int32_t nk, int rules)
             if (b == a || k[b] == UINT64_MAX) continue;
             int32_t qb = rx_thread_state(k[b]);
             if (d->acc_of[qb] != d->acc_of[qa] || d->minlen[qb] < d->minlen[qa]) continue;
-            int r = inc_memo(d, qb, qa);
+            /* new checks stop once this mask's checks pass d->prune_work_limit: keys then
+             * keep threads a check would have dropped (only less sharing) */
+            int r = inc_memo(d, qb, qa, !d->prune_work_limit || d->prune_work < d->prune_work_limit);
             if (r > 0) {
                 k[b] = UINT64_MAX;
                 any = true;
