@@ -285,149 +285,97 @@ AI int hsum4i(__m128i r)
     return _mm_cvtsi128_si32(r);
 }
 
-/* Per pair and 256-block: sumi = sum_j sc_j * dot(q4 of sub-block j, y), mins = sum_j mn_j *
- * bsum_j (both exact); acc += cvt(sumi) * (d * dy); macc = fma(dmin * dy, mins, macc); result
- * hsum8(acc) - macc. */
-AI void q4_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
-                  const uint8_t *X, size_t xs, float *const *yt, int64_t r)
+/* One q4_K 256-block s for R rows x T tokens (row i at W + i * ws, token t at X + t * xs), the
+ * per-pair sequence of every q4_K kernel (the 2 x 4 / 1 x 1 tiles and the 1 x 8 small-m kernel):
+ * sumi = sum_j sc_j * dot(q4 of sub-block j, y), mins = sum_j mn_j * bsum_j (both exact);
+ * macc = fma(dmin * dy, mins, macc); acc += cvt(sumi) * (d * dy). acc and macc are indexed
+ * i * T + t. A row block is decoded once for the T tokens, an activation chunk loaded once for
+ * the R rows. */
+AI void q4_K_block(const int R, const int T, const uint8_t *W, size_t ws, int64_t s,
+                   const uint8_t *X, size_t xs, int pf, __m256 *acc, float *macc)
 {
-    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
-    __m256 acc[4][4];
-    float macc[4][4];
     const __m256i m4 = _mm256_set1_epi8(15);
+    const struct block_q4_K *x[4];
+    const struct block_q8_K *y[8];
+    __m256i sc2[4], sumi[8];
+    __m128i mn[4];
+    float d[4], dmin[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++)
-            acc[i][t] = _mm256_setzero_ps(), macc[i][t] = 0.0f;
-    for (int64_t s = 0; s < nsb; s++) {
-        const struct block_q4_K *x[4];
-        const struct block_q8_K *y[4];
-        __m256i sc2[4], sumi[4][4];
-        __m128i mn[4];
-        float d[4], dmin[4], dy[4];
+    for (int i = 0; i < R; i++) {
+        x[i] = (const struct block_q4_K *)(W + (size_t)i * ws) + s;
+        if (pf) {
+            _mm_prefetch((const char *)x[i] + pf, _MM_HINT_T0);
+            _mm_prefetch((const char *)x[i] + pf + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)x[i] + pf + 128, _MM_HINT_T0);
+        }
+        __m128i sc;
+        k4_scales(x[i]->scales, &sc, &mn[i]);
+        sc2[i] = _mm256_broadcastsi128_si256(sc);
+        d[i] = fp16_to_f32(x[i]->d);
+        dmin[i] = fp16_to_f32(x[i]->dmin);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        y[t] = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
+        __m128i ps = pair_sums(y[t]->bsums);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            x[i] = (const struct block_q4_K *)(W + (size_t)i * ws) + s;
-            if (pf) {
-                _mm_prefetch((const char *)x[i] + pf, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + pf + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + pf + 128, _MM_HINT_T0);
-            }
-            __m128i sc;
-            k4_scales(x[i]->scales, &sc, &mn[i]);
-            sc2[i] = _mm256_broadcastsi128_si256(sc);
-            d[i] = fp16_to_f32(x[i]->d);
-            dmin[i] = fp16_to_f32(x[i]->dmin);
+            int mins = hsum4i(_mm_madd_epi16(ps, mn[i]));
+            macc[i * T + t] = fmaf(dmin[i] * y[t]->d, (float)mins, macc[i * T + t]);
+            sumi[i * T + t] = _mm256_setzero_si256();
         }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-            y[t] = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
-            dy[t] = y[t]->d;
-            __m128i ps = pair_sums(y[t]->bsums);
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) {
-                int mins = hsum4i(_mm_madd_epi16(ps, mn[i]));
-                macc[i][t] = fmaf(dmin[i] * dy[t], (float)mins, macc[i][t]);
-                sumi[i][t] = _mm256_setzero_si256();
-            }
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256i lo[4], hi[4], s0[4], s1[4];
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) {
-                __m256i bq = _mm256_loadu_si256((const __m256i *)(x[i]->qs + 32 * c));
-                lo[i] = _mm256_and_si256(bq, m4);
-                hi[i] = _mm256_and_si256(_mm256_srli_epi16(bq, 4), m4);
-                s0[i] = bcast16(sc2[i], 2 * c);
-                s1[i] = bcast16(sc2[i], 2 * c + 1);
-            }
-#pragma GCC unroll 4
-            for (int t = 0; t < T; t++) {
-                __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c));
-                __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c + 32));
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) {
-                    __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], y0), s0[i]);
-                    __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], y1), s1[i]);
-                    sumi[i][t] = _mm256_add_epi32(sumi[i][t], _mm256_add_epi32(p0, p1));
-                }
-            }
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++)
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++)
-                acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[i][t]),
-                                            _mm256_set1_ps(d[i] * dy[t]), acc[i][t]);
     }
 #pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
+    for (int c = 0; c < 4; c++) {
+        __m256i lo[4], hi[4], s0[4], s1[4];
 #pragma GCC unroll 4
-        for (int t = 0; t < T; t++)
-            yt[t][r + i] = hsum8(acc[i][t]) - macc[i][t];
+        for (int i = 0; i < R; i++) {
+            __m256i bq = _mm256_loadu_si256((const __m256i *)(x[i]->qs + 32 * c));
+            lo[i] = _mm256_and_si256(bq, m4);
+            hi[i] = _mm256_and_si256(_mm256_srli_epi16(bq, 4), m4);
+            s0[i] = bcast16(sc2[i], 2 * c);
+            s1[i] = bcast16(sc2[i], 2 * c + 1);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c));
+            __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 64 * c + 32));
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[i], y0), s0[i]);
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[i], y1), s1[i]);
+                sumi[i * T + t] = _mm256_add_epi32(sumi[i * T + t], _mm256_add_epi32(p0, p1));
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+            acc[i * T + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[i * T + t]),
+                                             _mm256_set1_ps(d[i] * y[t]->d), acc[i * T + t]);
 }
 
-/* Small m for q4_K: one weight row x T <= 8 tokens. Per 256-block the row's scales, mins, d and
- * dmin are decoded once, then per 32-byte chunk its nibbles and the two broadcast sub-block
- * scales once for all T tokens (the 2 x 4 tile decodes them once per 4 tokens and reads every
- * row again from the cache for each group of 4). Per pair the sequence is q4_K_tile's exactly:
- * the same exact int32 sumi and mins, fmaf of the min term and one FMA of cvt(sumi) by
- * fl(d * dy) per block in block order, hsum8(acc) - macc; so the bits of every other shape. */
-AI void q4_K_row_tok(const int T, const uint8_t *Wr, int64_t nsb, const uint8_t *X, size_t xs,
-                     float *const *yt, int64_t r, int pf)
+/* R rows x T tokens (R * T <= 8) over all nsb blocks: q4_K_block in block order, then per pair
+ * hsum8(acc) - macc. Prefill/decode use R x T tiles of the dispatch (2 x 4 ... 1 x 1); small m
+ * (k_small_m) uses R = 1, T <= 8, which decodes a row block once for all its tokens (the 2 x 4
+ * tile decodes it once per 4 tokens and reads every row again from the cache for each group of
+ * 4). Every shape runs the same per-pair sequence, so gives the same bits. */
+AI void q4_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
+                  const uint8_t *X, size_t xs, float *const *yt, int64_t r, int pf)
 {
     __m256 acc[8];
     float macc[8];
-    const __m256i m4 = _mm256_set1_epi8(15);
 #pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-        acc[t] = _mm256_setzero_ps(), macc[t] = 0.0f;
-    for (int64_t s = 0; s < nsb; s++) {
-        const struct block_q4_K *x = (const struct block_q4_K *)Wr + s;
-        if (pf) {
-            _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
-        }
-        __m128i sc, mn;
-        k4_scales(x->scales, &sc, &mn);
-        const __m256i sc2 = _mm256_broadcastsi128_si256(sc);
-        const float d = fp16_to_f32(x->d), dmin = fp16_to_f32(x->dmin);
-        __m256i sumi[8];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            const struct block_q8_K *y = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
-            int mins = hsum4i(_mm_madd_epi16(pair_sums(y->bsums), mn));
-            macc[t] = fmaf(dmin * y->d, (float)mins, macc[t]);
-            sumi[t] = _mm256_setzero_si256();
-        }
+    for (int k = 0; k < R * T; k++)
+        acc[k] = _mm256_setzero_ps(), macc[k] = 0.0f;
+    for (int64_t s = 0; s < nsb; s++)
+        q4_K_block(R, T, W, ws, s, X, xs, pf, acc, macc);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m256i bq = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(bq, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bq, 4), m4);
-            const __m256i s0 = bcast16(sc2, 2 * c), s1 = bcast16(sc2, 2 * c + 1);
+    for (int i = 0; i < R; i++)
 #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                const int8_t *yq = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->qs;
-                __m256i y0 = _mm256_loadu_si256((const __m256i *)(yq + 64 * c));
-                __m256i y1 = _mm256_loadu_si256((const __m256i *)(yq + 64 * c + 32));
-                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
-                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
-                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p0, p1));
-            }
-        }
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            const float dy = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->d;
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]), _mm256_set1_ps(d * dy), acc[t]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-        yt[t][r] = hsum8(acc[t]) - macc[t];
+        for (int t = 0; t < T; t++)
+            yt[t][r + i] = hsum8(acc[i * T + t]) - macc[i * T + t];
 }
 
 /* ------------------------------------------------------------ q5_K x q8_K */
@@ -532,149 +480,93 @@ AI __m256i scale_pair(__m128i sc8, int g)
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, ctl));
 }
 
-/* Per pair and 256-block: q in [0, 63] (maddubs-able), the -32 folded in through bsums:
- * sumi = -32 * sum_g sc_g bsum_g + sum_g sc_g dot(q_g, y_g) (exact); acc += cvt(sumi) * (d * dy);
- * result hsum8(acc). */
-AI void q6_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
-                  const uint8_t *X, size_t xs, float *const *yt, int64_t r)
+/* One q6_K 256-block s for R rows x T tokens (row i at W + i * ws, token t at X + t * xs), the
+ * per-pair sequence of every q6_K kernel: q in [0, 63] (maddubs-able), the -32 folded in through
+ * bsums: sumi = -32 * sum_g sc_g bsum_g + sum_g sc_g dot(q_g, y_g) (exact); acc += cvt(sumi) *
+ * (d * dy). acc is indexed i * T + t. Per 32-byte chunk the 6-bit values and the scale pair are
+ * built once for the T tokens, an activation chunk loaded once for the R rows. */
+AI void q6_K_block(const int R, const int T, const uint8_t *W, size_t ws, int64_t s,
+                   const uint8_t *X, size_t xs, int pf, __m256 *acc)
 {
-    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
-    __m256 acc[4][4];
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    const struct block_q6_K *x[4];
+    const struct block_q8_K *y[8];
+    __m256i sumi[8];
+    __m128i sc8[4];
+    float d[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++)
-            acc[i][t] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
-        const struct block_q6_K *x[4];
-        const struct block_q8_K *y[4];
-        __m256i sumi[4][4];
-        __m128i sc8[4];
-        float d[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            x[i] = (const struct block_q6_K *)(W + (size_t)i * ws) + s;
-            if (pf) {
-                _mm_prefetch((const char *)x[i] + pf, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + pf + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + pf + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)x[i] + pf + 192, _MM_HINT_T0);
-            }
-            sc8[i] = _mm_loadu_si128((const __m128i *)x[i]->scales);
-            d[i] = fp16_to_f32(x[i]->d);
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-            y[t] = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
-            __m256i bs = _mm256_loadu_si256((const __m256i *)y[t]->bsums);
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++)
-                sumi[i][t] = _mm256_sub_epi32(
-                    _mm256_setzero_si256(),
-                    _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8[i]), bs), 5));
-        }
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                __m256i q[4], sc[4];
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) {
-                    __m256i ql = _mm256_loadu_si256(
-                        (const __m256i *)(x[i]->ql + 64 * h + 32 * (k & 1)));
-                    __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i]->qh + 32 * h));
-                    if (k >= 2) ql = _mm256_srli_epi16(ql, 4);
-                    q[i] = _mm256_or_si256(
-                        _mm256_and_si256(ql, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4));
-                    sc[i] = scale_pair(sc8[i], 8 * h + 2 * k);
-                }
-#pragma GCC unroll 4
-                for (int t = 0; t < T; t++) {
-                    __m256i yv =
-                        _mm256_loadu_si256((const __m256i *)(y[t]->qs + 128 * h + 32 * k));
-#pragma GCC unroll 4
-                    for (int i = 0; i < R; i++)
-                        sumi[i][t] = _mm256_add_epi32(
-                            sumi[i][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], yv), sc[i]));
-                }
-            }
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++)
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++)
-                acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[i][t]),
-                                            _mm256_set1_ps(d[i] * y[t]->d), acc[i][t]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++)
-            yt[t][r + i] = hsum8(acc[i][t]);
-}
-
-/* Small m for q6_K: one weight row x T <= 8 tokens; per 32-byte chunk the 6-bit values and the
- * scale pair are built once for all T tokens. Per pair q6_K_tile's sequence exactly: sumi starts
- * at -32 * sum_g sc_g bsum_g (exact), plus the exact chunk products, one FMA of cvt(sumi) by
- * fl(d * dy) per block in block order, hsum8. */
-AI void q6_K_row_tok(const int T, const uint8_t *Wr, int64_t nsb, const uint8_t *X, size_t xs,
-                     float *const *yt, int64_t r, int pf)
-{
-    __m256 acc[8];
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-        acc[t] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < nsb; s++) {
-        const struct block_q6_K *x = (const struct block_q6_K *)Wr + s;
+    for (int i = 0; i < R; i++) {
+        x[i] = (const struct block_q6_K *)(W + (size_t)i * ws) + s;
         if (pf) {
-            _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 192, _MM_HINT_T0);
+            _mm_prefetch((const char *)x[i] + pf, _MM_HINT_T0);
+            _mm_prefetch((const char *)x[i] + pf + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)x[i] + pf + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)x[i] + pf + 192, _MM_HINT_T0);
         }
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        const float d = fp16_to_f32(x->d);
-        __m256i sumi[8];
+        sc8[i] = _mm_loadu_si128((const __m128i *)x[i]->scales);
+        d[i] = fp16_to_f32(x[i]->d);
+    }
 #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            const struct block_q8_K *y = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
-            __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-            sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
-        }
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+    for (int t = 0; t < T; t++) {
+        y[t] = (const struct block_q8_K *)(X + (size_t)t * xs) + s;
+        __m256i bs = _mm256_loadu_si256((const __m256i *)y[t]->bsums);
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                __m256i ql = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k & 1)));
+        for (int i = 0; i < R; i++)
+            sumi[i * T + t] = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8[i]), bs), 5));
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i q[4], sc[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                __m256i ql =
+                    _mm256_loadu_si256((const __m256i *)(x[i]->ql + 64 * h + 32 * (k & 1)));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i]->qh + 32 * h));
                 if (k >= 2) ql = _mm256_srli_epi16(ql, 4);
-                const __m256i q = _mm256_or_si256(
+                q[i] = _mm256_or_si256(
                     _mm256_and_si256(ql, m4),
                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2), 4));
-                const __m256i sc = scale_pair(sc8, 8 * h + 2 * k);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    const int8_t *yq = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->qs;
-                    __m256i yv = _mm256_loadu_si256((const __m256i *)(yq + 128 * h + 32 * k));
-                    sumi[t] = _mm256_add_epi32(sumi[t],
-                                               _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), sc));
-                }
+                sc[i] = scale_pair(sc8[i], 8 * h + 2 * k);
             }
-        }
 #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            const float dy = ((const struct block_q8_K *)(X + (size_t)t * xs) + s)->d;
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]), _mm256_set1_ps(d * dy), acc[t]);
+            for (int t = 0; t < T; t++) {
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(y[t]->qs + 128 * h + 32 * k));
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++)
+                    sumi[i * T + t] = _mm256_add_epi32(
+                        sumi[i * T + t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[i], yv), sc[i]));
+            }
         }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++)
-        yt[t][r] = hsum8(acc[t]);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+            acc[i * T + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[i * T + t]),
+                                             _mm256_set1_ps(d[i] * y[t]->d), acc[i * T + t]);
+}
+
+/* R rows x T tokens (R * T <= 8) over all nsb blocks: q6_K_block in block order, then per pair
+ * hsum8(acc); R = 1, T <= 8 is the small-m kernel (k_small_m). Every shape runs the same
+ * per-pair sequence, so gives the same bits. */
+AI void q6_K_tile(const int R, const int T, const uint8_t *W, size_t ws, int64_t nsb,
+                  const uint8_t *X, size_t xs, float *const *yt, int64_t r, int pf)
+{
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < R * T; k++)
+        acc[k] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++)
+        q6_K_block(R, T, W, ws, s, X, xs, pf, acc);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            yt[t][r + i] = hsum8(acc[i * T + t]);
 }
 
 /* Rows [0, nrows) x tokens [0, n_tok), n_tok >= 2, for q4_K / q6_K: tokens in even groups of
@@ -697,7 +589,7 @@ static void k_small_m(enum ggml_type t, const uint8_t *W, size_t ws, int64_t nro
             if (t == GGML_TYPE_Q4_K) {
                 switch (T) {
 #define C(n)                                                                                       \
-    case n: q4_K_row_tok(n, Wr, nsb, Xg, xs, yt, r, pf); break;
+    case n: q4_K_tile(1, n, Wr, 0, nsb, Xg, xs, yt, r, pf); break;
                     C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8)
 #undef C
                 default: break;
@@ -705,7 +597,7 @@ static void k_small_m(enum ggml_type t, const uint8_t *W, size_t ws, int64_t nro
             } else {
                 switch (T) {
 #define C(n)                                                                                       \
-    case n: q6_K_row_tok(n, Wr, nsb, Xg, xs, yt, r, pf); break;
+    case n: q6_K_tile(1, n, Wr, 0, nsb, Xg, xs, yt, r, pf); break;
                     C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8)
 #undef C
                 default: break;
@@ -852,6 +744,7 @@ static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int6
     }
     /* prefill: 2 rows x 4 tokens; decode: 4 rows x 1 token */
     const int TP = 4, RP = 2;
+    const int pf = __atomic_load_n(&g_pf, __ATOMIC_RELAXED);
     for (int64_t t0 = 0; t0 < n_tok; t0 += TP) {
         int tt = (int)(n_tok - t0 < TP ? n_tok - t0 : TP);
         int R = tt == 1 ? RD : RP;
@@ -869,7 +762,7 @@ static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int6
 #undef C
                 break;
             case GGML_TYPE_Q4_K:
-#define C(a, b) q4_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r)
+#define C(a, b) q4_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r, pf)
                 TILE_SWITCH(C, rr, tt);
 #undef C
                 break;
@@ -879,7 +772,7 @@ static void run(enum ggml_type t, const void *Wv, size_t ws, int64_t nrows, int6
 #undef C
                 break;
             case GGML_TYPE_Q6_K:
-#define C(a, b) q6_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r)
+#define C(a, b) q6_K_tile(a, b, Wr, ws, cols / 256, Xt, xs, yt, r, pf)
                 TILE_SWITCH(C, rr, tt);
 #undef C
                 break;
