@@ -278,7 +278,7 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
         free(kern);
         return NULL;
     }
-    memcpy(kern, g->dfa.st[s].kernel, n * sizeof *kern);
+    if (n) memcpy(kern, g->dfa.st[s].kernel, n * sizeof *kern); /* an empty kernel may be NULL */
     n = (size_t)rx_prune_kernel((struct rx_dfa *)&g->dfa, kern, (int32_t)n, RX_PRUNE_UNIVERSAL);
     struct kent *k = (struct kent *)key;
     int64_t D = (int64_t)g->vi->max_depth + 2;
@@ -1196,7 +1196,7 @@ static int keep_boundaries_parts(const struct grammar_vocab_index *vi, struct rx
         for (int32_t p = 0; p < nparts; p++) {
             if (q[p] == RX_DEAD) continue;
             const struct rx_dstate *st = &d->st[q[p]];
-            memcpy(kb + nk, st->kernel, (size_t)st->n_kernel * sizeof *kb);
+            if (st->n_kernel) memcpy(kb + nk, st->kernel, (size_t)st->n_kernel * sizeof *kb);
             nk += (size_t)st->n_kernel;
             memcpy(ab + na, st->accept, (size_t)st->n_accept * sizeof *ab);
             na += (size_t)st->n_accept;
