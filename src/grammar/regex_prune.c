@@ -34,6 +34,15 @@
 #define PRUNE_MAX_CAND 8
 #define PRUNE_MAX_KERNEL 48
 
+/* The epsilon successors of a counter state: ENTER goes into the body (and, for an empty
+ * body, straight on), END continues (and, for an empty body, loops). */
+static void loop_succ(const struct rx_nfa *n, const struct rx_nstate *st, int32_t o[2])
+{
+    const struct rx_loop *L = &n->loops[st->loop];
+    o[0] = st->kind == NS_CNT_ENTER ? L->body : L->cont;
+    if (!L->len) o[1] = st->kind == NS_CNT_ENTER ? L->cont : L->body;
+}
+
 /* ---- reachability: is the automaton from q free of counters (and is q on a cycle)? ---- */
 
 static int succ2(const struct rx_nstate *st, int32_t o[2])
@@ -180,18 +189,10 @@ static int32_t ic_close(struct inc_ctx *c, const int32_t *seeds, int32_t ns, int
             o[0] = st->out;
             oend = 1;
             break;
-        case NS_CNT_ENTER: {
-            const struct rx_loop *L = &n->loops[st->loop];
-            o[0] = L->body;
-            if (!L->len) o[1] = L->cont;
+        case NS_CNT_ENTER:
+        case NS_CNT_END:
+            loop_succ(n, st, o);
             break;
-        }
-        case NS_CNT_END: {
-            const struct rx_loop *L = &n->loops[st->loop];
-            o[0] = L->cont;
-            if (!L->len) o[1] = L->body;
-            break;
-        }
         }
         for (int k = 0; k < 2; k++) {
             if (o[k] < 0) continue;
@@ -462,18 +463,10 @@ static void minlen_init(struct rx_dfa *d)
             case NS_EOL:
                 if (endok[st->out]) v = 0;
                 break;
-            case NS_CNT_ENTER: {
-                const struct rx_loop *L = &n->loops[st->loop];
-                o[0] = L->body;
-                if (!L->len) o[1] = L->cont;
+            case NS_CNT_ENTER:
+            case NS_CNT_END:
+                loop_succ(n, st, o);
                 break;
-            }
-            case NS_CNT_END: {
-                const struct rx_loop *L = &n->loops[st->loop];
-                o[0] = L->cont;
-                if (!L->len) o[1] = L->body;
-                break;
-            }
             }
             for (int k = 0; k < 2; k++) {
                 if (o[k] < 0) continue;

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer } from './harness.mjs';
+import { startServer, jsonGaps as gaps } from './harness.mjs';
 
 const DEMO = fs.readdirSync('models').filter((f) => /^lmserve-demo-.*-q8_0\.gguf$/.test(f)).map((f) => `models/${f}`);
 const SCHEMA = {
@@ -28,26 +28,6 @@ before(async () => {
 });
 after(async () => { assert.equal((await srv.stop()).code, 0, srv.log()); });
 
-// Whitespace outside JSON strings, as [run, the character before it].
-function gaps(text) {
-  const out = [];
-  let inStr = false, esc = false;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i];
-    if (inStr) {
-      if (esc) esc = false; else if (ch === '\\') esc = true; else if (ch === '"') inStr = false;
-      continue;
-    }
-    if (ch === '"') { inStr = true; continue; }
-    if (/\s/.test(ch)) {
-      let j = i;
-      while (j < text.length && /\s/.test(text[j])) j++;
-      out.push([text.slice(i, j), text[i - 1]]);
-      i = j - 1;
-    }
-  }
-  return out;
-}
 
 function check(text, finished, where) {
   assert.ok(finished, `${where}: the reply ran to the token budget: ${JSON.stringify(text)}`);

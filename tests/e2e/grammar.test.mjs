@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer, USER } from './harness.mjs';
+import { startServer, USER, jsonGaps as gaps } from './harness.mjs';
 
 let srv;
 before(async () => { srv = await startServer(['--threads', '1']); });
@@ -60,26 +60,6 @@ const TWO_FIELDS = {
   additionalProperties: false,
 };
 
-// Whitespace outside JSON strings: [run length, the character before it].
-function gaps(text) {
-  const out = [];
-  let inStr = false, esc = false;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i];
-    if (inStr) {
-      if (esc) esc = false; else if (ch === '\\') esc = true; else if (ch === '"') inStr = false;
-      continue;
-    }
-    if (ch === '"') { inStr = true; continue; }
-    if (/\s/.test(ch)) {
-      let j = i;
-      while (j < text.length && /\s/.test(text[j])) j++;
-      out.push([text.slice(i, j), text[i - 1]]);
-      i = j - 1;
-    }
-  }
-  return out;
-}
 
 test('a constrained reply is tidy JSON by default; pretty is bounded', { timeout: 120000 }, async () => {
   const oai = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });

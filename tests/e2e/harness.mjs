@@ -155,3 +155,25 @@ export function rawStream(port, body) {
   sock.on('error', () => {});
   return st;
 }
+
+// Whitespace runs outside the JSON strings of text, each as [run, the character before it]
+// (the tidy-JSON checks: grammar.test.mjs, demo-tidy.test.mjs).
+export function jsonGaps(text) {
+  const out = [];
+  let inStr = false, esc = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i];
+    if (inStr) {
+      if (esc) esc = false; else if (ch === '\\') esc = true; else if (ch === '"') inStr = false;
+      continue;
+    }
+    if (ch === '"') { inStr = true; continue; }
+    if (/\s/.test(ch)) {
+      let j = i;
+      while (j < text.length && /\s/.test(text[j])) j++;
+      out.push([text.slice(i, j), text[i - 1]]);
+      i = j - 1;
+    }
+  }
+  return out;
+}
