@@ -475,7 +475,11 @@ static int parse_int(struct lark *L, int32_t *v)
 {
     struct ltoken *t = cur(L);
     if (t->kind != LT_NUMBER) return lerr(L, t->line, "%s", "expected a number");
-    long x = strtol(L->src + t->off, NULL, 10);
+    /* the token's own digits: the source is not NUL-terminated (strtol read past a number at its
+     * very end: fuzz-grammar, "start: x{2,5} | y~3") */
+    long x = 0;
+    for (size_t i = 0; i < t->len && x <= 100000; i++)
+        if (L->src[t->off + i] >= '0' && L->src[t->off + i] <= '9') x = x * 10 + (L->src[t->off + i] - '0');
     if (x > 100000) x = 100000;
     *v = (int32_t)x;
     L->pos++;
