@@ -212,7 +212,7 @@ PORT  ?= 8080
 run: $(BUILD)/lmserve
 	$(BUILD)/lmserve $(MODEL) --host 127.0.0.1 --port $(PORT)
 
-# Retrains the demo model from scratch (Debian packages only; about 2 h 40 min on 2 shared cores: a language-model stage, then a copy stage) and
+# Retrains the demo model from scratch (Debian packages only; about 3 h 55 min on 2 shared cores: a language-model stage, then two copy stages) and
 # rewrites $(DEMO_MODEL), its reference logits and docs/demo-model/. Never part of `make test`.
 demo-model: $(BUILD)/lmserve $(BUILD)/lmserve-mkmodel $(BUILD)/lmserve-tokenize $(BUILD)/lmserve-logits \
             $(BUILD)/lmserve-render $(BUILD)/lmserve-generate deps-npm

@@ -7,10 +7,13 @@ on the corpus of scripts/demo/corpus.py, tokenized by the engine's own tokenizer
         [--steps N] [--bench] [--init DIR] [--copy-frac F] [--copy-synth N --copy-batch K] [--seed S]
         [--curriculum N --curriculum-mix K:W,... --copy-seq T --copy-windows K --copy-weight W]
         [--expand-kv] [--lm-seq T] [--minutes M --decay-from F] [--warmup N] [--keep-every N]
+        [--first-fit] [--corrupt P]
 
 --init continues from an earlier run (or scripts/demo/gguf2st.py's dequantized GGUF); --copy-frac,
 --copy-synth and --curriculum are the copy-heavy mixtures of the continuation experiments in
-docs/demo-model.md ("The copy test"); --expand-kv gives each query head its own K/V head there;
+docs/demo-model.md ("The copy test"); --corrupt replaces some of the curriculum replies' input
+tokens while keeping the targets (practice in recovering from one's own slips, run G);
+--expand-kv gives each query head its own K/V head there;
 --minutes schedules the learning rate by wall-clock time (so that a run on a shared machine still
 anneals before its deadline; its step count then depends on the machine's load).
 OUT/train-log.tsv's copy_acc column is the teacher-forced copy accuracy on held-out chat-repeat
@@ -288,6 +291,13 @@ def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=No
       real      5-230 consecutive words of training prose (the copy test's kind of passage)
       define    a corpus-style "What does X mean?" exchange (scripts/demo/corpus.py's t_define):
                 the word to copy from the question into "X (pos) means: ..."
+      define1   the same asked exactly as the definition test asks ("What does X mean?", no system
+                message, thinking off)
+      stream    120-260 consecutive words of the copy test's own word stream (pydoc prose paragraphs
+                and fortunes in file order, as scripts/demo/eval.py builds it from the held-out split),
+                from the training split: the test's kind and length of passage
+      code      40-220 words of code-ish text: pydoc paragraphs with code in them, fortunes with code,
+                and C-like statements with hex constants (hex_code())
     Loss goes on the reply only (the caller masks), so the passage in the prompt costs no gradient."""
     import random
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo"))
@@ -296,13 +306,32 @@ def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=No
     kinds = []
     for part in mix.split(","):
         k, w = part.split(":")
-        if k not in ("randtok", "randcommon", "randwords", "shuffled", "real", "define"):
+        if k not in ("randtok", "randcommon", "randwords", "shuffled", "real", "define", "stream", "code",
+                     "define1"):
             sys.exit(f"train: --curriculum: unknown kind {k!r}")
         kinds.append((k, float(w)))
     tot = sum(w for _, w in kinds)
     paras = C.prose_paragraphs([d["text"] for d in train_docs if d["kind"] == "pydoc"])
     paras += [" ".join(d["text"].split()) for d in train_docs if d["kind"] == "fortune"]
     vocab_words = sorted({w for p in paras for w in p.split()})
+    # the copy test's own kind of passage: its word stream (pydoc prose paragraphs and fortunes in
+    # file order, scripts/demo/eval.py's copy_eval), here of the training split
+    stream = []
+    for d in train_docs:
+        if d["kind"] == "pydoc":
+            stream += C.prose_paragraphs([d["text"]])
+        elif d["kind"] == "fortune":
+            stream.append(" ".join(d["text"].split()))
+    stream = " ".join(stream).split()
+    # code-ish text: the pydoc paragraphs prose_paragraphs() leaves out for their markup, and fortunes
+    # with code in them (like the copy test's bit-reversal passage with its hex constants)
+    codeish = []
+    for d in train_docs:
+        if d["kind"] == "pydoc":
+            codeish += [" ".join(q.split()) for q in d["text"].split("\n\n")
+                        if len(q) >= 60 and any(ch in q for ch in "=(){}[];<>&|")]
+        elif d["kind"] == "fortune" and (any(ch in d["text"] for ch in "=;{}&|") or "0x" in d["text"]):
+            codeish.append(" ".join(d["text"].split()))
     wn = C.wordnet()
     first_added = min(t["id"] for t in tokcfg["added_tokens"])
     asks = COPY_ASKS + ["Please repeat after me:\n\n"]
@@ -316,8 +345,16 @@ def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=No
             if r < acc:
                 break
         system = ("<|im_start|>system\n" + rng.choice(C.SYSTEMS) + "<|im_end|>\n") if rng.random() < 0.3 else ""
-        if k == "define":
-            msgs, _ = C.t_define(rng, wn)
+        if k in ("define", "define1"):
+            if k == "define1":  # exactly as the definition test asks: no system, thinking off
+                w, pos, d, exs = rng.choice(wn)
+                a = f"{w[0].upper() + w[1:]} ({pos}) means: {d}."
+                if exs and rng.random() < 0.6:
+                    a += f" For example: \"{exs[0]}\"."
+                msgs = [{"role": "user", "content": f"What does {w} mean?"},
+                        {"role": "assistant", "content": a, "reasoning_content": ""}]
+            else:
+                msgs, _ = C.t_define(rng, wn)
             text = C.render(msgs)
             cut = text.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n")
             docs.append(text)
@@ -334,7 +371,18 @@ def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=No
             kind_of.append(k)
             continue
         target = rng.randint(5, 230)
-        if k == "randwords":
+        if k == "stream":  # 120-260 consecutive words of the stream, from anywhere in it
+            target = rng.randint(120, 260)
+            at = rng.randrange(len(stream) - target)
+            words = stream[at:at + target]
+            system = system if rng.random() < 0.3 else ""
+        elif k == "code":
+            target = rng.randint(40, 220)
+            words = []
+            while len(words) < target:
+                words += (rng.choice(codeish) if rng.random() < 0.7 else hex_code(rng)).split()
+            words = words[:target]
+        elif k == "randwords":
             words = [rng.choice(vocab_words) for _ in range(target)]
         else:
             words = C.passage(rng, paras, paras, target, target).split()
@@ -360,7 +408,24 @@ def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=No
     return out
 
 
-def pack_exercises(ex, T, eot, seed):
+def hex_code(rng):
+    """A C-like statement with hex constants (the copy test's passage 4 is one: repeated digit
+    patterns such as 0x0f0f0f0f are where copying by the previous token alone is ambiguous)."""
+    def const():
+        n = rng.choice([2, 4, 8])
+        if rng.random() < 0.5:
+            unit = "".join(rng.choice("0123456789abcdef") for _ in range(rng.choice([1, 2, 4])))
+            return "0x" + (unit * 8)[:n]
+        return "0x" + "".join(rng.choice("0123456789abcdef") for _ in range(n))
+    v = rng.choice("nxyabcmkw")
+    s = rng.choice([1, 2, 4, 8, 16])
+    forms = [f"{v} = (({v} >> {s}) & {const()}) | (({v} << {s}) & {const()});",
+             f"{v} ^= {const()};", f"if ({v} & {const()}) {v} |= {const()};",
+             f"#define MASK_{rng.randint(0, 99)} {const()}", f"{v} = {v} * {const()} + {const()};"]
+    return " ".join(rng.choice(forms) for _ in range(rng.randint(1, 4)))
+
+
+def pack_exercises(ex, T, eot, seed, first_fit=False):
     """Windows of T+1 tokens packed with whole exercises (an <|endoftext|> after each, the rest of
     a window padded with it) and the mask of the positions whose next token is a reply token."""
     import random
@@ -376,6 +441,25 @@ def pack_exercises(ex, T, eot, seed):
             ms.append((flag + [False] * pad)[1:])
         cur, flag = [], []
 
+    if first_fit:  # each exercise into the first of the last 32 open windows with room (less padding)
+        open_w = []
+        for i in order:
+            ids, h, _ = ex[i]
+            if len(ids) + 1 > T + 1:
+                dropped += 1
+                continue
+            w = next((w for w in open_w if len(w[0]) + len(ids) + 1 <= T + 1), None)
+            if w is None:
+                if len(open_w) == 32:
+                    cur, flag = open_w.pop(0)
+                    flush()
+                w = ([], [])
+                open_w.append(w)
+            w[0].extend(ids + [eot])
+            w[1].extend([False] * h + [True] * (len(ids) - h) + [False])
+        for cur, flag in open_w:
+            flush()
+        return torch.tensor(xs, dtype=torch.long), torch.tensor(ms, dtype=torch.bool), dropped
     for i in order:
         ids, h, _ = ex[i]
         if len(ids) + 1 > T + 1:
@@ -486,6 +570,13 @@ def main():
     ap.add_argument("--common", type=int, default=2000, help="randcommon: the N most frequent token ids")
     ap.add_argument("--tok-len", default="5,320", help="randtok/randcommon lengths: MIN,MAX tokens")
     ap.add_argument("--copy-seq", type=int, default=768)
+    ap.add_argument("--first-fit", action="store_true",
+                    help="pack each curriculum exercise into the first of the last 32 open windows with room "
+                    "(less padding than filling one window at a time)")
+    ap.add_argument("--corrupt", type=float, default=0,
+                    help="mean share of the curriculum replies' input tokens replaced (by a frequent token or "
+                    "one from up to 8 places away; each window's rate uniform in 0..2x this), the targets kept: "
+                    "practice in going on with the source after a slip")
     ap.add_argument("--lm-seq", type=int, default=0,
                     help="train on the first N tokens of each corpus window only (more steps per token; the "
                     "held-out windows stay --seq long)")
@@ -558,7 +649,8 @@ def main():
         common = [int(t) for t in cnt.argsort(descending=True).tolist() if int(t) not in specials][:a.common]
         ex = copy_curriculum(train_docs, a.curriculum, a.seed, a.tokenize_bin, a.tokenizer, tokcfg, a.curriculum_mix,
                              common, tuple(int(x) for x in a.tok_len.split(",")))
-        cur_x, cur_m, dropped = pack_exercises(ex, a.copy_seq, eot, a.seed)
+        cur_x, cur_m, dropped = pack_exercises(ex, a.copy_seq, eot, a.seed, a.first_fit)
+        common_t = torch.tensor(common, dtype=torch.long)
         by = {}
         for ids, h, k in ex:
             by.setdefault(k, [0, 0])
@@ -625,7 +717,8 @@ def main():
     steps = 3 if a.bench else a.steps
     if a.minutes and not a.bench:
         steps = 10 ** 9  # until --minutes
-    cpos_w, crun, tok = 0, None, 0
+    cpos_w, crun, tok, n_corrupt = 0, None, 0, 0
+    first_added = min(t["id"] for t in tokcfg["added_tokens"])
     E = model.embed_tokens.weight
     for step in range(steps):
         idx, cidx = [], []
@@ -654,7 +747,28 @@ def main():
             j = [(cpos_w + i) % len(cur_x) for i in range(a.copy_windows)]
             cpos_w += a.copy_windows
             cx, cm = cur_x[j], cur_m[j]
-            hdn = model.hidden(cx[:, :-1])[cm]
+            inp = cx[:, :-1]
+            if a.corrupt > 0:
+                # exposure to its own slips: replace some reply tokens of the input (never the
+                # passage in the prompt, never the targets) by a frequent token or a token from a
+                # few places away, so that the next target is still the source's next token
+                g = torch.Generator().manual_seed(a.seed * 100003 + step)
+                rep = torch.zeros_like(cm)
+                rep[:, 1:] = cm[:, :-1]  # the input token at i is a reply token
+                rate = torch.rand(len(j), 1, generator=g) * 2 * a.corrupt
+                hit = rep & (torch.rand(rep.shape, generator=g) < rate) & (inp < first_added)
+                n_hit = int(hit.sum())
+                if n_hit:
+                    inp = inp.clone()
+                    bi, ti = hit.nonzero(as_tuple=True)
+                    off = torch.randint(1, 9, (n_hit,), generator=g) * (torch.randint(0, 2, (n_hit,), generator=g) * 2 - 1)
+                    near = inp[bi, (ti + off).clamp(0, inp.shape[1] - 1)]
+                    freq = common_t[torch.randint(0, len(common_t), (n_hit,), generator=g)]
+                    pick = torch.rand(n_hit, generator=g) < 0.5
+                    new = torch.where(pick, near, freq)
+                    inp[bi, ti] = torch.where(new < first_added, new, freq)
+                    n_corrupt += n_hit
+            hdn = model.hidden(inp)[cm]
             closs = F.cross_entropy(hdn @ E.t(), cx[:, 1:][cm])
             loss = (1 - a.copy_weight) * loss + a.copy_weight * closs
             crun = closs.item() if crun is None else 0.9 * crun + 0.1 * closs.item()
@@ -694,7 +808,7 @@ def main():
             print(f"step {step}/{steps if not a.minutes else '-'} tokens {tok} train {run:.3f} "
                   f"{'' if crun is None else f'copy-loss {crun:.3f} '}held-out {hl:.3f} (ppl {math.exp(hl):.1f}) "
                   f"copy {ca:.3f} copy200 {c2:.3f} prefix {p2:.3f} lr {lr_now:.2e} {tok / el:.0f} tok/s "
-                  f"{el / 60:.1f} min", flush=True)
+                  f"{el / 60:.1f} min{f' corrupted {n_corrupt}' if a.corrupt else ''}", flush=True)
             # a checkpoint at every evaluation: an interrupted run still leaves a model to export
             json.dump(c, open(os.path.join(a.out, "config.json"), "w"), indent=1)
             save_safetensors(model.hf_state(), os.path.join(a.out, "model.safetensors"))

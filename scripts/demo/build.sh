@@ -6,10 +6,11 @@
 #
 # corpus -> BPE -> stage 1: language-model training (nice 10, one thread) -> its Q8_0 export ->
 # stage 2, learning to copy (docs/demo-model.md, "Learning to copy"): two random-token copy probes,
-# then the copy curriculum with corpus rehearsal, from stage 1's Q8_0 file dequantized -> GGUF
+# then the copy curriculum with corpus rehearsal, from stage 1's Q8_0 file dequantized -> stage 3,
+# the copy test's passages with slips (run G), from stage 2's Q8_0 file dequantized -> GGUF
 # export + logits check -> evaluation. Work files in BUILD/demo/; results: models/NAME-q8_0.gguf,
-# models/NAME.ref.json, docs/demo-model/{train-log.tsv,stage2-log.tsv,copy-probe-{1,2}.tsv,
-# heldout.json,export.txt,eval.json,sources.json}.
+# models/NAME.ref.json, docs/demo-model/{train-log.tsv,stage2-log.tsv,stage3-log.tsv,
+# copy-probe-{1,2}.tsv,stage2-heldout.json,heldout.json,export.txt,eval.json,sources.json}.
 set -eu
 build=${1:?BUILD}
 name=${2:?NAME}
@@ -37,7 +38,19 @@ nice -n 10 $py scripts/train_demo.py --data "$work/corpus" --tokenizer "$work/to
   --curriculum-mix randcommon:0.2,randtok:0.1,randwords:0.1,shuffled:0.1,real:0.35,define:0.15 --tok-len 8,320 \
   --copy-seq 896 --copy-windows 2 --copy-weight 0.7 --lr 1e-3 --warmup 20 --minutes 46 --decay-from 0.5 \
   --eval-every 100 --seed 7 | tee "$work/stage2.out"
+# stage 3 (run G): the copy test's own passages, code-ish text, the definition test's question,
+# slips in the replies' input; from stage 2's Q8_0 file, as the committed model's run G was
 $py scripts/demo/export.py --run "$work/stage2" --tokenizer "$work/tokenizer" --corpus "$work/corpus" \
+  --build "$build" --name "$name" --out "$work/stage2-q8_0.gguf" --ref "$work/stage2.ref.json" \
+  | tee "$work/stage2-export.txt"
+$py scripts/demo/gguf2st.py "$work/stage2-q8_0.gguf" "$work/start3"
+nice -n 10 $py scripts/train_demo.py --data "$work/corpus" --tokenizer "$work/tokenizer" \
+  --tokenize-bin "$build/lmserve-tokenize" --out "$work/stage3" --init "$work/start3" \
+  --batch 1 --lm-seq 256 --curriculum 11000 \
+  --curriculum-mix stream:0.4,real:0.05,code:0.15,define1:0.15,define:0.05,randcommon:0.1,shuffled:0.05,randwords:0.05 \
+  --tok-len 8,320 --copy-seq 1024 --copy-windows 2 --first-fit --corrupt 0.03 --copy-weight 0.7 \
+  --lr 6e-4 --warmup 30 --minutes 70 --decay-from 0.45 --eval-every 150 --seed 21 | tee "$work/stage3.out"
+$py scripts/demo/export.py --run "$work/stage3" --tokenizer "$work/tokenizer" --corpus "$work/corpus" \
   --build "$build" --name "$name" --out "models/$name-q8_0.gguf" --ref "models/$name.ref.json" \
   | tee docs/demo-model/export.txt
 $py scripts/demo/eval.py --model "models/$name-q8_0.gguf" --build "$build" --corpus "$work/corpus" \
@@ -45,7 +58,10 @@ $py scripts/demo/eval.py --model "models/$name-q8_0.gguf" --build "$build" --cor
 cp "$work/run/train-log.tsv" "$work/corpus/sources.json" "$work/train.out" docs/demo-model/
 cp "$work/run/heldout.json" docs/demo-model/stage1-heldout.json
 cp "$work/stage2/train-log.tsv" docs/demo-model/stage2-log.tsv
-cp "$work/stage2/heldout.json" "$work/stage2.out" docs/demo-model/
+cp "$work/stage2/heldout.json" docs/demo-model/stage2-heldout.json
+cp "$work/stage2.out" docs/demo-model/
+cp "$work/stage3/train-log.tsv" docs/demo-model/stage3-log.tsv
+cp "$work/stage3/heldout.json" "$work/stage3.out" docs/demo-model/
 cp "$work/probe1/probe-log.tsv" docs/demo-model/copy-probe-1.tsv
 cp "$work/probe2/probe-log.tsv" docs/demo-model/copy-probe-2.tsv
 ls -l "models/$name-q8_0.gguf"
