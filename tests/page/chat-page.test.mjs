@@ -37,9 +37,10 @@ after(async () => {
   if (profile) fs.rmSync(profile, { recursive: true, force: true });
 });
 
-async function openPage(url) {
+async function openPage(url, setup = null) {
   const page = await browser.newPage();
   await page.setViewport({ width: 1100, height: 720 });
+  if (setup) await setup(page);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   const resp = await page.goto(url + '/', { waitUntil: 'load' });
@@ -88,36 +89,77 @@ test('page loads, shows the model, streams a reply with usage', async () => {
   }
 });
 
+// The page's chat requests with the turn's control tokens banned (logit_bias -100), so that a
+// reply of the random model streams plain text until it is stopped. Regression: the random tiny
+// model ends a sampled reply now and then (<|im_end|>; greedily after 10,940 tokens, sampled
+// sometimes within the first second), so on a fast machine the reply had finished before the
+// test looked ("the worker should be generating", or data-done 'stop' instead of 'stopped'),
+// about 1 run in 8 with the test's process at high priority; with only the end tokens banned, a
+// sampled <tool_call> made the server hold the rest of the reply as a call until 'length'.
+const CONTROL = ['<|endoftext|>', '<|im_end|>', '<|im_start|>', '<tool_call>', '</tool_call>', '<think>', '</think>'];
+async function endTokens(url) {
+  const r = await fetch(url + '/tokenize', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ content: CONTROL.join('') }),
+  });
+  const ids = (await r.json()).tokens;
+  assert.equal(ids.length, CONTROL.length, 'the control tokens are special tokens of this vocabulary');
+  return Object.fromEntries(ids.map((id) => [id, -100]));
+}
+const banEndTokens = (noEnd) => async (page) => {
+  await page.setRequestInterception(true);
+  page.on('request', (req) => {
+    if (req.method() !== 'POST' || !req.url().endsWith('/v1/chat/completions')) return req.continue();
+    const body = JSON.parse(req.postData());
+    body.logit_bias = noEnd;
+    return req.continue({ postData: JSON.stringify(body) });
+  });
+};
+
 test('Stop aborts the request and the server cancels the generation', async () => {
-  // a long reply on the random tiny model (it never emits an end token); the server's cap is raised
-  // so that, uncancelled, the worker would stay busy for minutes
-  const srv = await startServer(['--max-tokens', '30000'], { model: RANDOM });
+  // a long reply on the random tiny model, its end tokens banned (banEndTokens); the server's cap
+  // is raised so that, uncancelled, the worker would stay busy for minutes; one thread, so that the
+  // browser keeps a core (with two the server's decode starved Chromium, whose Stop click then came
+  // after the reply had run to its 30,000 tokens)
+  const srv = await startServer(['--max-tokens', '30000', '--threads', '1'], { model: RANDOM });
   try {
-    const { page, errors } = await openPage(srv.url);
+    const { page, errors } = await openPage(srv.url, banEndTokens(await endTokens(srv.url)));
     await waitText(page, '#modelnote', (t) => /random weights/.test(t), 'the random-weights note');
     await page.$eval('#maxtokens', (e) => { e.value = '30000'; });
     await page.type('#input', 'Write a very long story.');
+    const t0 = Date.now(), at = {};
     await page.click('#send');
-    // some streamed text first
-    await waitText(page, '.msg.assistant .content', (t) => t.length > 20, 'streamed tokens');
+    at.sent = Date.now() - t0;
+    // some streamed text first (reasoning or answer: the random model may open a think block)
+    const streamed = await waitText(page, '.msg.assistant', (t) => t.length > 40, 'streamed tokens');
+    at.text = Date.now() - t0;
     const h1 = await (await fetch(srv.url + '/health')).json();
-    assert.equal(h1.busy, true, 'the worker should be generating');
+    if (h1.busy !== true) { // say why: what the page shows and what the server logged
+      const shown = await page.$eval('.msg.assistant', (e) => e.outerHTML).catch(() => '?');
+      assert.fail(`the worker should be generating (health ${JSON.stringify(h1)}); page: ${shown.slice(0, 1500)}; ` +
+        `first text ${JSON.stringify(streamed.slice(0, 200))}; server log:\n${srv.log().slice(-3000)}`);
+    }
     // Regression: the page redrew the whole reply for every token; at the random model's hundreds
     // of tokens a second the page froze (a DevTools call timed out). It draws at most once per
-    // 50 ms: count the redraws of the reply over a second of streaming.
-    const draws = await page.$eval('.msg.assistant .content', async (el) => {
+    // 50 ms: count the redraws of the reply (answer and reasoning) over a second of streaming —
+    // one observer callback per task that changed it, and a redraw is one task.
+    const draws = await page.$eval('.msg.assistant', async (el) => {
       let n = 0;
       const t0 = performance.now();
-      const mo = new MutationObserver((ms) => { n += ms.length; });
+      const mo = new MutationObserver(() => { n += 1; });
       mo.observe(el, { childList: true, characterData: true, subtree: true });
       await new Promise((r) => setTimeout(r, 1000));
       mo.disconnect();
       return { n, ms: performance.now() - t0, len: el.textContent.length };
     });
     assert.ok(draws.n <= draws.ms / 50 + 4, `the reply was redrawn ${draws.n} times in ${draws.ms.toFixed(0)} ms`);
+    at.drawn = Date.now() - t0;
     await page.click('#stop');
+    at.clicked = Date.now() - t0;
     const done = await page.waitForSelector('.msg.assistant[data-done]', { timeout: 30000 });
-    assert.equal(await done.evaluate((e) => e.dataset.done), 'stopped');
+    at.done = Date.now() - t0;
+    assert.equal(await done.evaluate((e) => e.dataset.done), 'stopped', `ms since Send: ${JSON.stringify(at)}; ` +
+      await done.$eval('.stats', (e) => e.textContent));
     assert.match(await done.$eval('.stats', (e) => e.textContent), /stopped by you/);
     let idle = false;
     for (let i = 0; i < 300 && !idle; i++) {
