@@ -15,7 +15,9 @@ const DEMO = 'models/lmserve-demo-qwen3-3m-q8_0.gguf';
 const PASSAGE = 'The quick brown fox jumps over the lazy dog. The dog sleeps in the sun while the fox ' +
   'runs into the forest. The forest is dark and quiet, and the fox is not afraid of the dark.';
 const GROUNDED = [{ role: 'user', content: `Repeat this passage exactly: ${PASSAGE}` }];
-const OPEN = [{ role: 'user', content: 'Tell me about the sea.' }];
+// a question whose reply is not in the prompt (few drafts accepted) and long enough to compare (> 20
+// characters) on every demo model so far ("Tell me about the sea." got 17 characters from run G's models)
+const OPEN = [{ role: 'user', content: 'What does ocean mean?' }];
 const LP = { logprobs: true, top_logprobs: 2 };
 let plain, spec, specb;
 const cl = {};
