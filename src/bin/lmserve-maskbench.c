@@ -27,6 +27,7 @@
 #include "engine/text/hf_tokenizer.h"
 #include "engine/text/vocab.h"
 #include "grammar/grammar.h"
+#include "grammar/jsonschema_json.h"
 
 /* Mask and compile times are this thread's CPU time by default (the figure that matters for one
  * decoding thread, and stable on a shared machine); --wall uses the monotonic clock. */
@@ -259,7 +260,11 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
 {
     json_error_t je;
     struct err e = {0};
-    json_t *root = json_load_file(path, JSON_ALLOW_NUL, &je);
+    /* integers beyond 64 bits and NUL in keys (test instances) kept as markers, restored in
+     * the texts below (jsonschema_json.h) */
+    bool marked = false;
+    json_t *root =
+        jsonschema_json_load_file(path, JSON_ALLOW_NUL, JSONSCHEMA_LOAD_NUL_KEYS, &marked, &je);
     struct fvec fm = {0};
     long vt = 0, it = 0, ve = 0, ie = 0, mm = 0;
     double compile_us = 0;
@@ -285,6 +290,17 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         json_object_set_new(schema, "x-whitespace", json_string("pretty"));
     char *src =
         schema ? json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : NULL;
+    if (src) {
+        struct buf sb = {0};
+        if (buf_puts(&sb, src) || (marked && jsonschema_json_unmark(&sb))) {
+            buf_free(&sb);
+            free(src);
+            src = NULL;
+        } else {
+            free(src);
+            src = buf_steal(&sb);
+        }
+    }
     if (!src) {
         snprintf(errmsg, sizeof errmsg, "no schema");
         goto out;
@@ -315,7 +331,8 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         if (!data) continue;
         for (int style = 0; style < 2; style++) {
             struct buf tb = {0};
-            if (dump(&tb, data, style == 0 ? 0 : g_pretty ? 2 : -1, 0) || buf_puts(&tb, "")) {
+            if (dump(&tb, data, style == 0 ? 0 : g_pretty ? 2 : -1, 0) || buf_puts(&tb, "") ||
+                (marked && jsonschema_json_unmark(&tb))) {
                 buf_free(&tb);
                 continue;
             }

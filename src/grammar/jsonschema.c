@@ -8,6 +8,7 @@
  * worklist, so recursive schemas give recursive rules. Identical rule bodies are emitted once. */
 #include "base/log.h"
 #include "grammar/jsonschema.h"
+#include "grammar/jsonschema_json.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -165,6 +166,12 @@ bool js_in_list(const char *const *l, const char *k)
 static int num_to_dec(struct js *c, json_t *v, struct jsrx_dec *d, const char *kw)
 {
     char tmp[64];
+    const char *big = c->bigints ? jsonschema_bigint(v) : NULL;
+    if (big) { /* an integer beyond 64 bits, exact (jsonschema_json.c) */
+        if (jsrx_dec_parse(big, d))
+            return err_set(c->e, ERR_INVALID, "%s: number out of range", kw);
+        return 0;
+    }
     if (json_is_integer(v))
         snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v)) {
@@ -183,6 +190,11 @@ static int num_to_dec(struct js *c, json_t *v, struct jsrx_dec *d, const char *k
 static int get_count(struct js *c, json_t *v, const char *kw, int64_t *out)
 {
     double x;
+    const char *big = c->bigints ? jsonschema_bigint(v) : NULL;
+    if (big && big[0] != '-') {
+        *out = (int64_t)1e15; /* as any count above 1e15 */
+        return 0;
+    }
     if (json_is_integer(v))
         x = (double)json_integer_value(v);
     else if (json_is_real(v))
@@ -1643,6 +1655,41 @@ static void msg_utf8_fix(char *m)
     }
 }
 
+/* Big-integer markers (jsonschema_json.c) are read only as the values of numeric keywords
+ * (num_to_dec, get_count); anywhere else the compiler would take one for a string, so it is an
+ * error there — inside const / enum too (their values are matched literally). Subtrees of
+ * `default` / `examples` are annotations. */
+static int bigint_guard(json_t *v, const char *key, bool lit, int depth, struct err *e)
+{
+    static const char *const NUMERIC[] = {"minimum",       "maximum",     "exclusiveMinimum",
+                                          "exclusiveMaximum", "multipleOf", "minLength",
+                                          "maxLength",     "minItems",    "maxItems",
+                                          "minProperties", "maxProperties", "minContains",
+                                          "maxContains",   NULL};
+    (void)depth; /* bounded by jansson's nesting limit */
+    if (jsonschema_bigint(v)) {
+        if (!lit && key && js_in_list(NUMERIC, key)) return 0;
+        return err_set(e, ERR_UNSUPPORTED,
+                       "an integer beyond 64 bits is supported only as the value of a numeric "
+                       "keyword (minimum, maximum, multipleOf …), not in \"%s\"",
+                       lit ? "const\" / \"enum" : key ? key : "(root)");
+    }
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, x)
+        {
+            if (!lit && (!strcmp(k, "default") || !strcmp(k, "examples"))) continue;
+            bool l = lit || !strcmp(k, "const") || !strcmp(k, "enum");
+            if (bigint_guard(x, k, l, depth + 1, e)) return -1;
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, x) if (bigint_guard(x, key, lit, depth + 1, e)) return -1;
+    }
+    return 0;
+}
+
 int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_prefix,
                        struct buf *out, struct err *e)
 {
@@ -1652,16 +1699,19 @@ int jsonschema_to_lark(const char *schema_json, size_t len, const char *rule_pre
     if (!rule_prefix) rule_prefix = "";
     if (strlen(rule_prefix) > 40) return err_set(e, ERR_INVALID, "rule prefix too long");
     json_error_t je;
-    json_t *root = json_loadb(schema_json, len,
-                              JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    bool bigints;
+    json_t *root = jsonschema_json_loadb(schema_json, len,
+                                         JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+                                         0, &bigints, &je);
     if (!root && json_error_code(&je) == json_error_stack_overflow)
         return err_set(e, ERR_INVALID, "schema nested deeper than %d (at line %d, column %d)",
                        JS_MAX_DEPTH, je.line, je.column);
     if (!root)
         return err_set(e, ERR_INVALID, "schema is not valid JSON: %s (line %d, column %d)", je.text,
                        je.line, je.column);
-    struct js c = {.root = root, .prefix = rule_prefix, .e = e};
+    struct js c = {.root = root, .prefix = rule_prefix, .e = e, .bigints = bigints};
     int rc = -1;
+    if (bigints && bigint_guard(root, NULL, false, 0, e)) goto done;
     const json_t *dr = json_is_object(root) ? json_object_get(root, "$schema") : NULL;
     if (json_is_string(dr)) {
         const char *u = json_string_value(dr);

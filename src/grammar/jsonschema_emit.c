@@ -361,14 +361,6 @@ static bool mult_pow10(const struct jsrx_dec *m, int *k)
     return true;
 }
 
-static int dec_to_ll(const struct jsrx_dec *d, long long *out)
-{
-    if (strlen(d->ip) > 17) return -1;
-    long long v = atoll(d->ip);
-    *out = d->neg ? -v : v;
-    return 0;
-}
-
 /* number / integer alternative; NULL + no error when the range is empty */
 /* Both bounds and a multipleOf that is not a power of ten: enumerate the multiples (exact decimal
  * arithmetic on m scaled to an integer). Each value is written in every JSON spelling of it:
@@ -452,87 +444,31 @@ static char *emit_number(struct js *c, struct sn *s, bool integer)
             else
                 max_frac = k;
         } else if (!s->mult->fp[0] || integer) {
-            /* integer multiples: integer k, or a fraction k with integer type */
-            long long m, lo, hi;
-            if (s->mult->fp[0]) {
-                err_set(c->e, ERR_UNSUPPORTED,
-                        "multipleOf %s.%s with type integer is not supported", s->mult->ip,
-                        s->mult->fp);
+            /* integer multiples of M: an integer m, or m = P / 10^f with type integer (x is a
+             * multiple iff x 10^f is one of P: M = P / gcd(P, 10^f)) */
+            char md[820];
+            snprintf(md, sizeof md, "%s%s", s->mult->ip, s->mult->fp);
+            const char *mp = md;
+            while (mp[0] == '0' && mp[1])
+                mp++;
+            if (strlen(mp) > 17) {
+                err_set(c->e, ERR_UNSUPPORTED, "multipleOf %s is too large", md);
                 return NULL;
             }
-            if (dec_to_ll(s->mult, &m) || m <= 0) {
-                err_set(c->e, ERR_UNSUPPORTED, "multipleOf %s is too large", s->mult->ip);
-                return NULL;
+            long long m = atoll(mp);
+            for (size_t i = 0, f = strlen(s->mult->fp); i < f; i++) {
+                if (m % 2 == 0) m /= 2;
+                if (m % 5 == 0) m /= 5;
             }
-            if (s->lo && s->hi && !dec_to_ll(s->lo, &lo) && !dec_to_ll(s->hi, &hi)) {
-                /* bounded: enumerate the multiples */
-                struct jsrx_dec d;
-                long long first = (lo / m) * m - m;
-                int cnt = 0;
-                struct buf alts = {0};
-                for (long long v = first; v <= hi; v += m) {
-                    char t[32];
-                    snprintf(t, sizeof t, "%lld", v);
-                    jsrx_dec_parse(t, &d);
-                    int c1 = jsrx_dec_cmp(&d, s->lo), c2 = jsrx_dec_cmp(&d, s->hi);
-                    if (c1 < 0 || (c1 == 0 && s->lo_excl)) continue;
-                    if (c2 > 0 || (c2 == 0 && s->hi_excl)) break;
-                    if (++cnt > JS_MAX_ENUM_MULTIPLES) break;
-                    buf_printf(&alts, "%s%s", cnt > 1 ? "|" : "", t);
-                    if (v == 0) buf_puts(&alts, "|-0");
-                }
-                if (cnt > JS_MAX_ENUM_MULTIPLES) {
-                    buf_free(&alts);
-                    err_set(c->e, ERR_UNSUPPORTED,
-                            "multipleOf %lld over a range with more than %d multiples is not "
-                            "supported",
-                            m, JS_MAX_ENUM_MULTIPLES);
-                    return NULL;
-                }
-                if (!cnt) {
-                    buf_free(&alts);
-                    return NULL;
-                }
-                buf_printf(&rx, "(?:%s)", alts.data);
-                buf_free(&alts);
-                char *r = mk_regex_rule(c, rx.data);
+            int r = jsrx_int_multiples(m, s->lo, s->lo_excl, s->hi, s->hi_excl,
+                                       !integer && !s->mult->fp[0], &rx, c->e);
+            if (r) {
                 buf_free(&rx);
-                return r;
+                return NULL; /* r == 1: no multiple in range */
             }
-            if (s->lo || s->hi) {
-                err_set(c->e, ERR_UNSUPPORTED,
-                        "multipleOf %lld with a one-sided bound is not supported", m);
-                return NULL;
-            }
-            /* unbounded: m must divide 10^d (d <= 3); the last d digits decide */
-            int d = 0;
-            long long p = 1;
-            while (d <= 3 && p % m) {
-                p *= 10;
-                d++;
-            }
-            if (p % m) {
-                err_set(
-                    c->e, ERR_UNSUPPORTED,
-                    "multipleOf %lld is supported only with both bounds or when it divides 1000",
-                    m);
-                return NULL;
-            }
-            struct buf small = {0}, suf = {0};
-            int ns = 0, nf = 0;
-            for (long long v = 0; v < p; v += m) {
-                buf_printf(&small, "%s%lld", ns++ ? "|" : "", v);
-                buf_printf(&suf, "%s%0*lld", nf++ ? "|" : "", d, v);
-            }
-            if (m == 1)
-                buf_puts(&rx, "-?(?:0|[1-9][0-9]*)");
-            else
-                buf_printf(&rx, "-?(?:%s|[1-9][0-9]*(?:%s))", small.data, suf.data);
-            buf_free(&small);
-            buf_free(&suf);
-            char *r = mk_regex_rule(c, rx.data);
+            char *name = mk_regex_rule(c, rx.data);
             buf_free(&rx);
-            return r;
+            return name;
         } else {
             err_set(c->e, ERR_UNSUPPORTED,
                     "multipleOf %s%s%s is supported only for integers and powers of ten",

@@ -146,6 +146,15 @@ int jsrx_dec_cmp(const struct jsrx_dec *a, const struct jsrx_dec *b);
 int jsrx_number(const struct jsrx_dec *lo, bool lo_excl, const struct jsrx_dec *hi, bool hi_excl,
                 bool integer, int max_frac, struct buf *out);
 
+/* Regex for the integers in the bounds (NULL = none; real bounds are rounded inward) that are
+ * multiples of m (1..10000), in canonical spelling (and -0 for 0), each followed by an optional
+ * `.0…` when frac0 (type number): a divisibility automaton, with length regions for the bounds
+ * (jsonschema_mult.c). 0 written, 1 no such integer (nothing written), -1 error (a modulus whose
+ * automaton or regex exceeds the bounds there). */
+int jsrx_int_multiples(long long m, const struct jsrx_dec *lo, bool lo_excl,
+                       const struct jsrx_dec *hi, bool hi_excl, bool frac0, struct buf *out,
+                       struct err *e);
+
 /* Escape a literal UTF-8 byte string for inclusion in a regex. */
 void jsrx_literal(const char *s, size_t n, struct buf *out);
 

@@ -94,6 +94,7 @@ struct def {
 
 struct js {
     json_t *root;
+    bool bigints; /* the text had integers beyond 64 bits: markers (jsonschema_json.h) */
     const char *prefix;
     char tprefix[64];
     struct buf out;
