@@ -872,6 +872,7 @@ static struct sn *mk_alts(struct js *c, json_t *arr, const char *kw)
     u->alts = js_alloc(c, n * sizeof *u->alts);
     if (!u->alts) return NULL;
     for (size_t i = 0; i < n; i++) {
+        c->ctx_node = json_array_get(arr, i); /* the same instance: the context holds */
         struct sn *a = lower(c, json_array_get(arr, i));
         if (!a) {
             err_wrap(c->e, "%s[%zu]", kw, i);
@@ -968,6 +969,12 @@ static struct sn *lower(struct js *c, json_t *s)
     struct sn *res = NULL;
     const char *k;
     json_t *v;
+    /* the context is the parent's for this very node (an applicator member), else none (a
+     * property's or an item's schema: another instance) */
+    int ctx_saved = c->n_ctx, base_saved = c->ctx_base;
+    json_t *ctx_node_saved = c->ctx_node;
+    if (c->ctx_node != s) c->ctx_base = c->n_ctx; /* none visible (entries kept below) */
+    c->ctx_node = NULL;
     /* drafts 3..7: "all other properties in a $ref object MUST be ignored" */
     bool ref_only = c->ref_only && json_is_string(json_object_get(s, "$ref"));
     /* if/then/else, dependentSchemas, propertyNames: rewritten (jsonschema_cond.c) */
@@ -981,8 +988,21 @@ static struct sn *lower(struct js *c, json_t *s)
         }
     }
     res = sn_new(c, JT_ALL);
-    bool own_done = false, has_obj_kw = false;
+    bool own_done = false, has_obj_kw = false, has_appl = false;
     json_object_foreach(s, k, v) if (is_obj_keyword(k)) has_obj_kw = true;
+    json_object_foreach(s, k, v) if (!ref_only && (!strcmp(k, "oneOf") || !strcmp(k, "allOf") ||
+                                                   !strcmp(k, "anyOf") || !strcmp(k, "$ref")))
+        has_appl = true;
+    /* the sibling keywords, lowered once: a context for the applicators' oneOfs */
+    struct sn *own_ir = NULL;
+    if (has_appl) {
+        own_ir = lower_own(c, s);
+        if (!own_ir) {
+            res = NULL;
+            goto out;
+        }
+        if (c->n_ctx < 16 && !sn_is_any(own_ir)) c->ctx[c->n_ctx++] = own_ir;
+    }
     json_object_foreach(s, k, v)
     {
         struct sn *part = NULL;
@@ -998,12 +1018,38 @@ static struct sn *lower(struct js *c, json_t *s)
                 res = NULL;
                 goto out;
             }
-            part = sn_new(c, 0);
-            if (!part) {
-                res = NULL;
-                goto out;
+            part = NULL;
+            if (c->n_ctx > c->ctx_base && !d->lowering && !d->ir && c->inline_depth < 8) {
+                /* a target whose oneOf holds only in this context (e.g. "type": "object"
+                 * here): lowered in place, not shared, when it fails on its own */
+                struct err save = *c->e;
+                int bsave = c->ctx_base;
+                c->ctx_base = c->n_ctx;
+                struct sn *alone = def_ir(c, d);
+                c->ctx_base = bsave;
+                if (!alone && strstr(c->e->msg, "oneOf")) {
+                    *c->e = save;
+                    c->inline_depth++;
+                    d->lowering = true;
+                    c->ctx_node = d->node;
+                    part = lower(c, d->node);
+                    d->lowering = false;
+                    c->inline_depth--;
+                    if (!part) {
+                        res = NULL;
+                        goto out;
+                    }
+                } else if (!alone)
+                    *c->e = save; /* any other failure: as a plain ref, lowered when needed */
             }
-            part->ref = d->ref;
+            if (!part) {
+                part = sn_new(c, 0);
+                if (!part) {
+                    res = NULL;
+                    goto out;
+                }
+                part->ref = d->ref;
+            }
         } else if (!strcmp(k, "allOf")) {
             if (!json_is_array(v)) {
                 err_set(c->e, ERR_INVALID, "allOf must be an array");
@@ -1013,20 +1059,24 @@ static struct sn *lower(struct js *c, json_t *s)
             size_t i;
             json_t *x;
             part = sn_new(c, JT_ALL);
+            int ctx_at = c->n_ctx;
             json_array_foreach(v, i, x)
             {
+                c->ctx_node = x; /* the same instance: the context holds */
                 struct sn *a = lower(c, x);
                 if (!a) {
                     err_wrap(c->e, "allOf[%zu]", i);
                     res = NULL;
                     goto out;
                 }
+                if (c->n_ctx < 16) c->ctx[c->n_ctx++] = a; /* for the members after it */
                 part = js_intersect(c, part, a);
                 if (!part) {
                     res = NULL;
                     goto out;
                 }
             }
+            c->n_ctx = ctx_at;
         } else if (!strcmp(k, "not")) {
             part = negate(c, v);
         } else if (!strcmp(k, "anyOf")) {
@@ -1034,8 +1084,9 @@ static struct sn *lower(struct js *c, json_t *s)
         } else if (!strcmp(k, "oneOf")) {
             part = mk_alts(c, v, "oneOf");
             if (part && part->n_alts) {
-                /* disjointness is judged within the sibling keywords (e.g. "type": "object") */
-                struct sn *own = lower_own(c, s);
+                /* disjointness is judged within the sibling keywords (e.g. "type": "object")
+                 * and the context: what the enclosing schemas say of this instance */
+                struct sn *own = own_ir;
                 struct sn **ia = own ? js_alloc(c, (size_t)part->n_alts * sizeof *ia) : NULL;
                 if (!ia) {
                     res = NULL;
@@ -1047,6 +1098,15 @@ static struct sn *lower(struct js *c, json_t *s)
                     if (!ia[i]) { /* cannot intersect here: judge the bare alternative */
                         *c->e = save;
                         ia[i] = part->alts[i];
+                    }
+                    for (int j = c->ctx_base; j < c->n_ctx; j++) {
+                        if (c->ctx[j] == own) continue;
+                        save = *c->e;
+                        struct sn *t = js_intersect(c, ia[i], c->ctx[j]);
+                        if (t)
+                            ia[i] = t;
+                        else
+                            *c->e = save; /* a context that does not intersect: left out */
                     }
                 }
                 int na = part->n_alts, oi = -1, oj = -1;
@@ -1093,7 +1153,7 @@ static struct sn *lower(struct js *c, json_t *s)
             /* sibling keywords take the place of "properties" (or of the first of them), so the
              * property order follows the order of applicators in the schema, as llguidance does */
             own_done = true;
-            part = lower_own(c, s);
+            part = own_ir ? own_ir : lower_own(c, s);
         } else
             continue;
         if (!part) {
@@ -1105,6 +1165,9 @@ static struct sn *lower(struct js *c, json_t *s)
     }
 out:
     c->depth--;
+    c->n_ctx = ctx_saved;
+    c->ctx_base = base_saved;
+    c->ctx_node = ctx_node_saved;
     if (!res && !c->e->msg[0]) js_oom(c);
     return res;
 }

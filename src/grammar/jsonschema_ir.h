@@ -95,6 +95,11 @@ struct def {
 struct js {
     json_t *root;
     bool bigints; /* the text had integers beyond 64 bits: markers (jsonschema_json.h) */
+    /* oneOf context: constraints known to hold for the instance of ctx_node (the enclosing
+     * schema's sibling keywords, earlier allOf members), through applicators only */
+    struct sn *ctx[16]; /* visible: ctx[ctx_base .. n_ctx) */
+    int n_ctx, ctx_base, inline_depth;
+    json_t *ctx_node;
     const char *prefix;
     char tprefix[64];
     struct buf out;
