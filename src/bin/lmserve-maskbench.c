@@ -386,11 +386,13 @@ out:
            "\"invalidation_errors\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p99\":%.2f,"
            "\"mask_us_max\":%.2f,\"compile_us\":%.1f,\"mismatches\":%ld,\"mask_work_max\":%llu,"
            "\"dfa_kb\":%zu,\"compiled_kb\":%zu,\"relaxed_masks\":%llu,\"relaxed_walks\":%llu,"
+           "\"interval_masks\":%llu,\"interval_walks\":%llu,"
            "\"worst_mask_work\":%llu,\"worst_mask_trie\":%llu,\"mask_trie_max\":%llu,"
            "\"worst_mask_after\":",
            vt, it, ve, ie, fm.n, avg, p99, mx, compile_us, mm, (unsigned long long)c->file_work,
            gs.dfa_bytes >> 10, gs.compile_bytes >> 10, (unsigned long long)gs.relax_served,
-           (unsigned long long)gs.relax_walks, (unsigned long long)c->worst_work,
+           (unsigned long long)gs.relax_walks, (unsigned long long)gs.iv_served,
+           (unsigned long long)gs.iv_walks, (unsigned long long)c->worst_work,
            (unsigned long long)c->worst_trie, (unsigned long long)c->file_trie);
     json_str(stdout, c->worst_at);
     printf("}\n");

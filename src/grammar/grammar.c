@@ -278,6 +278,8 @@ void grammar_stats(const struct grammar *g, struct grammar_stats *st)
                                  .dfa_bytes = g->dfa.bytes,
                                  .relax_served = g->relax_served,
                                  .relax_walks = g->relax_walks,
+                                 .iv_served = g->iv_served,
+                                 .iv_walks = g->iv_walks,
                                  .rdfa_bytes = g->rdfa_ready ? g->rdfa.bytes : 0};
     pthread_mutex_unlock((pthread_mutex_t *)&g->mu);
 }

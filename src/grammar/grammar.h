@@ -70,8 +70,9 @@ struct grammar_stats {
     int32_t n_terms, n_productions, n_nfa_states, n_dfa_states;
     size_t compile_bytes, dfa_bytes;
     /* inner walks served by the relaxed walk of a loop (docs/grammar.md "Counts out of the
-     * lexer state"), relaxed walks done, and the relaxed DFA's bytes */
-    uint64_t relax_served, relax_walks;
+     * lexer state"), relaxed walks done, and the relaxed DFA's bytes; of them, the interval
+     * walks' (counts below min) */
+    uint64_t relax_served, relax_walks, iv_served, iv_walks;
     size_t rdfa_bytes;
 };
 void grammar_stats(const struct grammar *g, struct grammar_stats *st);

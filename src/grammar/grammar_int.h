@@ -86,6 +86,11 @@ struct grammar {
     int32_t rneed_cap;
     struct rpay **rpay; /* per relaxed root state: its walk */
     int32_t rpay_cap;
+    struct rpay **ipay; /* per relaxed root state: its interval walk (counts below min) */
+    int32_t ipay_cap;
+    int32_t *riv;       /* per relaxed state: 4 ints (union of its threads' counts, accept's) */
+    int32_t riv_cap;
+    uint64_t iv_served, iv_walks; /* statistics: masks and walks of interval walks */
     uint64_t relax_served, relax_walks; /* statistics (grammar_stats) */
     uint64_t trie_steps; /* trie nodes visited by mask walks and path replays (statistics) */
 };
@@ -120,6 +125,11 @@ struct shared_inner {
 /* A relaxed walk (mask.c "Counts out of the lexer state"): tokens sorted by the count they
  * need, and the lexeme ends with the counts where they apply. Depends only on the relaxed
  * state's canonical form (bounds left out) and the vocabulary. */
+struct rgroup {
+    int32_t lo, hi;
+    uint32_t start, end;
+};
+
 struct rbound {
     uint32_t node;
     int32_t lo, hi; /* a lexeme end for lo <= r < hi (r = max - count) */
@@ -135,11 +145,17 @@ struct rdata {
     int32_t maxneed;
     struct rbound *b;
     uint32_t n_b;
+    /* interval walks (counts below min): toks sorted by their interval of counts, one group
+     * per interval (grp[i]: tokens toks[start, end) allowed for lo <= count - min <= hi);
+     * b[].lo / hi are then such intervals too (inclusive), cum is NULL */
+    struct rgroup *grp;
+    uint32_t n_grp;
 };
 
 struct grammar_vocab_index {
     int32_t n_tokens, eos;
     bool *is_special;
+    bool no_iv; /* tests: grammars on this vocabulary do no interval walks (mask.c) */
     char *blob;    /* all token bytes */
     uint64_t *off; /* token i: blob[off[i] .. off[i]+len[i]) */
     uint32_t *len;

@@ -465,6 +465,7 @@ static void rdata_free(struct rdata *d)
     free(d->toks);
     free(d->cum);
     free(d->b);
+    free(d->grp);
     free(d);
 }
 
@@ -482,6 +483,10 @@ void mask_free_relax(struct grammar *g)
     for (int32_t i = 0; i < g->rpay_cap; i++)
         rpay_free(g->rpay[i]);
     free(g->rpay);
+    for (int32_t i = 0; i < g->ipay_cap; i++)
+        rpay_free(g->ipay[i]);
+    free(g->ipay);
+    free(g->riv);
     free(g->rneed);
     free(g->post_loop);
     free(g->loop_ok);
@@ -698,7 +703,7 @@ static int relax_walk(struct matcher *m, uint32_t root, int32_t li, struct rpay 
             rc = 0;
             goto out;
         }
-        uint32_t ts = t & ~RX_TICK_BIT;
+        uint32_t ts = t & ~(RX_TICK_BIT | RX_MERGE_BIT); /* a merge is exact for a max alone */
         if (ts == RX_DEAD) {
             rb_bound(&rb, i, A[pd], RN_INF, K[pd], ps);
             i = nd->end;
@@ -816,7 +821,8 @@ static struct rdata *rshared_find(struct grammar_vocab_index *vi, const uint8_t 
 static bool rshared_add(struct grammar_vocab_index *vi, struct rdata *x)
 {
     size_t bytes = sizeof *x + x->key_len + (size_t)x->n_toks * 4 +
-                   ((size_t)x->maxneed + 3) * 4 + (size_t)x->n_b * sizeof *x->b;
+                   ((size_t)x->maxneed + 3) * 4 + (size_t)x->n_b * sizeof *x->b +
+                   (size_t)x->n_grp * sizeof *x->grp;
     bool ok = false;
     pthread_mutex_lock(&vi->mu);
     if (vi->sh_bytes + bytes > SHARED_CACHE_MAX_BYTES) goto out;
@@ -850,7 +856,7 @@ out:
 /* This grammar's relaxed state at each lexeme end's parent of a shared walk, replaying the
  * parent's path from root. -1: no memory, budget, or the replay disagreed (cannot happen for
  * equal forms; the caller then walks as usual). */
-static int relax_localize(struct grammar *g, uint32_t root, struct rpay *p)
+static int relax_localize(struct grammar *g, uint32_t root, struct rpay *p, bool iv)
 {
     const struct grammar_vocab_index *vi = g->vi;
     struct rx_dfa *d = &g->rdfa;
@@ -865,9 +871,10 @@ static int relax_localize(struct grammar *g, uint32_t root, struct rpay *p)
         for (uint32_t j = 0; j + 1 < vi->tn[c].depth; j++) {
             uint32_t t = d->trans[(size_t)q * 256 + path[j]];
             if (t == RX_UNKNOWN) t = rx_dfa_compute(d, q, path[j]);
-            if (d->over_work || d->failed || t == RX_NONUNI || (t & ~RX_TICK_BIT) == RX_DEAD)
+            if (d->over_work || d->failed || t == RX_NONUNI ||
+                (t & ~(RX_TICK_BIT | RX_MERGE_BIT)) == RX_DEAD || (iv && (t & RX_MERGE_BIT)))
                 return -1;
-            q = t & ~RX_TICK_BIT;
+            q = t & ~(RX_TICK_BIT | RX_MERGE_BIT);
         }
         p->brs[i] = q;
     }
@@ -926,7 +933,7 @@ static struct rpay *relax_pay(struct matcher *m, uint32_t root, int32_t li)
     struct rdata *x = rshared_find(vi, key, klen, h);
     if (x) {
         p->d = x;
-        if (relax_localize(g, root, p)) {
+        if (relax_localize(g, root, p, false)) {
             if (g->rdfa.over_work) goto fail;
             free(p->brs);
             p->brs = NULL;
@@ -955,6 +962,482 @@ fail:
     return NULL;
 }
 
+static void payload_free(struct shared_inner *x);
+static int payload_take_tokens(struct shared_inner *x, uint32_t *bits, size_t words, size_t *bytes);
+
+/* ---- Interval walks: counts below min (docs/grammar.md "Counts out of the lexer state") ----
+ *
+ * Below a loop's min with its max within a token's length (minLength = maxLength, ids of 12 or
+ * 36 characters, a fixed-length pattern in a length region) both bounds bite within a token,
+ * and one threshold per token (the need above) no longer describes when it is allowed. Every
+ * thread of a relaxed state stands for an interval of real counts c at the walk's root: with
+ * c' = c - min and d = max - min, at k ticks from the root, a body thread of a length region
+ * holds for -k - tmax <= c' <= d - k - tmin (the real DFA's thread_can_finish), a body thread
+ * of a counted loop for c' <= d - k - 1, a thread past the exit with exit count k_exit (its
+ * relaxed counter) for -k_exit <= c' <= d - k_exit, one without a counter always. A thread
+ * holding at c means its ancestors held (each condition only tightens along a path), so a
+ * node is alive at c iff one of its threads holds: the union of their intervals, intersected
+ * with the parent's. When that union is not one interval, or a transition merged threads at
+ * different counters (RX_MERGE_BIT: the smallest kept, which loses a min's condition), the
+ * walk gives up and the ordinary walks serve. Tokens are grouped by interval; the mask at
+ * count c is the groups holding c - min; lexeme ends keep the (one or two) intervals where the
+ * parent accepts and the child is dead. The walk depends on the relaxed root's form and on the
+ * loop's min and max (tmax is capped at min), which key it in the vocabulary's cache. */
+
+#define IV_NEG (-(1 << 28))
+#define IV_POS (1 << 28)
+#define IV_GAP INT32_MIN /* riv[0]: the union is not one interval */
+
+struct ivr {
+    int64_t lo, hi;
+};
+
+static int cmp_ivr(const void *x, const void *y)
+{
+    const struct ivr *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* Interval of c' (at 0 ticks) where a relaxed thread (state s, counter c1) of loop L holds. */
+static struct ivr iv_thread(const struct rx_loop *L, int64_t B, int64_t d, int32_t s, uint32_t c1)
+{
+    if (c1 <= 1) return (struct ivr){IV_NEG, IV_POS};
+    if (s >= L->lo && s < L->hi) {
+        if (L->len) return (struct ivr){-(int64_t)L->tmax[s - L->lo], d - L->tmin[s - L->lo]};
+        return (struct ivr){IV_NEG, d - 1};
+    }
+    int64_t x = (int64_t)c1 - 1 - B; /* exit count relative to the node */
+    return (struct ivr){-x, d - x};
+}
+
+/* Of relaxed state t (loop li): [0, 1] the union of its threads' and accept's intervals at 0
+ * ticks ([0] = IV_GAP: not one interval), [2, 3] its accept's (lo > hi: none). NULL: no
+ * memory. */
+static const int32_t *riv_get(struct grammar *g, uint32_t t, int32_t li)
+{
+    if ((int32_t)t >= g->riv_cap) {
+        int32_t nc = g->riv_cap ? g->riv_cap : 256;
+        while (nc <= (int32_t)t)
+            nc *= 2;
+        int32_t *nr = realloc(g->riv, (size_t)nc * 4 * sizeof *nr);
+        if (!nr) return NULL;
+        for (int32_t i = g->riv_cap * 4; i < nc * 4; i++)
+            nr[i] = RN_UNSET;
+        g->riv = nr;
+        g->riv_cap = nc;
+    }
+    int32_t *r = &g->riv[4 * (size_t)t];
+    if (r[0] != RN_UNSET) return r;
+    const struct rx_loop *L = &g->nfa.loops[li];
+    int64_t B = relax_base(g, L), d = (int64_t)L->max - L->min;
+    const struct rx_dstate *st = &g->rdfa.st[t];
+    struct ivr *v = malloc(((size_t)st->n_kernel + 1) * sizeof *v);
+    if (!v) return NULL;
+    int32_t n = 0;
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        struct ivr x = iv_thread(L, B, d, rx_thread_state(st->kernel[i]),
+                                 rx_thread_c1(st->kernel[i]));
+        if (x.lo <= x.hi) v[n++] = x;
+    }
+    struct ivr acc = {1, 0};
+    if (st->n_accept > 0) {
+        int64_t rc1 = st->accept[0] < 0 ? -(int64_t)st->accept[0] - 1 : 0;
+        acc = rc1 <= 1 ? (struct ivr){IV_NEG, IV_POS} : (struct ivr){-(rc1 - 1 - B), d - (rc1 - 1 - B)};
+        if (acc.lo <= acc.hi) v[n++] = acc;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_ivr);
+    struct ivr u = {1, 0};
+    bool gap = false;
+    for (int32_t i = 0; i < n; i++) {
+        if (u.lo > u.hi) {
+            u = v[i];
+        } else if (v[i].lo <= u.hi + 1) {
+            if (v[i].hi > u.hi) u.hi = v[i].hi;
+        } else {
+            gap = true;
+        }
+    }
+    free(v);
+#define IVC(x) ((int32_t)((x) < IV_NEG ? IV_NEG : (x) > IV_POS ? IV_POS : (x)))
+    r[1] = IVC(u.hi);
+    r[2] = IVC(acc.lo);
+    r[3] = IVC(acc.hi);
+    r[0] = gap ? IV_GAP : IVC(u.lo);
+#undef IVC
+    return r;
+}
+
+struct ivtok {
+    int32_t lo, hi, tok;
+};
+
+struct ivbuild {
+    struct ivtok *t;
+    uint32_t n, cap;
+    struct rbound *b;
+    uint32_t *brs;
+    uint32_t nb, capb;
+    bool oom;
+};
+
+static void iv_tok(struct ivbuild *ib, int32_t lo, int32_t hi, int32_t tok)
+{
+    if (ib->n == ib->cap) {
+        uint32_t nc = ib->cap ? ib->cap * 2 : 4096;
+        struct ivtok *n = realloc(ib->t, nc * sizeof *n);
+        if (!n) {
+            ib->oom = true;
+            return;
+        }
+        ib->t = n;
+        ib->cap = nc;
+    }
+    ib->t[ib->n++] = (struct ivtok){lo, hi, tok};
+}
+
+/* A lexeme end at node for lo <= c' <= hi (inclusive), parent at k ticks in relaxed state rs. */
+static void iv_bound(struct ivbuild *ib, uint32_t node, int32_t lo, int32_t hi, int32_t k,
+                     uint32_t rs)
+{
+    if (lo > hi) return;
+    if (ib->nb == ib->capb) {
+        uint32_t nc = ib->capb ? ib->capb * 2 : 256;
+        struct rbound *n = realloc(ib->b, nc * sizeof *n);
+        if (n) ib->b = n;
+        uint32_t *m = n ? realloc(ib->brs, nc * sizeof *m) : NULL;
+        if (!n || !m) {
+            ib->oom = true;
+            return;
+        }
+        ib->brs = m;
+        ib->capb = nc;
+    }
+    ib->brs[ib->nb] = rs;
+    ib->b[ib->nb++] = (struct rbound){node, lo, hi, k};
+}
+
+static int32_t imax(int32_t a, int32_t b)
+{
+    return a > b ? a : b;
+}
+
+static int32_t imin(int32_t a, int32_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The interval walk of the whole trie from relaxed root state root (loop li) into p. -1: no
+ * memory or the mask budget ran out; p->bad when the walk gave up. */
+static int iv_walk(struct matcher *m, uint32_t root, int32_t li, struct rpay *p)
+{
+    struct grammar *g = m->g;
+    const struct grammar_vocab_index *vi = g->vi;
+    const struct tnode *tn = vi->tn;
+    struct rx_dfa *d = &g->rdfa;
+    size_t D = (size_t)vi->max_depth + 2;
+    uint32_t *S = malloc(D * sizeof *S);
+    int32_t *K = malloc(D * sizeof *K), *LO = malloc(D * sizeof *LO), *HI = malloc(D * sizeof *HI);
+    int32_t *ALO = malloc(D * sizeof *ALO), *AHI = malloc(D * sizeof *AHI);
+    struct rdata *x = calloc(1, sizeof *x);
+    struct ivbuild ib = {0};
+    uint32_t *gh = NULL, *gid = NULL; /* (lo, hi) -> group + 1, open addressing; per token */
+    int rc = -1;
+    if (!S || !K || !LO || !HI || !ALO || !AHI || !x) goto out;
+    const int32_t *rv = riv_get(g, root, li);
+    if (!rv) goto out;
+    if (rv[0] == IV_GAP) {
+        p->bad = true;
+        rc = 0;
+        goto out;
+    }
+    S[0] = root;
+    K[0] = 0;
+    LO[0] = rv[0];
+    HI[0] = rv[1];
+    ALO[0] = imax(rv[2], LO[0]);
+    AHI[0] = imin(rv[3], HI[0]);
+    uint32_t n = tn[0].end;
+    for (uint32_t i = 1; i < n && !ib.oom; g->trie_steps++) {
+        const struct tnode *nd = &tn[i];
+        uint32_t pd = nd->depth - 1u;
+        uint32_t ps = S[pd];
+        uint32_t t = d->trans[(size_t)ps * 256 + nd->byte];
+        if (t == RX_UNKNOWN) t = rx_dfa_compute(d, ps, nd->byte);
+        if (d->over_work || d->failed) goto out;
+        if (t == RX_NONUNI || (t & RX_MERGE_BIT)) {
+            p->bad = true;
+            rc = 0;
+            goto out;
+        }
+        uint32_t ts = t & ~RX_TICK_BIT;
+        int32_t lo = 1, hi = 0, k = K[pd] + (t & RX_TICK_BIT ? 1 : 0);
+        const int32_t *r = NULL;
+        if (ts != RX_DEAD) {
+            r = riv_get(g, ts, li);
+            if (!r) goto out;
+            if (r[0] == IV_GAP) {
+                p->bad = true;
+                rc = 0;
+                goto out;
+            }
+            lo = imax(LO[pd], r[0] - k);
+            hi = imin(HI[pd], r[1] - k);
+        }
+        if (lo > hi) { /* dead at every count: a lexeme end wherever the parent accepts */
+            iv_bound(&ib, i, ALO[pd], AHI[pd], K[pd], ps);
+            i = nd->end;
+            continue;
+        }
+        /* the parent accepts and the child is dead: outside [lo, hi] */
+        iv_bound(&ib, i, ALO[pd], imin(AHI[pd], lo - 1), K[pd], ps);
+        iv_bound(&ib, i, imax(ALO[pd], hi + 1), AHI[pd], K[pd], ps);
+        for (int32_t o = nd->tok; o >= 0; o = vi->tok_next[o])
+            iv_tok(&ib, lo, hi, o);
+        S[pd + 1] = ts;
+        K[pd + 1] = k;
+        LO[pd + 1] = lo;
+        HI[pd + 1] = hi;
+        ALO[pd + 1] = imax(lo, r[2] - k);
+        AHI[pd + 1] = imin(hi, r[3] - k);
+        i++;
+    }
+    if (ib.oom) goto out;
+    /* group the tokens by interval (few distinct ones): a hash of (lo, hi) pairs */
+    uint32_t cap = 1024, ng = 0;
+    gh = calloc(cap, sizeof *gh);
+    gid = malloc(((size_t)ib.n + 1) * sizeof *gid);
+    if (!gh || !gid) goto out;
+#define IV_HASH(lo, hi) ((uint32_t)(lo) * 2654435761u ^ (uint32_t)(hi) * 40503u)
+    for (uint32_t i = 0; i < ib.n; i++) {
+        uint32_t h = IV_HASH(ib.t[i].lo, ib.t[i].hi) & (cap - 1);
+        while (gh[h] && (x->grp[gh[h] - 1].lo != ib.t[i].lo || x->grp[gh[h] - 1].hi != ib.t[i].hi))
+            h = (h + 1) & (cap - 1);
+        if (!gh[h]) {
+            struct rgroup *ngp = realloc(x->grp, (ng + 1) * sizeof *ngp);
+            if (!ngp) goto out;
+            x->grp = ngp;
+            x->grp[ng] = (struct rgroup){ib.t[i].lo, ib.t[i].hi, 0, 0};
+            gh[h] = ++ng;
+            if (ng * 2 > cap) { /* grow: rehash the groups */
+                uint32_t nc = cap * 2;
+                uint32_t *n2 = calloc(nc, sizeof *n2);
+                if (!n2) goto out;
+                for (uint32_t j = 0; j < ng; j++) {
+                    uint32_t h2 = IV_HASH(x->grp[j].lo, x->grp[j].hi) & (nc - 1);
+                    while (n2[h2])
+                        h2 = (h2 + 1) & (nc - 1);
+                    n2[h2] = j + 1;
+                }
+                free(gh);
+                gh = n2;
+                cap = nc;
+            }
+            gid[i] = ng - 1;
+        } else {
+            gid[i] = gh[h] - 1;
+        }
+        x->grp[gid[i]].end++; /* a count for now */
+    }
+#undef IV_HASH
+    x->n_grp = ng;
+    x->toks = malloc(((size_t)ib.n + 1) * sizeof *x->toks);
+    if (!x->toks) goto out;
+    uint32_t at = 0;
+    for (uint32_t gi = 0; gi < ng; gi++) {
+        uint32_t c = x->grp[gi].end;
+        x->grp[gi].start = x->grp[gi].end = at;
+        at += c;
+    }
+    for (uint32_t i = 0; i < ib.n; i++) {
+        x->toks[x->grp[gid[i]].end++] = ib.t[i].tok;
+    }
+    x->n_toks = ib.n;
+    x->maxneed = -1;
+    x->b = ib.b;
+    x->n_b = ib.nb;
+    ib.b = NULL;
+    p->d = x;
+    p->own = true;
+    p->brs = ib.brs;
+    ib.brs = NULL;
+    x = NULL;
+    rc = 0;
+out:
+    free(gh);
+    free(gid);
+    free(S);
+    free(K);
+    free(LO);
+    free(HI);
+    free(ALO);
+    free(AHI);
+    free(ib.t);
+    free(ib.b);
+    free(ib.brs);
+    rdata_free(x);
+    return rc;
+}
+
+/* The interval walk for relaxed root state root: this grammar's, a shared one, or a new one
+ * (then published). NULL: no memory or over the mask budget. */
+static struct rpay *iv_pay(struct matcher *m, uint32_t root, int32_t li)
+{
+    struct grammar *g = m->g;
+    struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
+    if ((int32_t)root >= g->ipay_cap) {
+        int32_t nc = g->ipay_cap ? g->ipay_cap : 64;
+        while (nc <= (int32_t)root)
+            nc *= 2;
+        struct rpay **np = realloc(g->ipay, (size_t)nc * sizeof *np);
+        if (!np) return NULL;
+        memset(np + g->ipay_cap, 0, (size_t)(nc - g->ipay_cap) * sizeof *np);
+        g->ipay = np;
+        g->ipay_cap = nc;
+    }
+    if (g->ipay[root]) return g->ipay[root];
+    size_t klen;
+    uint64_t h;
+    uint8_t *k0 = relax_key(g, root, &klen, &h);
+    uint8_t *key = k0 ? malloc(klen + 9) : NULL;
+    struct rpay *p = calloc(1, sizeof *p);
+    if (!key || !p) goto fail;
+    /* the walk depends on the loop's bounds too (and is not the max-only walk's) */
+    const struct rx_loop *L = &g->nfa.loops[li];
+    memcpy(key, k0, klen);
+    key[klen] = 'I';
+    memcpy(key + klen + 1, &L->min, 4);
+    memcpy(key + klen + 5, &L->max, 4);
+    for (size_t i = klen; i < klen + 9; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    h |= 1;
+    klen += 9;
+    free(k0);
+    k0 = NULL;
+    struct rdata *x = rshared_find(vi, key, klen, h);
+    if (x) {
+        p->d = x;
+        if (relax_localize(g, root, p, true)) {
+            if (g->rdfa.over_work) goto fail;
+            free(p->brs);
+            p->brs = NULL;
+            p->d = NULL; /* cannot happen for equal forms: walk here */
+        } else {
+            free(key);
+            g->ipay[root] = p;
+            return p;
+        }
+    }
+    if (iv_walk(m, root, li, p)) goto fail;
+    g->iv_walks++;
+    if (p->d) {
+        p->d->key = key;
+        p->d->key_len = klen;
+        p->d->hash = h;
+        key = NULL;
+        if (rshared_add(vi, p->d)) p->own = false;
+    }
+    free(key);
+    g->ipay[root] = p;
+    return p;
+fail:
+    free(k0);
+    free(key);
+    rpay_free(p);
+    return NULL;
+}
+
+/* The real lexer state at a lexeme end of an interval walk: the threads of relaxed state rs
+ * that hold at c' = cp with k ticks from the root, body counters at cabs = c + k. */
+static uint32_t iv_realize(struct grammar *g, uint32_t rs, int64_t cp, int64_t k, int64_t cabs,
+                           int32_t li, uint64_t *kb, int32_t *ab)
+{
+    const struct rx_dstate *st = &g->rdfa.st[rs];
+    const struct rx_loop *L = &g->nfa.loops[li];
+    int64_t B = relax_base(g, L), d = (int64_t)L->max - L->min;
+    int32_t nk = 0, na = 0;
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        uint64_t v = st->kernel[i];
+        int32_t s = rx_thread_state(v);
+        uint32_t c1 = rx_thread_c1(v);
+        if (!c1) {
+            kb[nk++] = v;
+            continue;
+        }
+        struct ivr x = iv_thread(L, B, d, s, c1);
+        if (cp < x.lo - k || cp > x.hi - k) continue;
+        if (c1 > 1 && s >= L->lo && s < L->hi)
+            kb[nk++] = (uint64_t)(uint32_t)s | (uint64_t)(cabs + 1) << 32;
+        else
+            kb[nk++] = (uint64_t)(uint32_t)s;
+    }
+    for (int32_t i = 0; i < st->n_accept; i++)
+        if (st->accept[i] >= 0) ab[na++] = st->accept[i];
+    return rx_dfa_intern(&g->dfa, kb, nk, ab, na);
+}
+
+/* The inner entry of real state s at count c below min from its interval walk (p->d): the
+ * tokens of the groups holding c - min, and the lexeme ends holding it. -1: no memory. */
+static int iv_fill(struct grammar *g, struct rpay *p, int64_t c, int32_t li, uint64_t *kb,
+                   int32_t *ab, struct inner_entry *e)
+{
+    const struct rdata *x = p->d;
+    const struct rx_loop *L = &g->nfa.loops[li];
+    struct rx_dfa *d = &g->dfa;
+    int64_t cp = c - L->min;
+    size_t words = ((size_t)g->vi->n_tokens + 31) / 32;
+    uint32_t *bits = calloc(words + 1, sizeof *bits);
+    struct shared_inner *own = calloc(1, sizeof *own);
+    e->bound = malloc(((size_t)x->n_b * 2 + 1) * sizeof *e->bound);
+    if (!bits || !own || !e->bound) goto fail;
+    for (uint32_t gi = 0; gi < x->n_grp; gi++) {
+        const struct rgroup *gr = &x->grp[gi];
+        if (cp < gr->lo || cp > gr->hi) continue;
+        for (uint32_t i = gr->start; i < gr->end; i++)
+            bits[x->toks[i] >> 5] |= 1u << (x->toks[i] & 31);
+    }
+    size_t bytes = 0;
+    if (payload_take_tokens(own, bits, words, &bytes)) goto fail;
+    bits = NULL;
+    struct {
+        uint32_t rs, q;
+        int32_t k;
+    } memo[64];
+    for (int i = 0; i < 64; i++)
+        memo[i].rs = RX_DEAD;
+    for (uint32_t i = 0; i < x->n_b; i++) {
+        const struct rbound *b = &x->b[i];
+        if (cp < b->lo || cp > b->hi) continue;
+        uint32_t rs = p->brs[i];
+        uint32_t j = (rs * 2654435761u ^ (uint32_t)b->k * 40503u) & 63;
+        uint32_t q;
+        if (memo[j].rs == rs && memo[j].k == b->k) {
+            q = memo[j].q;
+        } else {
+            q = iv_realize(g, rs, cp, b->k, c + b->k, li, kb, ab);
+            if (d->failed) goto fail;
+            memo[j].rs = rs;
+            memo[j].k = b->k;
+            memo[j].q = q;
+        }
+        if (q == RX_DEAD || !rx_dfa_accepting(d, q)) continue;
+        e->bound[2 * e->n_bound] = b->node;
+        e->bound[2 * e->n_bound + 1] = q;
+        e->n_bound++;
+    }
+    e->own = own;
+    e->bits = own->bits;
+    e->list = own->list;
+    e->n_list = own->n_list;
+    return 0;
+fail:
+    free(bits);
+    payload_free(own);
+    free(e->bound);
+    e->bound = NULL;
+    e->n_bound = 0;
+    return -1;
+}
+
 /* The inner entry of real state s from its relaxed walk. 1: done (*out set), 0: does not
  * apply (the caller walks as usual), -1: no memory or over the mask budget. */
 static int relax_entry(struct matcher *m, uint32_t s, struct inner_entry **out)
@@ -967,7 +1450,9 @@ static int relax_entry(struct matcher *m, uint32_t s, struct inner_entry **out)
     const struct rx_loop *L = &g->nfa.loops[li];
     int64_t c = (int64_t)st->sc1 - 1;
     int64_t D = (int64_t)g->vi->max_depth + 2;
-    if (c < L->min || c > L->max) return 0;
+    if (c < 0 || c > L->max) return 0;
+    bool iv = c < L->min; /* both bounds within reach: an interval walk */
+    if (iv && g->vi->no_iv) return 0;
     if (c + D + (L->len ? L->tmin_max : 0) < L->max) return 0; /* far: the shared walk serves */
     for (int32_t i = 0; i < st->n_kernel; i++) {
         uint64_t v = st->kernel[i];
@@ -1004,7 +1489,7 @@ static int relax_entry(struct matcher *m, uint32_t s, struct inner_entry **out)
     rd->work_limit = !d->work_limit ? 0 : d->work_limit > d->work ? d->work_limit - d->work : 1;
     rd->over_work = false;
     uint32_t root = rx_dfa_intern(rd, kb, nk, ab, na);
-    struct rpay *p = root != RX_DEAD ? relax_pay(m, root, li) : NULL;
+    struct rpay *p = root == RX_DEAD ? NULL : iv ? iv_pay(m, root, li) : relax_pay(m, root, li);
     d->work += rd->work;
     if (!p) {
         if (rd->over_work) d->over_work = true;
@@ -1016,6 +1501,14 @@ static int relax_entry(struct matcher *m, uint32_t s, struct inner_entry **out)
     }
     if (p->bad || !p->d) {
         rc = 0;
+        goto out;
+    }
+    if (iv) {
+        if (iv_fill(g, p, c, li, kb, ab, e)) goto out;
+        g->iv_served++;
+        *out = e;
+        e = NULL;
+        rc = 1;
         goto out;
     }
     const struct rdata *x = p->d;
@@ -1493,7 +1986,8 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     int rrc = relax_entry(m, s, &re);
     if (rrc < 0) return NULL;
     if (rrc > 0) {
-        g->inner_bytes += sizeof *re + (size_t)re->n_bound * 8;
+        g->inner_bytes += sizeof *re + (size_t)re->n_bound * 8 +
+                          (re->own ? (((size_t)g->vi->n_tokens + 31) / 32) * 4 : 0);
         g->inner[s] = re;
         g->relax_served++;
         return re;

@@ -1267,6 +1267,7 @@ void rx_dfa_deinit(struct rx_dfa *d)
     free(d->htab);
     free(d->mark);
     free(d->mark_end);
+    free(d->rkeep);
     free(d->vis_key);
     free(d->vis_gen);
     free(d->stack);
@@ -1522,6 +1523,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         case NS_ACCEPT: {
             int32_t t = st->out;
             if (c1 < d->racc) d->racc = c1;
+            if (c1 > d->racc_hi) d->racc_hi = c1;
             bool dup = false;
             for (int32_t i = 0; i < *na; i++)
                 if (d->abuf[i] == t) {
@@ -1750,7 +1752,7 @@ static void sort_u64(uint64_t *a, int32_t n)
 }
 
 static int relax_fix(struct rx_dfa *d, const struct rx_dstate *st, int32_t *nk, int32_t *na,
-                     uint32_t *tick);
+                     uint32_t *tick, bool *merged);
 
 uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
 {
@@ -1791,6 +1793,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     }
     next_gen(d);
     d->racc = UINT32_MAX;
+    d->racc_hi = 0;
     d->entered = false;
     const struct rx_nstate *S = d->nfa->s;
     int32_t sp = 0;
@@ -1806,7 +1809,8 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     if (d->failed || d->over_work) return RX_DEAD; /* the transition stays unknown */
     if (!d->relax && d->prune_rules) nk = rx_prune_kernel(d, d->kbuf, nk, d->prune_rules);
     uint32_t tick = 0;
-    if (d->relax && relax_fix(d, &d->st[s], &nk, &na, &tick)) {
+    bool merged = false;
+    if (d->relax && relax_fix(d, &d->st[s], &nk, &na, &tick, &merged)) {
         d->trans[(size_t)s * 256 + b] = RX_NONUNI;
         return RX_NONUNI;
     }
@@ -1815,6 +1819,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     if (sh) shift_put(d, &d->st[s], b, sh, lk, nk, na);
     uint32_t t = dfa_intern(d, nk, na);
     if (t != RX_DEAD && tick) t |= RX_TICK_BIT;
+    if (t != RX_DEAD && merged) t |= RX_MERGE_BIT;
     d->trans[(size_t)s * 256 + b] = t; /* d->trans may have moved: index again */
     return t;
 }
@@ -1823,11 +1828,19 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
  * threads of the loop must share one counter, equal to st's or one more (the tick); every
  * counter moves back by the tick (1 stays 1: "exited long ago", as good as any), and of the
  * counted threads of one NFA state only the smallest counter is kept (same future, the
- * earliest exit is the weakest condition). Appends the accept entry -(racc + 1). Returns -1
- * when the body threads disagree (or a loop is entered afresh). */
+ * earliest exit is the weakest condition). Appends the accept entry -(racc + 1). *merged: a
+ * thread with a counter above 1 was merged into one at a smaller counter (for a max the same,
+ * for a min not). Returns -1 when the body threads disagree (or a loop is entered afresh). */
 static int relax_fix(struct rx_dfa *d, const struct rx_dstate *st, int32_t *nk, int32_t *na,
-                     uint32_t *tick)
+                     uint32_t *tick, bool *merged)
 {
+    if (!d->rkeep) {
+        d->rkeep = malloc(((size_t)d->nfa->n + 1) * sizeof *d->rkeep);
+        if (!d->rkeep) {
+            d->failed = true;
+            return -1;
+        }
+    }
     const struct rx_nfa *n = d->nfa;
     uint32_t src = 0, res = 0;
     for (int32_t i = 0; i < st->n_kernel && !src; i++)
@@ -1854,14 +1867,20 @@ static int relax_fix(struct rx_dfa *d, const struct rx_dstate *st, int32_t *nk, 
     for (int32_t i = 0; i < *nk; i++) {
         uint64_t v = d->kbuf[i];
         if (TH_C1(v)) {
-            if (d->mark[TH_S(v)] == d->gen) continue;
+            if (d->mark[TH_S(v)] == d->gen) {
+                /* sorted by counter first: the kept one has the smaller counter */
+                if (d->rkeep[TH_S(v)] > 1 && TH_C1(v) != d->rkeep[TH_S(v)]) *merged = true;
+                continue;
+            }
             d->mark[TH_S(v)] = d->gen;
+            d->rkeep[TH_S(v)] = TH_C1(v);
         }
         d->kbuf[w++] = v;
     }
     *nk = w;
     if (*na > 0) {
         uint32_t r = d->racc;
+        if (r > 1 && d->racc_hi != r) *merged = true;
         if (r > 1) r = r - tk < 1 ? 1 : r - tk;
         d->abuf[(*na)++] = -(int32_t)r - 1;
     }

@@ -167,9 +167,14 @@ struct rx_dfa {
      * carries the tick in bit 31 (RX_TICK_BIT); RX_NONUNI marks a transition after which the
      * body threads disagree on their count (the walk that asked gives up). An accepting state's
      * accept set holds, before the terminal ids, one entry -(c1 + 1): the smallest counter of
-     * an accepting thread. Used only by mask.c, through rx_dfa_compute and rx_dfa_intern. */
+     * an accepting thread. Used only by mask.c, through rx_dfa_compute and rx_dfa_intern.
+     * RX_MERGE_BIT (bit 30) marks a transition that merged counted threads of one NFA state
+     * (or accepting threads) at different counters, keeping the smallest: exact for a max
+     * alone, not for a min (the interval walks of mask.c give up on it). */
     bool relax;
-    uint32_t racc; /* scratch: smallest counter + 1 reaching ACCEPT in the current closure */
+    uint32_t racc;    /* scratch: smallest counter + 1 reaching ACCEPT in the current closure */
+    uint32_t racc_hi; /* scratch: the largest */
+    uint32_t *rkeep;  /* relaxed mode: per NFA state, the counter kept (relax_fix scratch) */
     struct rx_shift *sh; /* open addressing by shape hash */
     uint32_t sh_cap, sh_n;
     uint64_t sh_hits; /* transitions served by a shift (statistics, tests) */
@@ -210,6 +215,7 @@ uint32_t rx_dfa_intern(struct rx_dfa *d, const uint64_t *k, int32_t nk, const in
                        int32_t na);
 #define RX_TICK_BIT 0x80000000u
 #define RX_NONUNI 0xfffffffeu
+#define RX_MERGE_BIT 0x40000000u
 /* Drops the dominated threads of kernel k[0..nk) (sorted on return) by the given rules;
  * returns the new count (regex_prune.c). rx_dfa_compute applies d->prune_rules to every
  * transition; mask.c applies RX_PRUNE_UNIVERSAL to the canonical keys of lexer states. */
