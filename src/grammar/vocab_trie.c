@@ -51,6 +51,7 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
         free(x->toks);
         free(x->cum);
         free(x->b);
+        free(x->grp);
         free(x);
     }
     free(vi->rsh);
