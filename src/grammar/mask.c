@@ -908,44 +908,55 @@ static uint32_t relax_realize(struct grammar *g, uint32_t rs, int64_t rr, int64_
     return rx_dfa_intern(&g->dfa, kb, nk, ab, na);
 }
 
-/* The walk for relaxed root state root: this grammar's, a shared one, or a new one (then
- * published). NULL: no memory or over the mask budget (d->over_work). */
-static struct rpay *relax_pay(struct matcher *m, uint32_t root, int32_t li)
+/* The slot of root in a grammar's per-root-state walk table (*arr, *cap), grown as needed.
+ * NULL: no memory. */
+static struct rpay **pay_slot(struct rpay ***arr, int32_t *cap, uint32_t root)
+{
+    if ((int32_t)root >= *cap) {
+        int32_t nc = *cap ? *cap : 64;
+        while (nc <= (int32_t)root)
+            nc *= 2;
+        struct rpay **np = realloc(*arr, (size_t)nc * sizeof *np);
+        if (!np) return NULL;
+        memset(np + *cap, 0, (size_t)(nc - *cap) * sizeof *np);
+        *arr = np;
+        *cap = nc;
+    }
+    return &(*arr)[root];
+}
+
+static int iv_walk(struct matcher *m, uint32_t root, int32_t li, struct rpay *p);
+
+/* A walk for root state root under its structural key (key, klen, h; taken over): the vocabulary
+ * index's shared one when there is one and it localizes to this grammar, else a new walk (the
+ * interval walk when iv, else the relaxed one), published for the grammars that share the form.
+ * Stored in *slot. NULL: no memory or over the mask budget (g->rdfa.over_work). */
+static struct rpay *pay_get(struct matcher *m, uint32_t root, int32_t li, bool iv, uint8_t *key,
+                            size_t klen, uint64_t h, struct rpay **slot)
 {
     struct grammar *g = m->g;
     struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
-    if ((int32_t)root >= g->rpay_cap) {
-        int32_t nc = g->rpay_cap ? g->rpay_cap : 64;
-        while (nc <= (int32_t)root)
-            nc *= 2;
-        struct rpay **np = realloc(g->rpay, (size_t)nc * sizeof *np);
-        if (!np) return NULL;
-        memset(np + g->rpay_cap, 0, (size_t)(nc - g->rpay_cap) * sizeof *np);
-        g->rpay = np;
-        g->rpay_cap = nc;
-    }
-    if (g->rpay[root]) return g->rpay[root];
-    size_t klen;
-    uint64_t h;
-    uint8_t *key = relax_key(g, root, &klen, &h);
     struct rpay *p = calloc(1, sizeof *p);
-    if (!key || !p) goto fail;
+    if (!p) goto fail;
     struct rdata *x = rshared_find(vi, key, klen, h);
     if (x) {
         p->d = x;
-        if (relax_localize(g, root, p, false)) {
+        if (relax_localize(g, root, p, iv)) {
             if (g->rdfa.over_work) goto fail;
             free(p->brs);
             p->brs = NULL;
             p->d = NULL; /* cannot happen for equal forms: walk here */
         } else {
             free(key);
-            g->rpay[root] = p;
+            *slot = p;
             return p;
         }
     }
-    if (relax_walk(m, root, li, p)) goto fail;
-    g->relax_walks++;
+    if (iv ? iv_walk(m, root, li, p) : relax_walk(m, root, li, p)) goto fail;
+    if (iv)
+        g->iv_walks++;
+    else
+        g->relax_walks++;
     if (p->d) {
         p->d->key = key;
         p->d->key_len = klen;
@@ -954,12 +965,27 @@ static struct rpay *relax_pay(struct matcher *m, uint32_t root, int32_t li)
         if (rshared_add(vi, p->d)) p->own = false;
     }
     free(key);
-    g->rpay[root] = p;
+    *slot = p;
     return p;
 fail:
     free(key);
     rpay_free(p);
     return NULL;
+}
+
+/* The walk for relaxed root state root: this grammar's, a shared one, or a new one (then
+ * published). NULL: no memory or over the mask budget (d->over_work). */
+static struct rpay *relax_pay(struct matcher *m, uint32_t root, int32_t li)
+{
+    struct grammar *g = m->g;
+    struct rpay **slot = pay_slot(&g->rpay, &g->rpay_cap, root);
+    if (!slot) return NULL;
+    if (*slot) return *slot;
+    size_t klen;
+    uint64_t h;
+    uint8_t *key = relax_key(g, root, &klen, &h);
+    if (!key) return NULL;
+    return pay_get(m, root, li, false, key, klen, h, slot);
 }
 
 static void payload_free(struct shared_inner *x);
@@ -1283,24 +1309,17 @@ out:
 static struct rpay *iv_pay(struct matcher *m, uint32_t root, int32_t li)
 {
     struct grammar *g = m->g;
-    struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
-    if ((int32_t)root >= g->ipay_cap) {
-        int32_t nc = g->ipay_cap ? g->ipay_cap : 64;
-        while (nc <= (int32_t)root)
-            nc *= 2;
-        struct rpay **np = realloc(g->ipay, (size_t)nc * sizeof *np);
-        if (!np) return NULL;
-        memset(np + g->ipay_cap, 0, (size_t)(nc - g->ipay_cap) * sizeof *np);
-        g->ipay = np;
-        g->ipay_cap = nc;
-    }
-    if (g->ipay[root]) return g->ipay[root];
+    struct rpay **slot = pay_slot(&g->ipay, &g->ipay_cap, root);
+    if (!slot) return NULL;
+    if (*slot) return *slot;
     size_t klen;
     uint64_t h;
     uint8_t *k0 = relax_key(g, root, &klen, &h);
     uint8_t *key = k0 ? malloc(klen + 9) : NULL;
-    struct rpay *p = calloc(1, sizeof *p);
-    if (!key || !p) goto fail;
+    if (!key) {
+        free(k0);
+        return NULL;
+    }
     /* the walk depends on the loop's bounds too (and is not the max-only walk's) */
     const struct rx_loop *L = &g->nfa.loops[li];
     memcpy(key, k0, klen);
@@ -1310,40 +1329,8 @@ static struct rpay *iv_pay(struct matcher *m, uint32_t root, int32_t li)
     for (size_t i = klen; i < klen + 9; i++)
         h = (h ^ key[i]) * 1099511628211ull;
     h |= 1;
-    klen += 9;
     free(k0);
-    k0 = NULL;
-    struct rdata *x = rshared_find(vi, key, klen, h);
-    if (x) {
-        p->d = x;
-        if (relax_localize(g, root, p, true)) {
-            if (g->rdfa.over_work) goto fail;
-            free(p->brs);
-            p->brs = NULL;
-            p->d = NULL; /* cannot happen for equal forms: walk here */
-        } else {
-            free(key);
-            g->ipay[root] = p;
-            return p;
-        }
-    }
-    if (iv_walk(m, root, li, p)) goto fail;
-    g->iv_walks++;
-    if (p->d) {
-        p->d->key = key;
-        p->d->key_len = klen;
-        p->d->hash = h;
-        key = NULL;
-        if (rshared_add(vi, p->d)) p->own = false;
-    }
-    free(key);
-    g->ipay[root] = p;
-    return p;
-fail:
-    free(k0);
-    free(key);
-    rpay_free(p);
-    return NULL;
+    return pay_get(m, root, li, true, key, klen + 9, h, slot);
 }
 
 /* The real lexer state at a lexeme end of an interval walk: the threads of relaxed state rs
