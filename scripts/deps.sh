@@ -15,8 +15,8 @@ apt_need() {
   if [ -n "$missing" ]; then
     echo "deps: installing Debian packages: $missing" >&2
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 update -q >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $missing >/dev/null
   fi
 }
 # train: the demo model's corpus sources and trainer (scripts/demo/*; never part of `make test`).
@@ -45,8 +45,8 @@ if [ "$what" = c ] || [ "$what" = all ]; then
   if [ -n "$missing" ]; then
     echo "deps: installing Debian packages: $missing" >&2
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 update -q >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $missing >/dev/null
   fi
 fi
 # npm: the end-to-end packages (SDKs, Qwen3 tokenizer files, puppeteer-core) from package-lock.json;

@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qwen3_ref import GGUF, Qwen3, T_F32, T_F16, T_BF16, T_Q8_0  # noqa: E402
+from qwen3_ref import GGUF, Qwen3, score, T_F32, T_F16, T_BF16, T_Q8_0  # noqa: E402
 
 
 class Gemma4:
@@ -179,10 +179,13 @@ def main():
     ap.add_argument("--greedy", type=int, default=0)
     ap.add_argument("--act", choices=("q8_0", "a8"))
     ap.add_argument("--kv-f32", action="store_true")
+    ap.add_argument("--score", type=int, default=0, help="score the last K tokens (qwen3_ref.score)")
     a = ap.parse_args()
     toks = [int(t) for t in a.tokens.split(",") if t]
     m = Gemma4(a.model, kv_f16=not a.kv_f32, act=a.act)
-    if a.greedy:
+    if a.score:
+        sys.stdout.write(score(m.forward(toks), toks, a.score))
+    elif a.greedy:
         out = []
         for _ in range(a.greedy):
             out.append(int(np.argmax(m.forward(toks + out, last_only=True)[-1])))

@@ -328,6 +328,20 @@ class Qwen3:
         return self.mat(self.rms(h, self.out_norm), self.out_w)
 
 
+def score(z, toks, k):
+    """--score K: the last K of toks are a continuation (an engine's greedy tokens). For each, one
+    line "ARGMAX CHOSEN_LOGIT MAX_LOGIT" of the reference's logits at the position before it: a
+    greedy decoder that computes this model picks ARGMAX, and MAX - CHOSEN says how far from the
+    reference's choice the continuation's token is (0 when it is the same). One forward of the
+    whole sequence scores every step on the continuation's own prefix."""
+    n = len(toks)
+    out = []
+    for i in range(n - k, n):
+        row = z[i - 1]
+        out.append("%d %.9g %.9g\n" % (int(np.argmax(row)), row[toks[i]], row.max()))
+    return "".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -336,10 +350,13 @@ def main():
     ap.add_argument("--act", choices=("q8_0", "a8"),
                     help="round the inputs of Q8_0-weight matmuls like the engine (see Qwen3.mat)")
     ap.add_argument("--kv-f32", action="store_true", help="do not round K/V through float16")
+    ap.add_argument("--score", type=int, default=0, help="score the last K tokens (see score())")
     a = ap.parse_args()
     toks = [int(t) for t in a.tokens.split(",") if t]
     m = Qwen3(a.model, kv_f16=not a.kv_f32, act=a.act)
-    if a.greedy:
+    if a.score:
+        sys.stdout.write(score(m.forward(toks), toks, a.score))
+    elif a.greedy:
         out = []
         for _ in range(a.greedy):
             t = int(np.argmax(m.forward(toks + out, last_only=True)[-1]))
