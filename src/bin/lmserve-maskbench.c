@@ -37,6 +37,7 @@ static bool g_print; /* --print: each serialized instance (stderr) */
 /* --pretty: schemas get "x-whitespace": "pretty" and instances are tested compact and 2-space
  * indented; default: compact and with Python's default ", " / ": " separators (tidy JSON) */
 static bool g_pretty;
+static bool g_hash; /* --hash: a hash of every mask of a file (mask_hash), to compare builds */
 
 static double now_us(void)
 {
@@ -104,6 +105,7 @@ struct ctx {
     uint64_t worst_work, worst_trie;
     uint64_t trie_max, file_trie; /* trie steps of a mask: overall, this file */
     char worst_at[96];
+    uint64_t mask_hash; /* this file's masks (--hash) */
 };
 
 /* Feeds text; returns 1 accepted to the end (eos allowed), 0 rejected somewhere, -1 error.
@@ -133,6 +135,13 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
         }
         fv_push(fm, (float)dt);
         fv_push(&c->all_masks, (float)dt);
+        if (g_hash) {
+            size_t words = ((size_t)vocab_size(c->v) + 31) / 32;
+            uint64_t h = c->mask_hash ^ 0x9e3779b97f4a7c15ull;
+            for (size_t k = 0; k < words; k++)
+                h = (h ^ c->mask[k]) * 1099511628211ull;
+            c->mask_hash = h;
+        }
         if (dt > c->worst_us) {
             size_t off = 0, l;
             for (size_t k = 0; k < i; k++) {
@@ -280,6 +289,7 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
     c->worst_work = 0;
     c->worst_trie = 0;
     c->file_trie = 0;
+    c->mask_hash = 0;
     c->worst_at[0] = 0;
     if (!root) {
         snprintf(errmsg, sizeof errmsg, "cannot read: %s", je.text);
@@ -388,12 +398,15 @@ out:
            "\"dfa_kb\":%zu,\"compiled_kb\":%zu,\"relaxed_masks\":%llu,\"relaxed_walks\":%llu,"
            "\"interval_masks\":%llu,\"interval_walks\":%llu,"
            "\"worst_mask_work\":%llu,\"worst_mask_trie\":%llu,\"mask_trie_max\":%llu,"
+           "\"whole_taken\":%llu,\"trie_skipped\":%llu,\"mask_hash\":\"%016llx\","
            "\"worst_mask_after\":",
            vt, it, ve, ie, fm.n, avg, p99, mx, compile_us, mm, (unsigned long long)c->file_work,
            gs.dfa_bytes >> 10, gs.compile_bytes >> 10, (unsigned long long)gs.relax_served,
            (unsigned long long)gs.relax_walks, (unsigned long long)gs.iv_served,
            (unsigned long long)gs.iv_walks, (unsigned long long)c->worst_work,
-           (unsigned long long)c->worst_trie, (unsigned long long)c->file_trie);
+           (unsigned long long)c->worst_trie, (unsigned long long)c->file_trie,
+           (unsigned long long)gs.whole_taken, (unsigned long long)gs.trie_skipped,
+           (unsigned long long)c->mask_hash);
     json_str(stdout, c->worst_at);
     printf("}\n");
     fflush(stdout);
@@ -420,7 +433,7 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: lmserve-maskbench MODEL FILE.json... [--max-tests N] "
-                        "[--lark FILE] [--quiet] [--wall] [--trace] [--print]\n");
+                        "[--lark FILE] [--quiet] [--wall] [--trace] [--print] [--hash]\n");
         return 2;
     }
     const char *model = argv[1];
@@ -442,6 +455,8 @@ int main(int argc, char **argv)
             g_print = true;
         else if (!strcmp(argv[i], "--pretty"))
             g_pretty = true;
+        else if (!strcmp(argv[i], "--hash"))
+            g_hash = true;
     }
     char *lark = NULL;
     if (lark_path && !(lark = read_file(lark_path))) {
@@ -495,7 +510,8 @@ int main(int argc, char **argv)
             continue;
         }
         if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--wall") ||
-            !strcmp(argv[i], "--trace") || !strcmp(argv[i], "--print") || !strcmp(argv[i], "--pretty"))
+            !strcmp(argv[i], "--trace") || !strcmp(argv[i], "--print") || !strcmp(argv[i], "--pretty") ||
+            !strcmp(argv[i], "--hash"))
             continue;
         run_file(&c, argv[i], lark, quiet);
     }

@@ -280,7 +280,9 @@ void grammar_stats(const struct grammar *g, struct grammar_stats *st)
                                  .relax_walks = g->relax_walks,
                                  .iv_served = g->iv_served,
                                  .iv_walks = g->iv_walks,
-                                 .rdfa_bytes = g->rdfa_ready ? g->rdfa.bytes : 0};
+                                 .rdfa_bytes = g->rdfa_ready ? g->rdfa.bytes : 0,
+                                 .whole_taken = g->whole_taken,
+                                 .trie_skipped = g->trie_skipped};
     pthread_mutex_unlock((pthread_mutex_t *)&g->mu);
 }
 

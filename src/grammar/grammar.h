@@ -74,6 +74,9 @@ struct grammar_stats {
      * walks' (counts below min) */
     uint64_t relax_served, relax_walks, iv_served, iv_walks;
     size_t rdfa_bytes;
+    /* trie subtrees walks took whole and the nodes below them (docs/grammar.md "Whole
+     * subtrees") */
+    uint64_t whole_taken, trie_skipped;
 };
 void grammar_stats(const struct grammar *g, struct grammar_stats *st);
 /* Drops one reference (the grammar is freed with its last reference; matchers hold one). */

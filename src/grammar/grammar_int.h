@@ -93,6 +93,13 @@ struct grammar {
     uint64_t iv_served, iv_walks; /* statistics: masks and walks of interval walks */
     uint64_t relax_served, relax_walks; /* statistics (grammar_stats) */
     uint64_t trie_steps; /* trie nodes visited by mask walks and path replays (statistics) */
+    /* whole subtrees (mask.c): per lexer DFA state, the bytes on which it agrees with the
+     * UTF-8 reference automaton (computed on first use) */
+    struct agree_ent *agr;
+    int32_t agr_cap;
+    struct agree_shape *ash; /* the same per shape of a counted state (open addressing) */
+    uint32_t ash_cap, ash_n;
+    uint64_t trie_skipped, whole_taken; /* statistics: nodes below whole subtrees, subtrees */
 };
 
 
@@ -103,8 +110,13 @@ struct tnode {
     uint32_t end;   /* one past the subtree */
     uint16_t depth; /* root = 0 */
     uint8_t byte;
-    uint8_t dup; /* more tokens with the same bytes (tok_next chain) */
+    uint8_t dup; /* TN_DUP: more tokens with the same bytes (tok_next chain); TN_BIG: see below */
 };
+#define TN_DUP 1
+/* The node's path is valid UTF-8 ending at a character boundary and its subtree has at least
+ * TN_BIG_MIN nodes below it: a walk may take the subtree whole (mask.c "Whole subtrees"). */
+#define TN_BIG 2
+#define TN_BIG_MIN 8
 
 /* The result of walking the whole trie from a lexer state without crossing a lexeme end: the
  * tokens that stay inside the lexeme (dense bitset or sparse list) and the trie nodes where a
@@ -119,6 +131,35 @@ struct shared_inner {
     uint32_t *nodes;
     uint32_t n_nodes;
 };
+
+/* The reference automaton of whole subtrees (mask.c): well-formed UTF-8 (U+0000..U+10FFFF
+ * without surrogates, shortest forms), one byte at a time. State 0: at a character boundary;
+ * 1-3: that many continuation bytes due; 4-7: after E0, ED, F0, F4 (a restricted second
+ * byte); -1: dead. */
+static inline int u8_next(int s, uint8_t b)
+{
+    switch (s) {
+    case 0:
+        if (b < 0x80) return 0;
+        if (b >= 0xC2 && b <= 0xDF) return 1;
+        if (b == 0xE0) return 4;
+        if (b == 0xED) return 5;
+        if (b >= 0xE1 && b <= 0xEF) return 2;
+        if (b == 0xF0) return 6;
+        if (b == 0xF4) return 7;
+        if (b >= 0xF1 && b <= 0xF3) return 3;
+        return -1;
+    case 1:
+    case 2:
+    case 3: return b >= 0x80 && b <= 0xBF ? s - 1 : -1;
+    case 4: return b >= 0xA0 && b <= 0xBF ? 1 : -1;
+    case 5: return b >= 0x80 && b <= 0x9F ? 1 : -1;
+    case 6: return b >= 0x90 && b <= 0xBF ? 2 : -1;
+    case 7: return b >= 0x80 && b <= 0x8F ? 2 : -1;
+    default: return -1;
+    }
+}
+#define U8_STATES 8
 
 #define SHARED_CACHE_MAX_BYTES ((size_t)256 << 20)
 
@@ -156,6 +197,7 @@ struct grammar_vocab_index {
     int32_t n_tokens, eos;
     bool *is_special;
     bool no_iv; /* tests: grammars on this vocabulary do no interval walks (mask.c) */
+    bool no_whole; /* tests: walks never take a subtree whole (mask.c) */
     char *blob;    /* all token bytes */
     uint64_t *off; /* token i: blob[off[i] .. off[i]+len[i]) */
     uint32_t *len;
@@ -168,6 +210,15 @@ struct grammar_vocab_index {
     struct tnode *tn;  /* the same trie packed for the hot loop (walk_inner) */
     uint32_t max_depth;
     int32_t *rep; /* per node: a token whose bytes start with the node's path */
+    /* Whole subtrees (mask.c): the tokens whose bytes are valid UTF-8 (a complete or cut last
+     * character) in DFS order, with their duplicates (vtok), vstart[i] the first of them at or
+     * after node i (n_nodes + 1 entries); per TN_BIG node its index into ubytes, the set of
+     * bytes of the nodes below it (256 bits) */
+    int32_t *vtok;
+    uint32_t *vstart;
+    uint32_t *bix;
+    uint64_t (*ubytes)[4];
+    uint32_t n_big;
     /* inner-walk results shared by all grammars on this vocabulary, keyed by the canonical form
      * of a lexer state (see inner_key); append-only, guarded by mu */
     pthread_mutex_t mu;

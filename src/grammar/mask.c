@@ -82,9 +82,278 @@ static int bound_push(struct inner_build *ib, uint32_t c, uint32_t s)
     return 0;
 }
 
-/* Iterative DFS over the trie from the root in lexer state s0, never crossing a lexeme end.
- * The hot loop of mask computation: nodes are visited in DFS order and each node's parent state
- * is S[depth-1], so there is no explicit stack and few unpredictable branches. */
+/* ---- Whole subtrees (docs/grammar.md "Whole subtrees") ----
+ *
+ * Most of a full trie walk is spent below nodes where the lexer state behaves like "any
+ * well-formed UTF-8" on every byte the subtree holds: the free text of a string, a pattern's
+ * `[^@]+`. There the walk's result is known without walking: every token below whose bytes are
+ * valid UTF-8 stays alive and no lexeme ends (vocab_trie.c lists those tokens in DFS order). Per
+ * lexer state t the set of bytes A(t) on which t agrees with the reference automaton u8_next is
+ * computed once: the pairs (state of t's DFA, state of u8) reachable from (t, 0) by bytes of A
+ * all agree on which bytes kill them and none of t's accepts (so no lexeme ends below); a
+ * disagreement removes the first byte of its path from A and the check starts again. A walk at
+ * a TN_BIG node (at a character boundary) in state t whose subtree's bytes all lie in A(t)
+ * takes the subtree whole. Exact: by induction over a path below the node every pair met is
+ * one of the checked ones, so a node is alive in t's DFA iff it is in u8's, and lexeme ends
+ * need an accepting parent. */
+#define AGREE_PAIRS 32  /* pairs per check; beyond them no bytes agree */
+#define AGREE_THREADS 128 /* larger states are not checked */
+#define AGREE_ROUNDS 8  /* checks per state (each removes one byte) */
+#define AGREE_ASCII 16  /* fewer printable ASCII bytes alive: no check */
+#define AGREE_MOVE 2    /* more letters leading to another state: no check */
+#define AGREE_WORK 60000 /* DFA work of one state's check; past it no bytes agree */
+
+struct agree_ent {
+    uint64_t a[4];
+    uint8_t done;
+};
+
+static void abit_clear(uint64_t *a, unsigned b)
+{
+    a[b >> 6] &= ~(1ull << (b & 63));
+}
+
+/* A counted state's kernel entry relative to its own counter (counted entries count from 1). */
+static inline uint64_t agree_rel(const struct rx_dstate *st, int32_t i)
+{
+    uint64_t v = st->kernel[i];
+    uint32_t c = rx_thread_c1(v);
+    return c ? (v & 0xffffffffu) | ((uint64_t)(c - st->sc1 + 1) << 32) : v;
+}
+
+/* Pair identity of the check: the same state, or for counted states of loop li (the check's
+ * root is far from li's bounds, see agree_zone) the same kernel up to the counter: in that zone
+ * the futures within a token's length are the same. */
+static bool agree_same(const struct rx_dfa *d, uint32_t x, uint32_t y)
+{
+    if (x == y) return true;
+    const struct rx_dstate *a = &d->st[x], *b = &d->st[y];
+    if (a->sc1 == 0 || b->sc1 == 0 || a->sloop != b->sloop || a->n_kernel != b->n_kernel)
+        return false;
+    for (int32_t i = 0; i < a->n_kernel; i++)
+        if (agree_rel(a, i) != agree_rel(b, i)) return false;
+    return true;
+}
+
+/* For a state with counted threads: 1 when they are all in one loop at one count, far enough
+ * from the loop's bounds that no bound is met within a token's length plus the check's depth
+ * (between the bounds with max out of reach, or below min with its exit out of reach: the
+ * counter classes of inner_key), so every count of the shape has the same A; else 0. */
+static int agree_zone(const struct grammar *g, uint32_t t)
+{
+    const struct rx_dstate *st = &g->dfa.st[t];
+    if (st->sloop < 0 || st->sc1 == 0) return 0;
+    const struct rx_loop *L = &g->nfa.loops[st->sloop];
+    int64_t c = (int64_t)st->sc1 - 1, D = (int64_t)g->vi->max_depth + 2 + AGREE_PAIRS;
+    if (c >= L->min && (L->max < 0 || c + D + (L->len ? L->tmin_max : 0) < L->max)) return 1;
+    if (c + D + (L->len ? L->tmax_fin : 0) < L->min) return 1;
+    return 0;
+}
+
+static void agree_shape_hash(const struct rx_dfa *d, uint32_t t, uint64_t *h0, uint64_t *h1)
+{
+    const struct rx_dstate *st = &d->st[t];
+    uint64_t a = 1469598103934665603ull ^ (uint64_t)(uint32_t)st->sloop, b = 0x243f6a8885a308d3ull;
+    for (int32_t i = 0; i < st->n_kernel; i++) {
+        uint64_t v = agree_rel(st, i);
+        a = (a ^ v) * 1099511628211ull;
+        b = (b ^ (v + 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+        b ^= b >> 29;
+    }
+    *h0 = a | 1;
+    *h1 = b;
+}
+
+/* Computes A(t) into A; 0 done (A may be empty), -1 over the mask budget or no memory. */
+static int agree_compute(struct grammar *g, uint32_t t, uint64_t *A)
+{
+    struct rx_dfa *d = &g->dfa;
+    memset(A, 0, 4 * sizeof *A);
+    if (rx_dfa_accepting(d, t)) return 0;
+    /* counted threads: only far from the bounds */
+    if (d->st[t].n_kernel > AGREE_THREADS) return 0;
+    bool counted = false;
+    for (int32_t i = 0; i < d->st[t].n_kernel; i++)
+        if (rx_thread_c1(d->st[t].kernel[i])) counted = true;
+    if (counted && !agree_zone(g, t)) return 0;
+    int32_t li = counted ? d->st[t].sloop : -1;
+    uint64_t w0 = d->work;
+    /* a state that agrees is a loop over most letters (free text: its own state again, or the
+     * next count of its shape); most others die on them or move on (a literal's progress):
+     * look at the letters first */
+    int other = 0;
+    for (unsigned b = 'a'; b <= 'z' && other <= AGREE_MOVE; b++) {
+        uint32_t x = rx_dfa_next(d, t, (uint8_t)b);
+        if (d->over_work || d->failed) return -1;
+        other += x == RX_DEAD || !agree_same(d, t, x);
+    }
+    if (other > AGREE_MOVE) return 0;
+    uint64_t R[4] = {0, 0, 0, 0};
+    int ascii = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        uint32_t x = rx_dfa_next(d, t, (uint8_t)b);
+        if (d->over_work || d->failed) return -1;
+        bool dx = x == RX_DEAD, dy = u8_next(0, (uint8_t)b) < 0;
+        if (dx != dy || (!dx && rx_dfa_accepting(d, x))) continue;
+        R[b >> 6] |= 1ull << (b & 63);
+        if (!dx && b >= 0x20 && b < 0x7f) ascii++;
+    }
+    if (ascii < AGREE_ASCII) return 0;
+    uint32_t px[AGREE_PAIRS];
+    int8_t py[AGREE_PAIRS];
+    int16_t pf[AGREE_PAIRS];
+    for (int round = 0; round < AGREE_ROUNDS; round++) {
+        int n = 1, conflict = -1;
+        bool full = false;
+        px[0] = t;
+        py[0] = 0;
+        pf[0] = -1;
+        for (int k = 0; k < n && conflict < 0 && !full; k++) {
+            if (k > 0 && rx_dfa_accepting(d, px[k])) {
+                conflict = pf[k];
+                break;
+            }
+            for (int w = 0; w < 4 && conflict < 0 && !full; w++)
+                for (uint64_t v = R[w]; v; v &= v - 1) {
+                    unsigned b = (unsigned)(w * 64 + __builtin_ctzll(v));
+                    uint32_t x = rx_dfa_next(d, px[k], (uint8_t)b);
+                    if (d->over_work || d->failed) return -1;
+                    if (d->work - w0 > AGREE_WORK) return 0;
+                    int y = u8_next(py[k], (uint8_t)b);
+                    bool dx = x == RX_DEAD, dy = y < 0;
+                    if (dx != dy) {
+                        conflict = k ? pf[k] : (int)b;
+                        break;
+                    }
+                    if (dx) continue;
+                    const struct rx_dstate *xs = &d->st[x];
+                    if (xs->sc1 ? xs->sloop != li || li < 0 : false) { /* another loop */
+                        full = true;
+                        break;
+                    }
+                    if (!xs->sc1 && li >= 0 && xs->n_kernel && xs->sloop < 0)
+                        for (int32_t q = 0; q < xs->n_kernel; q++)
+                            if (rx_thread_c1(xs->kernel[q])) full = true; /* mixed counts */
+                    if (full) break;
+                    int j = 0;
+                    while (j < n && (py[j] != y || !agree_same(d, px[j], x)))
+                        j++;
+                    if (j < n) continue;
+                    if (n == AGREE_PAIRS) {
+                        full = true;
+                        break;
+                    }
+                    px[n] = x;
+                    py[n] = (int8_t)y;
+                    pf[n] = (int16_t)(k ? pf[k] : (int)b);
+                    n++;
+                }
+        }
+        if (full) return 0;
+        if (conflict < 0) {
+            memcpy(A, R, sizeof R);
+            return 0;
+        }
+        abit_clear(R, (unsigned)conflict);
+    }
+    return 0;
+}
+
+struct agree_shape {
+    uint64_t h0, h1; /* 0, 0: empty slot */
+    uint64_t a[4];
+};
+
+/* A(t) of lexer state t (4 words), computed on first use (for counted states once per shape,
+ * agree_zone); NULL: no memory or over the mask budget (nothing stored: the walk goes on node
+ * by node). Caller holds g->mu. */
+static const uint64_t *agree_get(struct grammar *g, uint32_t t)
+{
+    if ((int32_t)t >= g->agr_cap) {
+        int32_t nc = g->agr_cap ? g->agr_cap : 256;
+        while (nc <= (int32_t)t)
+            nc *= 2;
+        struct agree_ent *na = realloc(g->agr, (size_t)nc * sizeof *na);
+        if (!na) return NULL;
+        memset(na + g->agr_cap, 0, (size_t)(nc - g->agr_cap) * sizeof *na);
+        g->agr = na;
+        g->agr_cap = nc;
+    }
+    struct agree_ent *e = &g->agr[t];
+    if (e->done) return e->a;
+    struct rx_dfa *d = &g->dfa;
+    bool shaped = d->st[t].sc1 && !rx_dfa_accepting(d, t) && agree_zone(g, t);
+    uint64_t h0 = 0, h1 = 0;
+    uint32_t j = 0;
+    if (shaped) {
+        if ((g->ash_n + 1) * 2 > g->ash_cap) {
+            uint32_t nc = g->ash_cap ? g->ash_cap * 2 : 64;
+            struct agree_shape *n = calloc(nc, sizeof *n);
+            if (!n) return NULL;
+            for (uint32_t i = 0; i < g->ash_cap; i++) {
+                if (!(g->ash[i].h0 | g->ash[i].h1)) continue;
+                uint32_t q = (uint32_t)g->ash[i].h0 & (nc - 1);
+                while (n[q].h0 | n[q].h1)
+                    q = (q + 1) & (nc - 1);
+                n[q] = g->ash[i];
+            }
+            free(g->ash);
+            g->ash = n;
+            g->ash_cap = nc;
+        }
+        agree_shape_hash(d, t, &h0, &h1);
+        for (j = (uint32_t)h0 & (g->ash_cap - 1); g->ash[j].h0 | g->ash[j].h1;
+             j = (j + 1) & (g->ash_cap - 1))
+            if (g->ash[j].h0 == h0 && g->ash[j].h1 == h1) {
+                memcpy(e->a, g->ash[j].a, sizeof e->a);
+                e->done = 1;
+                return e->a;
+            }
+    }
+    if (agree_compute(g, t, e->a)) return NULL;
+    e->done = 1;
+    if (shaped) {
+        g->ash[j].h0 = h0;
+        g->ash[j].h1 = h1;
+        memcpy(g->ash[j].a, e->a, sizeof e->a);
+        g->ash_n++;
+    }
+    return e->a;
+}
+
+/* Whether the subtree below TN_BIG node i can be taken whole in lexer state t. A(t) is
+ * computed only at nodes with at least AGREE_SUBTREE nodes below (where it pays: its
+ * transitions cost closures the walk may never need), then used at every TN_BIG node. */
+#define AGREE_SUBTREE 512
+static bool whole_ok(struct grammar *g, uint32_t i, uint32_t t)
+{
+    const struct grammar_vocab_index *vi = g->vi;
+    if (((int32_t)t >= g->agr_cap || !g->agr[t].done) && vi->tn[i].end - i - 1 < AGREE_SUBTREE)
+        return false;
+    const uint64_t *a = agree_get(g, t);
+    if (!a) return false;
+    const uint64_t *u = vi->ubytes[vi->bix[i]];
+    return !((u[0] & ~a[0]) | (u[1] & ~a[1]) | (u[2] & ~a[2]) | (u[3] & ~a[3]));
+}
+
+/* Adds the valid tokens below node i (whole subtree) to ib. -1: no memory. */
+static int whole_add(struct grammar *g, struct inner_build *ib, uint32_t i)
+{
+    const struct grammar_vocab_index *vi = g->vi;
+    uint32_t lo = vi->vstart[i + 1], hi = vi->vstart[vi->tn[i].end];
+    g->trie_skipped += vi->tn[i].end - i - 1;
+    g->whole_taken++;
+    if (ib->bits) {
+        uint32_t *bits = ib->bits;
+        for (uint32_t k = lo; k < hi; k++)
+            bits[vi->vtok[k] >> 5] |= 1u << (vi->vtok[k] & 31);
+        return 0;
+    }
+    for (uint32_t k = lo; k < hi; k++)
+        if (list_push(ib, vi->vtok[k])) return -1;
+    return 0;
+}
+
 /* Iterative DFS over the subtree of trie node r (r itself excluded) from lexer state s0, never
  * crossing a lexeme end. The hot loop of mask computation: nodes are visited in DFS order and a
  * node's parent state is S[depth - depth(r) - 1], so there is no explicit stack and few
@@ -107,6 +376,12 @@ static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r,
     uint32_t n = tn[r].end;
     uint32_t base = tn[r].depth + 1u;
     uint64_t steps = 0;
+    if ((tn[r].dup & TN_BIG) && !m->g->vi->no_whole && whole_ok(m->g, r, s0)) {
+        if (whole_add(m->g, ib, r)) ib->oom = true;
+        free(S);
+        return;
+    }
+    trans = d->trans; /* agree_get may have grown the DFA */
     for (uint32_t i = r + 1; i < n; steps++) {
         const struct tnode *x = &tn[i];
         uint32_t pd = x->depth - base;
@@ -124,7 +399,7 @@ static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r,
         if (bits) {
             uint32_t tk = x->tok >= 0 ? (uint32_t)x->tok : dummy;
             bits[tk >> 5] |= 1u << (tk & 31);
-            if (__builtin_expect(x->dup, 0))
+            if (__builtin_expect(x->dup & TN_DUP, 0))
                 for (int32_t o = vi->tok_next[x->tok]; o >= 0; o = vi->tok_next[o])
                     bits[o >> 5] |= 1u << (o & 31);
         } else if (x->tok >= 0) {
@@ -135,6 +410,15 @@ static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r,
                 }
         }
         S[pd + 1] = (size_t)t * 256;
+        if (__builtin_expect(x->dup & TN_BIG, 0) && !vi->no_whole) {
+            bool ok = whole_ok(m->g, i, t);
+            trans = d->trans; /* may have moved */
+            if (ok) {
+                if (whole_add(m->g, ib, i)) break;
+                i = x->end;
+                continue;
+            }
+        }
         i++;
     }
     if (bits) bits[dummy >> 5] &= ~(1u << (dummy & 31));
@@ -479,6 +763,8 @@ static void rpay_free(struct rpay *p)
 
 void mask_free_relax(struct grammar *g)
 {
+    free(g->agr);
+    free(g->ash);
     free(g->fho);
     for (int32_t i = 0; i < g->rpay_cap; i++)
         rpay_free(g->rpay[i]);

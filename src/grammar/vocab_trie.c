@@ -34,6 +34,10 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
     free(vi->tok_next);
     free(vi->tn);
     free(vi->rep);
+    free(vi->vtok);
+    free(vi->vstart);
+    free(vi->bix);
+    free(vi->ubytes);
     for (uint32_t i = 0; i < vi->sh_cap; i++) {
         struct shared_inner *x = vi->sh ? vi->sh[i] : NULL;
         if (!x) continue;
@@ -58,6 +62,73 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
     if (vi->sh_cap) pthread_mutex_destroy(&vi->mu);
     free(vi->specials);
     free(vi);
+}
+
+/* Whole subtrees (mask.c): each node's state in the UTF-8 reference automaton (u8_next), the
+ * tokens valid there in DFS order (vtok, vstart), and for the nodes at a character boundary with
+ * at least TN_BIG_MIN nodes below, TN_BIG and the set of bytes below them (ubytes). stack:
+ * scratch of n_nodes + 1 entries. -1: no memory. */
+static int whole_subtrees_index(struct grammar_vocab_index *vi, int32_t *stack)
+{
+    int32_t nn = vi->n_nodes;
+    int8_t *us = malloc((size_t)nn);
+    int32_t *parent = malloc((size_t)nn * sizeof *parent);
+    uint64_t(*ub)[4] = calloc((size_t)nn, sizeof *ub);
+    size_t nv = 0;
+    int rc = -1;
+    vi->vstart = malloc(((size_t)nn + 1) * sizeof *vi->vstart);
+    vi->bix = malloc((size_t)nn * sizeof *vi->bix);
+    if (!us || !parent || !ub || !vi->vstart || !vi->bix) goto out;
+    us[0] = 0;
+    parent[0] = -1;
+    int32_t sp = 0;
+    stack[0] = 0;
+    for (int32_t i = 1; i < nn; i++) {
+        while ((uint32_t)i >= vi->tn[stack[sp]].end)
+            sp--;
+        int32_t p = stack[sp];
+        parent[i] = p;
+        us[i] = (int8_t)(us[p] < 0 ? -1 : u8_next(us[p], vi->tn[i].byte));
+        if (us[i] >= 0)
+            for (int32_t t = vi->tn[i].tok; t >= 0; t = vi->tok_next[t])
+                nv++;
+        stack[++sp] = i;
+    }
+    vi->vtok = malloc((nv + 1) * sizeof *vi->vtok);
+    if (!vi->vtok) goto out;
+    nv = 0;
+    for (int32_t i = 0; i < nn; i++) {
+        vi->vstart[i] = (uint32_t)nv;
+        if (us[i] >= 0)
+            for (int32_t t = vi->tn[i].tok; t >= 0; t = vi->tok_next[t])
+                vi->vtok[nv++] = t;
+    }
+    vi->vstart[nn] = (uint32_t)nv;
+    for (int32_t i = nn - 1; i >= 1; i--) { /* children follow their parents */
+        uint8_t b = vi->tn[i].byte;
+        uint64_t *u = ub[parent[i]];
+        for (int w = 0; w < 4; w++)
+            u[w] |= ub[i][w];
+        u[b >> 6] |= 1ull << (b & 63);
+    }
+    uint32_t nb = 0;
+    for (int32_t i = 0; i < nn; i++)
+        if (us[i] == 0 && vi->tn[i].end - (uint32_t)i - 1 >= TN_BIG_MIN) nb++;
+    vi->ubytes = malloc(((size_t)nb + 1) * sizeof *vi->ubytes);
+    if (!vi->ubytes) goto out;
+    for (int32_t i = 0; i < nn; i++) {
+        vi->bix[i] = UINT32_MAX;
+        if (us[i] != 0 || vi->tn[i].end - (uint32_t)i - 1 < TN_BIG_MIN) continue;
+        vi->bix[i] = vi->n_big;
+        memcpy(vi->ubytes[vi->n_big++], ub[i], sizeof *ub);
+        vi->tn[i].dup |= TN_BIG;
+    }
+    rc = 0;
+out:
+    free(us);
+    free(parent);
+    free(ub);
+    return rc;
 }
 
 struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *v, struct err *e)
@@ -168,7 +239,9 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
                                        .end = vi->tend[i],
                                        .depth = (uint16_t)(sp + 1),
                                        .byte = vi->tbyte[i],
-                                       .dup = (uint8_t)(tk >= 0 && vi->tok_next[tk] >= 0)};
+                                       .dup = (uint8_t)(tk >= 0 && vi->tok_next[tk] >= 0
+                                                            ? TN_DUP
+                                                            : 0)};
             if ((uint32_t)(sp + 1) > vi->max_depth) vi->max_depth = (uint32_t)(sp + 1);
             stack[++sp] = i;
         }
@@ -183,6 +256,7 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
         else
             vi->rep[i] = vi->rep[i + 1]; /* first child (an internal node has one) */
     }
+    if (whole_subtrees_index(vi, stack)) goto nomem;
     vi->sh_cap = 1024;
     vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
     if (!vi->sh) {
