@@ -7,7 +7,8 @@ on the corpus of scripts/demo/corpus.py, tokenized by the engine's own tokenizer
         [--steps N] [--bench] [--init DIR] [--copy-frac F] [--copy-synth N --copy-batch K] [--seed S]
         [--curriculum N --curriculum-mix K:W,... --copy-seq T --copy-windows K --copy-weight W]
         [--expand-kv] [--lm-seq T] [--minutes M --decay-from F] [--warmup N] [--keep-every N]
-        [--first-fit] [--corrupt P]
+        [--first-fit] [--corrupt P] [--first-weight W --first-tokens K] [--new-define]
+        [--lead-kinds K,...]
 
 --init continues from an earlier run (or scripts/demo/gguf2st.py's dequantized GGUF); --copy-frac,
 --copy-synth and --curriculum are the copy-heavy mixtures of the continuation experiments in
@@ -279,7 +280,8 @@ def synth_copies(train_docs, n, seed, tok_bin, tokdir, seq):
 CURRICULUM = "randtok:0.2,randwords:0.2,shuffled:0.2,real:0.3,define:0.1"
 
 
-def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=None, tok_len=(5, 320)):
+def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=None, tok_len=(5, 320),
+                    new_define=False):
     """[(ids, reply_start, kind)] of n exercises rendered in Qwen3's ChatML (thinking off, as
     lmserve-generate --chat and the copy test ask), drawn by the weights of mix:
       randtok   a random sequence of BPE tokens (tok_len, 5-320), repeated id for id: nothing but
@@ -298,6 +300,8 @@ def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=No
                 from the training split: the test's kind and length of passage
       code      40-220 words of code-ish text: pydoc paragraphs with code in them, fortunes with code,
                 and C-like statements with hex constants (hex_code())
+    new_define: the define kinds answer in scripts/demo/corpus.py's define_answer() shape ("The word
+    dog (noun) means: ...", run H) instead of the corpus's "Dog (noun) means: ...".
     Loss goes on the reply only (the caller masks), so the passage in the prompt costs no gradient."""
     import random
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo"))
@@ -348,13 +352,13 @@ def copy_curriculum(train_docs, n, seed, tok_bin, tokdir, tokcfg, mix, common=No
         if k in ("define", "define1"):
             if k == "define1":  # exactly as the definition test asks: no system, thinking off
                 w, pos, d, exs = rng.choice(wn)
-                a = f"{w[0].upper() + w[1:]} ({pos}) means: {d}."
+                a = C.define_answer(w, pos, d) if new_define else f"{w[0].upper() + w[1:]} ({pos}) means: {d}."
                 if exs and rng.random() < 0.6:
                     a += f" For example: \"{exs[0]}\"."
                 msgs = [{"role": "user", "content": f"What does {w} mean?"},
                         {"role": "assistant", "content": a, "reasoning_content": ""}]
             else:
-                msgs, _ = C.t_define(rng, wn)
+                msgs, _ = C.t_define(rng, wn, new_define)
             text = C.render(msgs)
             cut = text.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n")
             docs.append(text)
@@ -425,21 +429,27 @@ def hex_code(rng):
     return " ".join(rng.choice(forms) for _ in range(rng.randint(1, 4)))
 
 
-def pack_exercises(ex, T, eot, seed, first_fit=False):
+def pack_exercises(ex, T, eot, seed, first_fit=False, lead=()):
     """Windows of T+1 tokens packed with whole exercises (an <|endoftext|> after each, the rest of
-    a window padded with it) and the mask of the positions whose next token is a reply token."""
+    a window padded with it), the mask of the positions whose next token is a reply token, and
+    that token's index in its reply (0 for the first reply token; -1 elsewhere).
+    lead (with first_fit): kinds whose exercises always open a new window, so that they start at
+    position 0 as every request to the engine does (windows have no attention mask between
+    exercises: one packed after others sees their tokens, run H found "The word" learned there
+    and not at position 0)."""
     import random
     order = list(range(len(ex)))
     random.Random(seed + 40).shuffle(order)
-    xs, ms, cur, flag, dropped = [], [], [], [], 0
+    xs, ms, os_, cur, flag, off, dropped = [], [], [], [], [], [], 0
 
     def flush():
-        nonlocal cur, flag
+        nonlocal cur, flag, off
         if cur:
             pad = T + 1 - len(cur)
             xs.append(cur + [eot] * pad)
             ms.append((flag + [False] * pad)[1:])
-        cur, flag = [], []
+            os_.append((off + [-1] * pad)[1:])
+        cur, flag, off = [], [], []
 
     if first_fit:  # each exercise into the first of the last 32 open windows with room (less padding)
         open_w = []
@@ -448,18 +458,20 @@ def pack_exercises(ex, T, eot, seed, first_fit=False):
             if len(ids) + 1 > T + 1:
                 dropped += 1
                 continue
-            w = next((w for w in open_w if len(w[0]) + len(ids) + 1 <= T + 1), None)
+            w = None if ex[i][2] in lead else next((w for w in open_w if len(w[0]) + len(ids) + 1 <= T + 1), None)
             if w is None:
                 if len(open_w) == 32:
-                    cur, flag = open_w.pop(0)
+                    cur, flag, off = open_w.pop(0)
                     flush()
-                w = ([], [])
+                w = ([], [], [])
                 open_w.append(w)
             w[0].extend(ids + [eot])
             w[1].extend([False] * h + [True] * (len(ids) - h) + [False])
-        for cur, flag in open_w:
+            w[2].extend([-1] * h + list(range(len(ids) - h)) + [-1])
+        for cur, flag, off in open_w:
             flush()
-        return torch.tensor(xs, dtype=torch.long), torch.tensor(ms, dtype=torch.bool), dropped
+        return (torch.tensor(xs, dtype=torch.long), torch.tensor(ms, dtype=torch.bool),
+                torch.tensor(os_, dtype=torch.int16), dropped)
     for i in order:
         ids, h, _ = ex[i]
         if len(ids) + 1 > T + 1:
@@ -469,8 +481,10 @@ def pack_exercises(ex, T, eot, seed, first_fit=False):
             flush()
         cur += ids + [eot]
         flag += [False] * h + [True] * (len(ids) - h) + [False]
+        off += [-1] * h + list(range(len(ids) - h)) + [-1]
     flush()
-    return torch.tensor(xs, dtype=torch.long), torch.tensor(ms, dtype=torch.bool), dropped
+    return (torch.tensor(xs, dtype=torch.long), torch.tensor(ms, dtype=torch.bool),
+            torch.tensor(os_, dtype=torch.int16), dropped)
 
 
 def copy200_docs(held_docs, tok_bin, tokdir, first, count):
@@ -581,6 +595,13 @@ def main():
                     help="train on the first N tokens of each corpus window only (more steps per token; the "
                     "held-out windows stay --seq long)")
     ap.add_argument("--copy-windows", type=int, default=2)
+    ap.add_argument("--first-weight", type=float, default=1.0,
+                    help="weight of the first --first-tokens reply tokens of each curriculum exercise (run H)")
+    ap.add_argument("--first-tokens", type=int, default=8)
+    ap.add_argument("--lead-kinds", default="",
+                    help="with --first-fit: curriculum kinds that always start a window (position 0; run H)")
+    ap.add_argument("--new-define", action="store_true",
+                    help="define exercises answer \"The word X (pos) means: ...\" (corpus.py define_answer, run H)")
     ap.add_argument("--copy-weight", type=float, default=0.5,
                     help="loss = (1 - w) * corpus loss + w * curriculum reply loss")
     ap.add_argument("--expand-kv", action="store_true",
@@ -648,8 +669,9 @@ def main():
         specials = {t["id"] for t in tokcfg["added_tokens"]}
         common = [int(t) for t in cnt.argsort(descending=True).tolist() if int(t) not in specials][:a.common]
         ex = copy_curriculum(train_docs, a.curriculum, a.seed, a.tokenize_bin, a.tokenizer, tokcfg, a.curriculum_mix,
-                             common, tuple(int(x) for x in a.tok_len.split(",")))
-        cur_x, cur_m, dropped = pack_exercises(ex, a.copy_seq, eot, a.seed, a.first_fit)
+                             common, tuple(int(x) for x in a.tok_len.split(",")), a.new_define)
+        cur_x, cur_m, cur_o, dropped = pack_exercises(ex, a.copy_seq, eot, a.seed, a.first_fit,
+                                                      tuple(a.lead_kinds.split(",")) if a.lead_kinds else ())
         common_t = torch.tensor(common, dtype=torch.long)
         by = {}
         for ids, h, k in ex:
@@ -746,7 +768,7 @@ def main():
             # curriculum windows: logits only where the next token is a reply token
             j = [(cpos_w + i) % len(cur_x) for i in range(a.copy_windows)]
             cpos_w += a.copy_windows
-            cx, cm = cur_x[j], cur_m[j]
+            cx, cm, co = cur_x[j], cur_m[j], cur_o[j]
             inp = cx[:, :-1]
             if a.corrupt > 0:
                 # exposure to its own slips: replace some reply tokens of the input (never the
@@ -769,7 +791,14 @@ def main():
                     inp[bi, ti] = torch.where(new < first_added, new, freq)
                     n_corrupt += n_hit
             hdn = model.hidden(inp)[cm]
-            closs = F.cross_entropy(hdn @ E.t(), cx[:, 1:][cm])
+            if a.first_weight != 1.0:
+                # the first --first-tokens reply tokens weigh --first-weight times the others (run
+                # H: most free-running misses were a reply's first token, where the lookup key
+                # "\n\n" also follows <think>)
+                wt = 1.0 + (a.first_weight - 1.0) * (co[cm] < a.first_tokens).float()
+                closs = (F.cross_entropy(hdn @ E.t(), cx[:, 1:][cm], reduction="none") * wt).sum() / wt.sum()
+            else:
+                closs = F.cross_entropy(hdn @ E.t(), cx[:, 1:][cm])
             loss = (1 - a.copy_weight) * loss + a.copy_weight * closs
             crun = closs.item() if crun is None else 0.9 * crun + 0.1 * closs.item()
             tok += cx[:, 1:].numel()

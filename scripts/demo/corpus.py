@@ -229,11 +229,24 @@ def article(pos):
     return "an" if pos[0] in "aeiou" else "a"
 
 
-def t_define(rng, wn):
+def define_answer(w, pos, d):
+    """The definition reply the demo model is taught from stage 4 (run H) on, and that
+    scripts/demo/eval.py checks: "The word dog (noun) means: ...". The asked word keeps its own
+    token (" dog" in "What does dog mean?" is " dog" here too), so the model's copy circuit can
+    carry it over; the corpus's older shape "Dog (noun) means: ..." needs the word copied across a
+    change of case (" mask" -> "M" + "ask": different tokens for every word), which the 3 M model
+    never learned (0-1/10 through runs F and G; docs/demo-model.md, "Run H")."""
+    return f"The word {w} ({pos}) means: {d}."
+
+
+def t_define(rng, wn, new_shape=False):
+    """A definition exchange. The corpus's documents keep the original reply shape
+    ("Dog (noun) means: ...": the BPE and stage 1 were trained on them, so changing them would
+    change the tokenizer); new_shape=True gives define_answer()'s, which the run H curriculum teaches."""
     w, pos, d, exs = rng.choice(wn)
     q = rng.choice([f"What does {w} mean?", f"What does \"{w}\" mean?", f"Define {w}.",
                     f"What is the meaning of the word {w}?", f"What is the definition of {w}?"])
-    a = f"{w[0].upper() + w[1:]} ({pos}) means: {d}."
+    a = define_answer(w, pos, d) if new_shape else f"{w[0].upper() + w[1:]} ({pos}) means: {d}."
     if exs and rng.random() < 0.6:
         a += f" For example: \"{exs[0]}\"."
     think = f"The user asks what the {pos} \"{w}\" means. It means {d}." if rng.random() < 0.3 else ""

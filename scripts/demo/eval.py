@@ -5,9 +5,13 @@
 
 - copy: "Repeat the following text exactly" on 200-word passages of held-out prose (never
   trained on); the token-for-token fraction = positions where the reply's token equals the
-  passage's, over the passage's token count.
+  passage's, over the passage's token count. Passages --copy-first .. --copy-first + --n-copy - 1
+  of the held-out word stream: the copy test is 0-4 (the default); run H chose its checkpoint on
+  20-39 (validation) and reports 0-4 and 5-19 (unseen) separately.
 - define: "What does X mean?" for WordNet words (from the training corpus); right shape =
-  "X (part of speech) means: ...", and whether the definition is WordNet's.
+  "The word X (part of speech) means: ..." with the asked word (scripts/demo/corpus.py's
+  define_answer; the shape taught since run H), and whether the definition is WordNet's; also
+  counted: the older shape "X (part of speech) means: ..." (old_shape).
 - json: the definition as JSON (parses, has the three keys).
 - arith: two-digit additions (exact answer).
 - tool: a weather question with a get_weather tool, through the server's /v1/chat/completions
@@ -50,14 +54,14 @@ def copy_eval(a):
             paras += C.prose_paragraphs([d["text"]]) if d["kind"] == "pydoc" else [" ".join(d["text"].split())]
     words = " ".join(paras).split()
     res = []
-    for k in range(a.n_copy):
+    for k in range(a.copy_first, a.copy_first + a.n_copy):
         p = " ".join(words[k * 200:(k + 1) * 200])
         want = tokens(a, p)
         got_text = generate(a, "Repeat the following text exactly:\n\n" + p, len(want) + 8)
         got = tokens(a, got_text)
         same = sum(1 for x, y in zip(want, got) if x == y)
         prefix = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), min(len(want), len(got)))
-        res.append({"passage_tokens": len(want), "token_fraction": same / len(want), "exact_prefix_tokens": prefix,
+        res.append({"passage_index": k, "passage_tokens": len(want), "token_fraction": same / len(want), "exact_prefix_tokens": prefix,
                     "passage": p, "reply": got_text})
     return res
 
@@ -67,11 +71,13 @@ def define_eval(a, wn):
     res = []
     for w, pos, d, _ in rng.sample([x for x in wn if " " not in x[0] and len(x[0]) > 3], a.n_define):
         out = generate(a, f"What does {w} mean?", 80)
-        shape = re.match(r"^" + re.escape(w[0].upper() + w[1:]) + r" \((noun|verb|adjective|adverb)\) means: .+",
-                         out.strip()) is not None
-        defs = {x[2] for x in wn if x[0] == w}
-        exact = any(out.strip().startswith(f"{w[0].upper() + w[1:]} ({p}) means: {dd}.") for p in POSES for dd in defs)
-        res.append({"word": w, "reply": out, "right_shape": shape, "wordnet_definition": exact})
+        shape = re.match(r"^" + re.escape(C.define_answer(w, "@", "@").split(" (@)")[0]) +
+                         r" \((noun|verb|adjective|adverb)\) means: .+", out.strip()) is not None
+        old = re.match(r"^" + re.escape(w[0].upper() + w[1:]) + r" \((noun|verb|adjective|adverb)\) means: .+",
+                       out.strip()) is not None
+        defs = {(x[1], x[2]) for x in wn if x[0] == w}
+        exact = any(out.strip().startswith(C.define_answer(w, p, dd)) for p, dd in defs)
+        res.append({"word": w, "reply": out, "right_shape": shape, "old_shape": old, "wordnet_definition": exact})
     return res
 
 
@@ -143,6 +149,7 @@ def main():
     for k in ("--model", "--build", "--corpus", "--out"):
         ap.add_argument(k, required=True)
     ap.add_argument("--n-copy", type=int, default=5)
+    ap.add_argument("--copy-first", type=int, default=0, help="first passage of the held-out word stream")
     ap.add_argument("--n-define", type=int, default=10)
     ap.add_argument("--tasks", default="copy,define,json,arith,tool",
                     help="comma-separated subset (a quick look at a checkpoint: --tasks copy,define)")
@@ -161,6 +168,7 @@ def main():
     if "define" in tasks:
         define = res["define"] = define_eval(a, wn)
         summary["define_right_shape"] = f"{sum(r['right_shape'] for r in define)}/{len(define)}"
+        summary["define_old_shape"] = f"{sum(r['old_shape'] for r in define)}/{len(define)}"
         summary["define_wordnet_definition"] = f"{sum(r['wordnet_definition'] for r in define)}/{len(define)}"
     if "json" in tasks:
         js = res["json"] = json_eval(a, wn)
