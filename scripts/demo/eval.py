@@ -18,6 +18,7 @@
   (a tool call with a city argument comes back as tool_calls).
 """
 import argparse
+import difflib
 import json
 import os
 import random
@@ -61,7 +62,11 @@ def copy_eval(a):
         got = tokens(a, got_text)
         same = sum(1 for x, y in zip(want, got) if x == y)
         prefix = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), min(len(want), len(got)))
-        res.append({"passage_index": k, "passage_tokens": len(want), "token_fraction": same / len(want), "exact_prefix_tokens": prefix,
+        # also reported (not the criterion): the tokens in an alignment of the two (difflib's
+        # matching blocks), which a slip that changes the token count does not shift away
+        aligned = sum(b.size for b in difflib.SequenceMatcher(None, want, got, autojunk=False).get_matching_blocks())
+        res.append({"passage_index": k, "passage_tokens": len(want), "token_fraction": same / len(want),
+                    "aligned_fraction": aligned / len(want), "exact_prefix_tokens": prefix,
                     "passage": p, "reply": got_text})
     return res
 
@@ -164,7 +169,16 @@ def main():
         copy = res["copy"] = copy_eval(a)
         summary["copy_token_fraction_mean"] = sum(r["token_fraction"] for r in copy) / len(copy)
         summary["copy_token_fraction_each"] = [round(r["token_fraction"], 3) for r in copy]
+        summary["copy_aligned_fraction_mean"] = sum(r["aligned_fraction"] for r in copy) / len(copy)
         summary["copy_exact_prefix_tokens_each"] = [r["exact_prefix_tokens"] for r in copy]
+        # run H's sets: the copy test (passages 0-4), the unseen ones after it (5-19), and the
+        # validation set the checkpoint was chosen on (20-39)
+        for name, lo, hi in (("test_0_4", 0, 5), ("unseen_5_19", 5, 20), ("validation_20_39", 20, 40)):
+            f = [r["token_fraction"] for r in copy if lo <= r["passage_index"] < hi]
+            if len(f) == hi - lo:
+                summary[f"copy_mean_{name}"] = sum(f) / len(f)
+                f = [r["aligned_fraction"] for r in copy if lo <= r["passage_index"] < hi]
+                summary[f"copy_aligned_mean_{name}"] = sum(f) / len(f)
     if "define" in tasks:
         define = res["define"] = define_eval(a, wn)
         summary["define_right_shape"] = f"{sum(r['right_shape'] for r in define)}/{len(define)}"
