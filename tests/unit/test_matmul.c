@@ -362,3 +362,51 @@ Test(matmul, weight_bytes_count_only_the_ops_slices)
     mm_scratch_free(s);
     free(w.q), free(w.deq);
 }
+
+/* On the AMX path a one-token product runs amx_gemv1 (AVX-512, no tiles) and a product of more
+ * tokens the tiles: batch invariance needs the two to give the same bits for every row. Odd row
+ * counts (a partial 16-row slab), a padded row stride, 1 and 3 threads; against the tiles for the
+ * same token (mm_set_amx_gemv1(0)) and against the same token inside a 5-token product. */
+Test(matmul, amx_gemv1_equals_amx)
+{
+    quant_init();
+    if (strcmp(mm_gemm_name(GGML_TYPE_Q8_0), "amx") != 0)
+        cr_skip_test("this CPU/OS has no AMX (q8_0 runs on %s): nothing to compare",
+                     mm_gemm_name(GGML_TYPE_Q8_0));
+    rs = 11;
+    struct mm_scratch *s = mm_scratch_new();
+    static const int64_t colss[] = {32, 96, 1024, 3072}, rowss[] = {1, 15, 16, 17, 37, 300};
+    for (int nth = 1; nth <= 3; nth += 2) {
+        struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+        for (int ci = 0; ci < 4; ci++)
+            for (int ri = 0; ri < 6; ri++) {
+                int64_t cols = colss[ci], rows = rowss[ri];
+                struct wmat m;
+                wmat_make(&m, GGML_TYPE_Q8_0, rows, cols, ri % 2 ? 6 : 0);
+                float *x = malloc((size_t)(5 * cols) * 4), *y1 = malloc((size_t)rows * 4),
+                      *y0 = malloc((size_t)rows * 4), *y5 = malloc((size_t)(5 * rows) * 4);
+                for (int64_t i = 0; i < 5 * cols; i++)
+                    x[i] = frand() * (i % 5 ? 1.f : 9.f);
+                struct err e;
+                mm_set_amx_gemv1(1);
+                cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, x + 2 * cols, 1,
+                                    y1, s, &e), 0);
+                mm_set_amx_gemv1(0);
+                cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, x + 2 * cols, 1,
+                                    y0, s, &e), 0);
+                mm_set_amx_gemv1(1);
+                cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, x, 5, y5, s, &e), 0);
+                for (int64_t r = 0; r < rows; r++) {
+                    cr_assert(memcmp(&y1[r], &y0[r], 4) == 0, "cols %ld rows %ld row %ld: %.9g vs tiles %.9g",
+                              (long)cols, (long)rows, (long)r, y1[r], y0[r]);
+                    cr_assert(memcmp(&y1[r], &y5[2 * rows + r], 4) == 0,
+                              "cols %ld rows %ld row %ld: %.9g vs in a batch %.9g", (long)cols,
+                              (long)rows, (long)r, y1[r], y5[2 * rows + r]);
+                }
+                free(x), free(y1), free(y0), free(y5);
+                wmat_free(&m);
+            }
+        if (tp) tp_free(tp);
+    }
+    mm_scratch_free(s);
+}

@@ -101,6 +101,11 @@ void mm_set_amx(int on)
 {
     g_amx_enabled = on;
 }
+static int g_amx_gemv1 = 1;
+void mm_set_amx_gemv1(int on)
+{
+    g_amx_gemv1 = on;
+}
 
 static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok,
                                 int64_t cols)
@@ -297,6 +302,11 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         return;
     }
     if (p->path == PATH_GEMM_AMX) {
+        if (op->n_tok == 1 && j->g->amx_gemv1 && g_amx_gemv1) { /* same bits, no tiles */
+            j->g->amx_gemv1(W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai,
+                            op->Y + (op->y_idx ? op->y_idx[0] : 0) * ys + r0);
+            return;
+        }
         /* a decode item spans several 16-row kernel tiles (see plan: long runs per thread) */
         for (int64_t s0 = r0; s0 < r1; s0 += MM_TILE_ROWS) {
             int64_t s1 = s0 + MM_TILE_ROWS < r1 ? s0 + MM_TILE_ROWS : r1;

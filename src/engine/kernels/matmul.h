@@ -62,6 +62,9 @@ int mm_run(struct threadpool *tp, enum ggml_type wtype, const void *W, int64_t r
 void mm_set_gemm_min_tokens(int64_t n);
 /* Enables (default) or disables the AMX int8 GEMM where the CPU has it (tests, benchmarks). */
 void mm_set_amx(int on);
+/* m = 1 products on the AMX path run amx_gemv1 (the same bits without the tile unit) unless
+ * turned off (tests compare the two). */
+void mm_set_amx_gemv1(int on);
 /* Enables (default) or disables the AVX2 register-tile kernels on CPUs without AVX-512 (off: one
  * vec_dot per row and token, for tests and benchmarks). */
 void mm_set_tiles(int on);

@@ -479,6 +479,8 @@ static void amx_act(const int8_t *aq, const float *ad, int64_t ntok, int64_t col
 static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
                        const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y, int64_t ys,
                        const int32_t *y_idx, int64_t r0, void *tmp);
+static void amx_gemv1(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
+                      const float *ad, const int32_t *ai, float *y);
 
 static void init_tables(void)
 {
@@ -490,6 +492,7 @@ static void init_tables(void)
     g_impl_amx.amx_supported = amx_supported;
     g_impl_amx.amx_act = amx_act;
     g_impl_amx.amx_kernel = amx_kernel;
+    g_impl_amx.amx_gemv1 = amx_gemv1;
 }
 
 AI float hsum8(__m256 v)
@@ -849,6 +852,65 @@ AMX_TARGET static void amx_kernel(enum ggml_type t, const void *W, size_t ws, in
         }
     }
     _tile_release();
+}
+
+/* One token (decode) through the AMX kernel's arithmetic without the tile unit: the tiles do 16
+ * tokens' work for one and round-trip every block's int32 results through memory, which made m = 1
+ * compute-bound (5.5 GB/s of weights per thread, half what the DRAM gives). Here the 16 rows of a
+ * slab are the 16 lanes: per block, the exact int32 dot of each row with the token's block (u8 x s8
+ * vpdpbusd on w + 128, then - 128 * sum y: the same integer tdpbssd computes), reduced across
+ * lanes by integer adds (exact in any order), then acc = fma(cvt(dot) * d_token, d_row, acc): the
+ * operations, operands and order of amx_kernel's per-(row, token) chain, so its bits equal
+ * amx_kernel's for every row (batch invariance: m = 1 here, m > 1 on the tiles; tested by
+ * matmul/amx_gemv1_equals_amx and the model invariance tests). The next slab is prefetched into L2
+ * one block's share at a time. */
+AI __m512i even_odd_add(__m512i a, __m512i b)
+{
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ie, b), _mm512_permutex2var_epi32(a, io, b));
+}
+
+static void amx_gemv1(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
+                      const float *ad, const int32_t *ai, float *y)
+{
+    const int64_t nb = cols / 32;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
+        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
+        const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
+        const uint8_t *rp[16];
+        int32_t off[16];
+        for (int r = 0; r < 16; r++) { /* rows past n read row 0 again; never stored */
+            rp[r] = slab + (size_t)(r < n ? r : 0) * ws;
+            off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+        }
+        const __m512i voff = _mm512_loadu_si512(off);
+        const uint8_t *next = slab + 16 * ws;
+        const size_t share = 16 * ws / (size_t)nb; /* bytes of the next slab per block */
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            for (size_t k = 0; k < share; k += 64)
+                _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
+            const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(aq + 32 * b)));
+            __m512i v[8];
+            for (int k = 0; k < 8; k++) {
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)(rp[2 * k] + 34 * b + 2));
+                const __m256i w1 = _mm256_loadu_si256((const __m256i *)(rp[2 * k + 1] + 34 * b + 2));
+                __m512i w = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1), flip);
+                v[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, yb);
+            }
+            __m512i l0 = even_odd_add(v[0], v[1]), l1 = even_odd_add(v[2], v[3]);
+            __m512i l2 = even_odd_add(v[4], v[5]), l3 = even_odd_add(v[6], v[7]);
+            __m512i m0 = even_odd_add(l0, l1), m1 = even_odd_add(l2, l3);
+            __m512i dot = _mm512_sub_epi32(even_odd_add(m0, m1), _mm512_set1_epi32(128 * ai[b]));
+            __m512i dh = _mm512_i32gather_epi32(voff, (const void *)((const uint8_t *)W + (size_t)s0 * ws + 34 * b), 1);
+            __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(ad[b]));
+            acc = _mm512_fmadd_ps(f, dx, acc);
+        }
+        _mm512_mask_storeu_ps(y + s0, (__mmask16)((1u << n) - 1), acc);
+    }
 }
 
 static const struct mm_gemm_impl g_impl = {
