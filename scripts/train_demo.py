@@ -7,7 +7,7 @@ on the corpus of scripts/demo/corpus.py, tokenized by the engine's own tokenizer
         [--steps N] [--bench] [--init DIR] [--copy-frac F] [--copy-synth N --copy-batch K] [--seed S]
         [--curriculum N --curriculum-mix K:W,... --copy-seq T --copy-windows K --copy-weight W]
         [--expand-kv] [--lm-seq T] [--minutes M --decay-from F] [--warmup N] [--keep-every N]
-        [--first-fit] [--corrupt P] [--first-weight W --first-tokens K] [--new-define]
+        [--first-fit] [--corrupt P] [--first-weight W --first-tokens K] [--piece-weight W] [--new-define]
         [--lead-kinds K,...]
 
 --init continues from an earlier run (or scripts/demo/gguf2st.py's dequantized GGUF); --copy-frac,
@@ -487,6 +487,28 @@ def pack_exercises(ex, T, eot, seed, first_fit=False, lead=()):
             torch.tensor(os_, dtype=torch.int16), dropped)
 
 
+def word_piece_masks(tokcfg, n_vocab):
+    """(head, tail): boolean tensors over the vocabulary, whether a token's text starts (head) /
+    ends (tail) with a letter or digit — a target t after an input p continues a word when
+    head[t] & tail[p] (byte-level BPE: a token that begins a word begins with its space)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    u2b = {chr(c): b for b, c in zip(bs, cs)}
+    head = torch.zeros(n_vocab, dtype=torch.bool)
+    tail = torch.zeros(n_vocab, dtype=torch.bool)
+    for s, i in tokcfg["model"]["vocab"].items():
+        b = bytes(u2b.get(ch, 0) for ch in s)
+        if b:
+            head[i] = chr(b[0]).isalnum() and b[0] < 128
+            tail[i] = chr(b[-1]).isalnum() and b[-1] < 128
+    return head, tail
+
+
 def copy200_docs(held_docs, tok_bin, tokdir, first, count):
     """Teacher-forcing probes shaped exactly like scripts/demo/eval.py's copy test (a 200-word
     held-out passage after "Repeat the following text exactly:", thinking off), from passages
@@ -598,6 +620,9 @@ def main():
     ap.add_argument("--first-weight", type=float, default=1.0,
                     help="weight of the first --first-tokens reply tokens of each curriculum exercise (run H)")
     ap.add_argument("--first-tokens", type=int, default=8)
+    ap.add_argument("--piece-weight", type=float, default=1.0,
+                    help="weight of curriculum reply tokens that continue a word (a later piece: the token "
+                    "starts with a letter or digit and the one before it ends with one; run I)")
     ap.add_argument("--lead-kinds", default="",
                     help="with --first-fit: curriculum kinds that always start a window (position 0; run H)")
     ap.add_argument("--new-define", action="store_true",
@@ -742,6 +767,7 @@ def main():
     cpos_w, crun, tok, n_corrupt = 0, None, 0, 0
     first_added = min(t["id"] for t in tokcfg["added_tokens"])
     E = model.embed_tokens.weight
+    piece_head, piece_tail = word_piece_masks(tokcfg, n_vocab)
     for step in range(steps):
         idx, cidx = [], []
         for _ in range(a.batch - n_copy):
@@ -791,11 +817,16 @@ def main():
                     inp[bi, ti] = torch.where(new < first_added, new, freq)
                     n_corrupt += n_hit
             hdn = model.hidden(inp)[cm]
-            if a.first_weight != 1.0:
+            if a.first_weight != 1.0 or a.piece_weight != 1.0:
                 # the first --first-tokens reply tokens weigh --first-weight times the others (run
                 # H: most free-running misses were a reply's first token, where the lookup key
-                # "\n\n" also follows <think>)
+                # "\n\n" also follows <think>); a word's later pieces (the target starts with a
+                # letter or digit and the token before it, in the source, ends with one) weigh
+                # --piece-weight (run I: most slips that remained were there, "Mo|vie" -> "Mo| Mc")
                 wt = 1.0 + (a.first_weight - 1.0) * (co[cm] < a.first_tokens).float()
+                if a.piece_weight != 1.0:
+                    tg, pv = cx[:, 1:][cm], cx[:, :-1][cm]
+                    wt = wt + (a.piece_weight - 1.0) * (piece_head[tg] & piece_tail[pv]).float()
                 closs = (F.cross_entropy(hdn @ E.t(), cx[:, 1:][cm], reduction="none") * wt).sum() / wt.sum()
             else:
                 closs = F.cross_entropy(hdn @ E.t(), cx[:, 1:][cm])
