@@ -9,6 +9,9 @@
  *   speculative verify or a lockstep batch would ask), N / m of them -> ms per step and the cost
  *   of a step relative to m = 1.
  * --experts borrow: MoE experts demand-paged from the mapping (lmserve --experts=borrow).
+ * --amx-small M: on the AMX path, products of 2..M tokens run the AVX-512 small-m kernel
+ *   (amx_gemvm) and larger ones the tiles (0: the tiles for every m >= 2; the same bits either
+ *   way, so only the speed changes; default MM_AMX_SMALL_MAX_DEFAULT).
  * Each test runs once to warm up, then r times; the median and the standard deviation are shown.
  * After the table, one line per test: per token (tg) or per prompt token (pp), the wall time, the
  * process CPU time split into user and sys (all threads; on a shared machine the load-robust
@@ -132,7 +135,7 @@ int main(int argc, char **argv)
         long *dst = NULL, lo = 0, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5] "
-                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow]\n");
+                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--amx-small M]\n");
             return 0;
         }
         if (!strcmp(a, "-m")) {
@@ -149,6 +152,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "lmserve-bench: -m needs a list such as 1,2,4,8\n");
                 return 2;
             }
+            continue;
+        }
+        if (!strcmp(a, "--amx-small")) {
+            long v;
+            if (i + 1 >= argc || parse_int(argv[++i], 0, 512, &v)) {
+                fprintf(stderr, "lmserve-bench: bad value for --amx-small (0..512)\n");
+                return 2;
+            }
+            mm_set_amx_small_max(v);
             continue;
         }
         if (!strcmp(a, "--experts") || !strcmp(a, "--experts=borrow")) {

@@ -410,3 +410,74 @@ Test(matmul, amx_gemv1_equals_amx)
     }
     mm_scratch_free(s);
 }
+
+/* A product of 2..16 tokens on the AMX path runs amx_gemvm (AVX-512, each weight slab read once
+ * for all the tokens) instead of the tiles: it must give the tiles' bits for every (row, token).
+ * Odd row counts (a partial 16-row slab), odd column counts (in blocks), a padded row stride,
+ * 1, 2, 3 and 5 threads, m = 2..16 (and 17, 20, 33: groups of <= 16 per slab); against the tiles
+ * for the same tokens (mm_set_amx_small_max(0)), against each token alone (amx_gemv1) and
+ * against the same tokens inside a larger batch (40 tokens, on the tiles). */
+Test(matmul, amx_gemvm_equals_amx)
+{
+    quant_init();
+    if (strcmp(mm_gemm_name(GGML_TYPE_Q8_0), "amx") != 0)
+        cr_skip_test("this CPU/OS has no AMX (q8_0 runs on %s): nothing to compare",
+                     mm_gemm_name(GGML_TYPE_Q8_0));
+    rs = 12;
+    struct mm_scratch *s = mm_scratch_new();
+    static const int64_t colss[] = {32, 224, 1024}, rowss[] = {1, 15, 16, 17, 37, 161};
+    static const int nths[] = {1, 2, 3, 5};
+    static const int64_t ms[] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 20, 33};
+    const int64_t big = 40, nm = (int64_t)(sizeof ms / sizeof ms[0]);
+    for (int ti = 0; ti < 4; ti++) {
+        int nth = nths[ti];
+        struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+        for (int ci = 0; ci < 3; ci++)
+            for (int ri = 0; ri < 6; ri++) {
+                if (nth > 1 && (ri + ci + ti) % 2) continue; /* keep the run short */
+                int64_t cols = colss[ci], rows = rowss[ri];
+                struct wmat m;
+                wmat_make(&m, GGML_TYPE_Q8_0, rows, cols, ri % 2 ? 6 : 0);
+                float *x = malloc((size_t)(big * cols) * 4);
+                float *ys = malloc((size_t)(big * rows) * 4), *yt = malloc((size_t)(big * rows) * 4),
+                      *yb = malloc((size_t)(big * rows) * 4), *y1 = malloc((size_t)rows * 4);
+                for (int64_t i = 0; i < big * cols; i++)
+                    x[i] = frand() * (i % 5 ? 1.f : 9.f);
+                struct err e;
+                mm_set_amx_small_max(0);
+                cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, x, big, yb, s, &e), 0);
+                for (int64_t k = 0; k < nm; k++) {
+                    int64_t mt = ms[k], t0 = (k * 7) % (big - mt + 1);
+                    const float *xm = x + t0 * cols;
+                    mm_set_amx_small_max(mt);
+                    cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, xm, mt, ys, s, &e), 0);
+                    mm_set_amx_small_max(0);
+                    cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, xm, mt, yt, s, &e), 0);
+                    for (int64_t t = 0; t < mt; t++) {
+                        mm_set_amx_small_max(-1);
+                        cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride,
+                                            xm + t * cols, 1, y1, s, &e), 0);
+                        for (int64_t r = 0; r < rows; r++) {
+                            float got = ys[t * rows + r];
+                            cr_assert(memcmp(&got, &yt[t * rows + r], 4) == 0,
+                                      "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs tiles %.9g",
+                                      nth, (long)cols, (long)rows, (long)mt, (long)t, (long)r, got,
+                                      yt[t * rows + r]);
+                            cr_assert(memcmp(&got, &yb[(t0 + t) * rows + r], 4) == 0,
+                                      "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs in a batch of %ld %.9g",
+                                      nth, (long)cols, (long)rows, (long)mt, (long)t, (long)r, got,
+                                      (long)big, yb[(t0 + t) * rows + r]);
+                            cr_assert(memcmp(&got, &y1[r], 4) == 0,
+                                      "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs alone %.9g",
+                                      nth, (long)cols, (long)rows, (long)mt, (long)t, (long)r, got, y1[r]);
+                        }
+                    }
+                }
+                mm_set_amx_small_max(-1);
+                free(x), free(ys), free(yt), free(yb), free(y1);
+                wmat_free(&m);
+            }
+        if (tp) tp_free(tp);
+    }
+    mm_scratch_free(s);
+}

@@ -106,6 +106,18 @@ void mm_set_amx_gemv1(int on)
 {
     g_amx_gemv1 = on;
 }
+static int64_t g_amx_small_max = MM_AMX_SMALL_MAX_DEFAULT;
+void mm_set_amx_small_max(int64_t m)
+{
+    g_amx_small_max = m < 0 ? MM_AMX_SMALL_MAX_DEFAULT : m;
+}
+/* An AMX-path op of n_tok tokens runs on AVX-512 (amx_gemv1 / amx_gemvm, the same bits) instead
+ * of the tiles. */
+static int amx_small(const struct mm_gemm_impl *g, int64_t n_tok)
+{
+    if (n_tok == 1) return g->amx_gemv1 && g_amx_gemv1;
+    return g->amx_gemvm && n_tok <= g_amx_small_max;
+}
 
 static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok,
                                 int64_t cols)
@@ -302,9 +314,13 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         return;
     }
     if (p->path == PATH_GEMM_AMX) {
-        if (op->n_tok == 1 && j->g->amx_gemv1 && g_amx_gemv1) { /* same bits, no tiles */
-            j->g->amx_gemv1(W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai,
-                            op->Y + (op->y_idx ? op->y_idx[0] : 0) * ys + r0);
+        if (!A->amx) { /* few tokens: same bits, no tiles (see plan) */
+            if (op->n_tok == 1)
+                j->g->amx_gemv1(W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
+                                A->ai, op->Y + (op->y_idx ? op->y_idx[0] : 0) * ys + r0);
+            else
+                j->g->amx_gemvm(W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
+                                A->ai, op->n_tok, op->Y, ys, op->y_idx, r0);
             return;
         }
         /* a decode item spans several 16-row kernel tiles (see plan: long runs per thread) */
@@ -437,8 +453,11 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         }
         int64_t xs = op->x_stride ? op->x_stride : op->cols;
         enum mm_path path = choose_path(g, op->wtype, op->n_tok, op->cols);
-        int amx = path == PATH_GEMM_AMX;
-        int a8 = path == PATH_GEMV_A8 || path == PATH_GEMM || amx, gemm = path == PATH_GEMM;
+        /* small: the AMX arithmetic on AVX-512 (no B panel, long row runs per work item) */
+        int small = path == PATH_GEMM_AMX && amx_small(g, op->n_tok);
+        int amx = path == PATH_GEMM_AMX && !small;
+        int a8 = path == PATH_GEMV_A8 || path == PATH_GEMM || path == PATH_GEMM_AMX,
+            gemm = path == PATH_GEMM;
         /* find or add the activation set (float GEMM reads X in place: no set) */
         int a = -1;
         if (path != PATH_GEMM_F) {
@@ -482,7 +501,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         p->dot = tr->vec_dot;
         /* few tokens (decode): long row runs per work item, so each thread streams contiguous
          * weights; many tokens: one 16-row kernel tile per item (compute bound, balance) */
-        p->tile_rows = (gemm || amx) && op->n_tok >= MM_GEMM_BIG_TOK
+        p->tile_rows = (gemm || amx) && op->n_tok >= MM_GEMM_BIG_TOK && !small
                            ? MM_TILE_ROWS
                            : gemv_tile_rows(op->rows, nth);
         p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;

@@ -65,6 +65,11 @@ void mm_set_amx(int on);
 /* m = 1 products on the AMX path run amx_gemv1 (the same bits without the tile unit) unless
  * turned off (tests compare the two). */
 void mm_set_amx_gemv1(int on);
+/* Products of 2..m tokens on the AMX path run amx_gemvm (AVX-512, each weight read once for up to
+ * 16 tokens, the same bits as the tiles) instead of the tiles; 0: always the tiles; negative:
+ * the default (MM_AMX_SMALL_MAX_DEFAULT, chosen by measurement, docs/kernels.md). */
+#define MM_AMX_SMALL_MAX_DEFAULT 32
+void mm_set_amx_small_max(int64_t m);
 /* Enables (default) or disables the AVX2 register-tile kernels on CPUs without AVX-512 (off: one
  * vec_dot per row and token, for tests and benchmarks). */
 void mm_set_tiles(int on);

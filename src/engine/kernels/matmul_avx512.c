@@ -481,6 +481,9 @@ static void amx_kernel(enum ggml_type t, const void *W, size_t ws, int64_t nrows
                        const int32_t *y_idx, int64_t r0, void *tmp);
 static void amx_gemv1(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
                       const float *ad, const int32_t *ai, float *y);
+static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
+                      const float *ad, const int32_t *ai, int64_t n_tok, float *Y, int64_t ys,
+                      const int32_t *y_idx, int64_t r0);
 
 static void init_tables(void)
 {
@@ -493,6 +496,7 @@ static void init_tables(void)
     g_impl_amx.amx_act = amx_act;
     g_impl_amx.amx_kernel = amx_kernel;
     g_impl_amx.amx_gemv1 = amx_gemv1;
+    g_impl_amx.amx_gemvm = amx_gemvm;
 }
 
 AI float hsum8(__m256 v)
@@ -910,6 +914,132 @@ static void amx_gemv1(const void *W, size_t ws, int64_t nrows, int64_t cols, con
             acc = _mm512_fmadd_ps(f, dx, acc);
         }
         _mm512_mask_storeu_ps(y + s0, (__mmask16)((1u << n) - 1), acc);
+    }
+}
+
+/* A few tokens (m = 2..16: a lockstep batch, a speculative verify, a short prefill chunk) through
+ * the same arithmetic, each weight read once for all of them: per 16-row slab and 32-column block
+ * the 16 rows x 32 bytes are transposed in registers into 8 zmm of (16 rows x 4 bytes), made
+ * unsigned (w + 128), and each token's block enters them as 8 broadcasts of 4 activation bytes
+ * into vpdpbusd, starting from -128 * sum y: the exact int32 dot of every row (lane) with that
+ * token's block, which is the integer tdpbssd computes; then acc = fma(cvt(dot) * d_token, d_row,
+ * acc), amx_kernel's chain. The transpose is paid once per block for all m tokens (the per-token
+ * cost is 8 vpdpbusd and the scale steps, no cross-lane reduction as in amx_gemv1). More than 16
+ * tokens: groups of at most 16 per slab, the slab's weights from L1/L2 for the second group. */
+AI void slab_block(const uint8_t *const *rp, int64_t b, __m512i *w)
+{
+    __m512i a[8], t[8], u[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+        a[r] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[r] + 34 * b + 2))),
+            _mm256_loadu_si256((const __m256i *)(rp[r + 8] + 34 * b + 2)), 1);
+#pragma GCC unroll 4
+    for (int r = 0; r < 8; r += 2) {
+        t[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
+        t[r + 1] = _mm512_unpackhi_epi32(a[r], a[r + 1]);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 8; h += 4) {
+        u[h + 0] = _mm512_unpacklo_epi64(t[h + 0], t[h + 2]);
+        u[h + 1] = _mm512_unpackhi_epi64(t[h + 0], t[h + 2]);
+        u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+        u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+    }
+    const __m512i ia = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i ib = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        w[j] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[j], ia, u[j + 4]), flip);
+        w[j + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[j], ib, u[j + 4]), flip);
+    }
+}
+
+/* One slab (n <= 16 rows at slab, lanes past n read row 0 again and are never stored) x M tokens
+ * (token t: aq + t * cols, ad/ai + t * nb, output yrow[t]); next: the slab to prefetch into L2
+ * (NULL: none). */
+AI void gemvm_slab(const int M, const uint8_t *slab, size_t ws, int n, int64_t cols,
+                   const int8_t *aq, const float *ad, const int32_t *ai, float *const *yrow,
+                   const uint8_t *next)
+{
+    const int64_t nb = cols / 32;
+    const uint8_t *rp[16];
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) {
+        rp[r] = slab + (size_t)(r < n ? r : 0) * ws;
+        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+    }
+    const __m512i voff = _mm512_loadu_si512(off);
+    const size_t share = 16 * ws / (size_t)nb;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        if (next)
+            for (size_t k = 0; k < share; k += 64)
+                _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
+        __m512i w[8];
+        slab_block(rp, b, w);
+        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + 34 * b), 1);
+        __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+#pragma GCC unroll 16
+        for (int t = 0; t < M; t++) {
+            const int8_t *y = aq + t * cols + 32 * b;
+            __m512i s = _mm512_set1_epi32(-128 * ai[t * nb + b]);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                int32_t y4;
+                memcpy(&y4, y + 4 * g, 4);
+                s = _mm512_dpbusd_epi32(s, w[g], _mm512_set1_epi32(y4));
+            }
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(ad[t * nb + b]));
+            acc[t] = _mm512_fmadd_ps(f, dx, acc[t]);
+        }
+    }
+    const __mmask16 mask = (__mmask16)((1u << n) - 1);
+#pragma GCC unroll 16
+    for (int t = 0; t < M; t++)
+        _mm512_mask_storeu_ps(yrow[t], mask, acc[t]);
+}
+
+static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
+                      const float *ad, const int32_t *ai, int64_t n_tok, float *Y, int64_t ys,
+                      const int32_t *y_idx, int64_t r0)
+{
+    if (n_tok == 1) {
+        amx_gemv1(W, ws, nrows, cols, aq, ad, ai, Y + (y_idx ? y_idx[0] : 0) * ys + r0);
+        return;
+    }
+    const int64_t nb = cols / 32, ng = (n_tok + 15) / 16;
+    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
+        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
+        const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
+        for (int64_t G = 0, t0 = 0; G < ng; G++) {
+            const int64_t tt = n_tok / ng + (G < n_tok % ng);
+            float *yrow[16];
+            for (int64_t t = 0; t < tt; t++)
+                yrow[t] = Y + (y_idx ? y_idx[t0 + t] : t0 + t) * ys + r0 + s0;
+            const int8_t *a = aq + t0 * cols;
+            const float *d = ad + t0 * nb;
+            const int32_t *s = ai + t0 * nb;
+            const uint8_t *next = G == 0 ? slab + 16 * ws : NULL;
+            switch (tt) {
+#define GEMVM_CASE(M)                                                                              \
+    case M:                                                                                        \
+        gemvm_slab(M, slab, ws, n, cols, a, d, s, yrow, next);                                     \
+        break;
+                GEMVM_CASE(16) GEMVM_CASE(15) GEMVM_CASE(14) GEMVM_CASE(13) GEMVM_CASE(12)
+                GEMVM_CASE(11) GEMVM_CASE(10) GEMVM_CASE(9) GEMVM_CASE(8) GEMVM_CASE(7)
+                GEMVM_CASE(6) GEMVM_CASE(5) GEMVM_CASE(4) GEMVM_CASE(3) GEMVM_CASE(2)
+#undef GEMVM_CASE
+            default:
+                gemvm_slab(1, slab, ws, n, cols, a, d, s, yrow, next);
+                break;
+            }
+            t0 += tt;
+        }
     }
 }
 

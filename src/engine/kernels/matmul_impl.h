@@ -65,6 +65,12 @@ struct mm_gemm_impl {
      * y[r] = row r. NULL where amx_kernel is. */
     void (*amx_gemv1)(const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                       const int8_t *aq, const float *ad, const int32_t *ai, float *y);
+    /* m tokens (any m >= 1; m = 1 is amx_gemv1) through the same arithmetic on AVX-512, each
+     * weight slab read once for up to 16 tokens, bit-identical to amx_kernel: rows [0, nrows) of
+     * q8_0 W against tokens [0, n_tok) of the A8 panel, outputs as gemv. NULL where amx_kernel is. */
+    void (*amx_gemvm)(const void *W, size_t w_stride, int64_t nrows, int64_t cols,
+                      const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
+                      int64_t y_stride, const int32_t *y_idx, int64_t r0);
     void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
                    int64_t cols, const float *X, int64_t x_stride, const int32_t *x_idx,
                    int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
