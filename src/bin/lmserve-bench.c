@@ -12,6 +12,8 @@
  * --amx-small M: on the AMX path, products of 2..M tokens run the AVX-512 small-m kernel
  *   (amx_gemvm) and larger ones the tiles (0: the tiles for every m >= 2; the same bits either
  *   way, so only the speed changes; default MM_AMX_SMALL_MAX_DEFAULT).
+ * --amx-small-tiles M: inside that kernel, groups of >= M tokens per weight slab do their integer
+ *   dots on the tiles, smaller ones with vpdpbusd (same bits; default MM_AMX_SMALL_TILES_DEFAULT).
  * Each test runs once to warm up, then r times; the median and the standard deviation are shown.
  * After the table, one line per test: per token (tg) or per prompt token (pp), the wall time, the
  * process CPU time split into user and sys (all threads; on a shared machine the load-robust
@@ -130,12 +132,13 @@ int main(int argc, char **argv)
     long threads = 0, np = 512, ng = 128, reps = 5, depth = 0;
     int mlist[32], n_m = 0;
     bool borrow = false;
+    int tiles_min = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long *dst = NULL, lo = 0, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5] "
-                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--amx-small M]\n");
+                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--amx-small M] [--amx-small-tiles M]\n");
             return 0;
         }
         if (!strcmp(a, "-m")) {
@@ -152,6 +155,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "lmserve-bench: -m needs a list such as 1,2,4,8\n");
                 return 2;
             }
+            continue;
+        }
+        if (!strcmp(a, "--amx-small-tiles")) {
+            long v;
+            if (i + 1 >= argc || parse_int(argv[++i], 0, 512, &v)) {
+                fprintf(stderr, "lmserve-bench: bad value for --amx-small-tiles (0..512)\n");
+                return 2;
+            }
+            tiles_min = (int)v;
             continue;
         }
         if (!strcmp(a, "--amx-small")) {
@@ -194,6 +206,8 @@ int main(int argc, char **argv)
         return 2;
     }
     log_set_level(LOG_WARN);
+    quant_init();
+    if (tiles_min >= 0) mm_set_amx_small_tiles(tiles_min);
     struct err e = {0};
     struct model_opts o = {.n_threads = (int)threads, .experts_borrow = borrow};
     struct model *m = model_load(path, &o, &e);

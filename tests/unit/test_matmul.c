@@ -411,8 +411,10 @@ Test(matmul, amx_gemv1_equals_amx)
     mm_scratch_free(s);
 }
 
-/* A product of 2..16 tokens on the AMX path runs amx_gemvm (AVX-512, each weight slab read once
- * for all the tokens) instead of the tiles: it must give the tiles' bits for every (row, token).
+/* A product of 2..32 tokens on the AMX path runs amx_gemvm (each weight slab read once for up to
+ * 16 tokens; the integer dots of a token group on vpdpbusd or, from MM_AMX_SMALL_TILES_DEFAULT
+ * tokens, on the tiles with the tokens as A) instead of amx_kernel: it must give amx_kernel's bits
+ * for every (row, token), with either inner variant.
  * Odd row counts (a partial 16-row slab), odd column counts (in blocks), a padded row stride,
  * 1, 2, 3 and 5 threads, m = 2..16 (and 17, 20, 33: groups of <= 16 per slab); against the tiles
  * for the same tokens (mm_set_amx_small_max(0)), against each token alone (amx_gemv1) and
@@ -446,11 +448,15 @@ Test(matmul, amx_gemvm_equals_amx)
                 struct err e;
                 mm_set_amx_small_max(0);
                 cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, x, big, yb, s, &e), 0);
-                for (int64_t k = 0; k < nm; k++) {
-                    int64_t mt = ms[k], t0 = (k * 7) % (big - mt + 1);
+                for (int64_t k = 0; k < 3 * nm; k++) {
+                    /* inner variant: token groups on vpdpbusd (99), on the tiles (1), default */
+                    static const int tmin[] = {99, 1, -1};
+                    int64_t mt = ms[k % nm], t0 = (k * 7) % (big - mt + 1);
                     const float *xm = x + t0 * cols;
                     mm_set_amx_small_max(mt);
+                    mm_set_amx_small_tiles(tmin[k / nm]);
                     cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, xm, mt, ys, s, &e), 0);
+                    mm_set_amx_small_tiles(-1);
                     mm_set_amx_small_max(0);
                     cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, xm, mt, yt, s, &e), 0);
                     for (int64_t t = 0; t < mt; t++) {
@@ -460,8 +466,8 @@ Test(matmul, amx_gemvm_equals_amx)
                         for (int64_t r = 0; r < rows; r++) {
                             float got = ys[t * rows + r];
                             cr_assert(memcmp(&got, &yt[t * rows + r], 4) == 0,
-                                      "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs tiles %.9g",
-                                      nth, (long)cols, (long)rows, (long)mt, (long)t, (long)r, got,
+                                      "threads %d cols %ld rows %ld m %ld (groups on tiles from %d) token %ld row %ld: %.9g vs tiles %.9g",
+                                      nth, (long)cols, (long)rows, (long)mt, tmin[k / nm], (long)t, (long)r, got,
                                       yt[t * rows + r]);
                             cr_assert(memcmp(&got, &yb[(t0 + t) * rows + r], 4) == 0,
                                       "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs in a batch of %ld %.9g",

@@ -111,6 +111,11 @@ void mm_set_amx_small_max(int64_t m)
 {
     g_amx_small_max = m < 0 ? MM_AMX_SMALL_MAX_DEFAULT : m;
 }
+void mm_set_amx_small_tiles(int m)
+{
+    const struct mm_gemm_impl *g = gemm_impl();
+    if (g && g->amx_set_tilem_min) g->amx_set_tilem_min(m < 0 ? MM_AMX_SMALL_TILES_DEFAULT : m);
+}
 /* An AMX-path op of n_tok tokens runs on AVX-512 (amx_gemv1 / amx_gemvm, the same bits) instead
  * of the tiles. */
 static int amx_small(const struct mm_gemm_impl *g, int64_t n_tok)

@@ -68,8 +68,13 @@ void mm_set_amx_gemv1(int on);
 /* Products of 2..m tokens on the AMX path run amx_gemvm (AVX-512, each weight read once for up to
  * 16 tokens, the same bits as the tiles) instead of the tiles; 0: always the tiles; negative:
  * the default (MM_AMX_SMALL_MAX_DEFAULT, chosen by measurement, docs/kernels.md). */
-#define MM_AMX_SMALL_MAX_DEFAULT 32
+#define MM_AMX_SMALL_MAX_DEFAULT 64
 void mm_set_amx_small_max(int64_t m);
+/* Inside amx_gemvm, token groups (<= 16 tokens per weight slab) of at least m tokens compute their
+ * integer dots on the tiles (tokens as A, the slab's block transposed as B) and smaller ones with
+ * vpdpbusd; the same bits either way. Negative: the default. */
+#define MM_AMX_SMALL_TILES_DEFAULT 6
+void mm_set_amx_small_tiles(int m);
 /* Enables (default) or disables the AVX2 register-tile kernels on CPUs without AVX-512 (off: one
  * vec_dot per row and token, for tests and benchmarks). */
 void mm_set_tiles(int on);

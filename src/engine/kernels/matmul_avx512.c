@@ -12,6 +12,7 @@
 
 #include "engine/kernels/fp16.h"
 #include "base/cpu.h"
+#include "engine/kernels/matmul.h"
 #include "engine/kernels/matmul_impl.h"
 #include "engine/kernels/quant_blocks.h"
 
@@ -484,6 +485,7 @@ static void amx_gemv1(const void *W, size_t ws, int64_t nrows, int64_t cols, con
 static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
                       const float *ad, const int32_t *ai, int64_t n_tok, float *Y, int64_t ys,
                       const int32_t *y_idx, int64_t r0);
+static void amx_set_tilem_min(int m);
 
 static void init_tables(void)
 {
@@ -497,6 +499,7 @@ static void init_tables(void)
     g_impl_amx.amx_kernel = amx_kernel;
     g_impl_amx.amx_gemv1 = amx_gemv1;
     g_impl_amx.amx_gemvm = amx_gemvm;
+    g_impl_amx.amx_set_tilem_min = amx_set_tilem_min;
 }
 
 AI float hsum8(__m256 v)
@@ -1004,6 +1007,166 @@ AI void gemvm_slab(const int M, const uint8_t *slab, size_t ws, int n, int64_t c
         _mm512_mask_storeu_ps(yrow[t], mask, acc[t]);
 }
 
+/* The same products with the tile unit doing the integer dots the other way round: A = the M
+ * tokens' 32-byte blocks straight from the A8 panel (row stride cols), B = the slab's block
+ * transposed in registers (as slab_block, without the flip: tdpbssd is s8 x s8) and stored to a
+ * 512-byte buffer, C = M tokens x 16 rows int32, so per token and block one row of C is the 16
+ * rows' exact dots in one zmm and the scale steps are amx_kernel's chain (cvt, * d_token, fma with
+ * d_row) once per token, not once per row: 3 vector ops per token and block instead of the 12 of
+ * gemvm_slab and the 48 of amx_kernel. Two tile sets alternate between even and odd blocks. */
+AI void slab_block_s8(const uint8_t *const *rp, int64_t b, uint8_t *out)
+{
+    __m512i a[8], t[8], u[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+        a[r] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[r] + 34 * b + 2))),
+            _mm256_loadu_si256((const __m256i *)(rp[r + 8] + 34 * b + 2)), 1);
+#pragma GCC unroll 4
+    for (int r = 0; r < 8; r += 2) {
+        t[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
+        t[r + 1] = _mm512_unpackhi_epi32(a[r], a[r + 1]);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 8; h += 4) {
+        u[h + 0] = _mm512_unpacklo_epi64(t[h + 0], t[h + 2]);
+        u[h + 1] = _mm512_unpackhi_epi64(t[h + 0], t[h + 2]);
+        u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+        u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+    }
+    const __m512i ia = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i ib = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        _mm512_store_si512(out + 64 * j, _mm512_permutex2var_epi64(u[j], ia, u[j + 4]));
+        _mm512_store_si512(out + 64 * (j + 4), _mm512_permutex2var_epi64(u[j], ib, u[j + 4]));
+    }
+}
+
+/* Blocks b (and b + 1 when two) transposed into out (512 bytes each). */
+AI void slab_pair_s8(const uint8_t *const *rp, int64_t b, int two, uint8_t *out)
+{
+    slab_block_s8(rp, b, out);
+    if (two) slab_block_s8(rp, b + 1, out + 512);
+}
+
+/* The scale steps of pair q (blocks 2q, 2q + 1 < nb) from its C results. */
+AI void tilem_scale(const int M, const uint8_t *slab, __m512i voff, int64_t nb, int64_t q,
+                    const int32_t *c, const float *ad, __m512 *acc)
+{
+    for (int k = 0; k < 2 && 2 * q + k < nb; k++) {
+        const int64_t b = 2 * q + k;
+        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + 34 * b), 1);
+        __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+#pragma GCC unroll 16
+        for (int t = 0; t < M; t++) {
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 256 * k + 16 * t)),
+                                     _mm512_set1_ps(ad[t * nb + b]));
+            acc[t] = _mm512_fmadd_ps(f, dx, acc[t]);
+        }
+    }
+}
+
+/* Software-pipelined over pairs of blocks: while the tiles work on pair p, the registers
+ * transpose pair p + 1 (into the other B buffer) and scale pair p - 1 (from the other C buffer),
+ * so no vector load waits on the tile store just issued, nor a tile load on the vector stores.
+ * The scale steps still run in block order. */
+AMX_TARGET AI void tilem_slab(const int M, const uint8_t *slab, size_t ws, int n, int64_t cols,
+                              const int8_t *aq, const float *ad, float *const *yrow,
+                              const uint8_t *next, uint8_t *buf /* 64-aligned, 6 KB */)
+{
+    const int64_t nb = cols / 32, np = (nb + 1) / 2;
+    const uint8_t *rp[16];
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) {
+        rp[r] = slab + (size_t)(r < n ? r : 0) * ws;
+        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+    }
+    const __m512i voff = _mm512_loadu_si512(off);
+    const size_t share = 16 * ws / (size_t)nb;
+    uint8_t *bb = buf;                     /* B: 2 pairs x 2 x 512 */
+    int32_t *cb = (int32_t *)(buf + 2048); /* C: 2 pairs x 2 x 16 x 16 */
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm512_setzero_ps();
+    slab_pair_s8(rp, 0, nb > 1, bb);
+    for (int64_t p = 0; p < np; p++) {
+        const int64_t b = 2 * p;
+        const int two = b + 1 < nb;
+        const uint8_t *B = bb + (p & 1) * 1024;
+        int32_t *C = cb + (p & 1) * 512;
+        if (next)
+            for (size_t k = 0; k < 2 * share; k += 64)
+                _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
+        _tile_loadd(0, aq + 32 * b, (long)cols);
+        _tile_loadd(1, B, 64);
+        _tile_zero(2);
+        if (two) {
+            _tile_loadd(3, aq + 32 * (b + 1), (long)cols);
+            _tile_loadd(4, B + 512, 64);
+            _tile_zero(5);
+        }
+        _tile_dpbssd(2, 0, 1);
+        if (two) _tile_dpbssd(5, 3, 4);
+        _tile_stored(2, C, 64);
+        if (two) _tile_stored(5, C + 256, 64);
+        if (p + 1 < np) slab_pair_s8(rp, b + 2, b + 3 < nb, bb + ((p + 1) & 1) * 1024);
+        if (p > 0) tilem_scale(M, slab, voff, nb, p - 1, cb + ((p - 1) & 1) * 512, ad, acc);
+    }
+    tilem_scale(M, slab, voff, nb, np - 1, cb + ((np - 1) & 1) * 512, ad, acc);
+    const __mmask16 mask = (__mmask16)((1u << n) - 1);
+#pragma GCC unroll 16
+    for (int t = 0; t < M; t++)
+        _mm512_mask_storeu_ps(yrow[t], mask, acc[t]);
+}
+
+AMX_TARGET static void tilem_config(int M)
+{
+    struct amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int k = 0; k < 2; k++) {
+        cfg.rows[3 * k + 0] = (uint8_t)M, cfg.colsb[3 * k + 0] = 32; /* A: tokens x 32 s8 */
+        cfg.rows[3 * k + 1] = 8, cfg.colsb[3 * k + 1] = 64;          /* B: 8 x (16 rows x 4) */
+        cfg.rows[3 * k + 2] = (uint8_t)M, cfg.colsb[3 * k + 2] = 64; /* C: tokens x 16 int32 */
+    }
+    /* GCC (seen with 12-13) drops the stores above as dead: it does not see ldtilecfg read them */
+    __asm__ volatile("" : : "m"(cfg) : "memory");
+    _tile_loadconfig(&cfg);
+}
+
+AMX_TARGET static void tilem_release(void)
+{
+    _tile_release();
+}
+
+AMX_TARGET static void tilem_group(int64_t tt, const uint8_t *slab, size_t ws, int n, int64_t cols,
+                                   const int8_t *a, const float *d, float *const *yrow,
+                                   const uint8_t *next, uint8_t *buf)
+{
+    switch (tt) {
+#define TILEM_CASE(M)                                                                              \
+    case M:                                                                                        \
+        tilem_slab(M, slab, ws, n, cols, a, d, yrow, next, buf);                                   \
+        break;
+        TILEM_CASE(16) TILEM_CASE(15) TILEM_CASE(14) TILEM_CASE(13) TILEM_CASE(12) TILEM_CASE(11)
+        TILEM_CASE(10) TILEM_CASE(9) TILEM_CASE(8) TILEM_CASE(7) TILEM_CASE(6) TILEM_CASE(5)
+        TILEM_CASE(4) TILEM_CASE(3) TILEM_CASE(2)
+#undef TILEM_CASE
+    default:
+        tilem_slab(1, slab, ws, n, cols, a, d, yrow, next, buf);
+        break;
+    }
+}
+
+/* Token groups of at least this many run tilem_slab, smaller ones gemvm_slab (same bits). */
+static int g_tilem_min = MM_AMX_SMALL_TILES_DEFAULT;
+static void amx_set_tilem_min(int m)
+{
+    g_tilem_min = m;
+}
+
 static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
                       const float *ad, const int32_t *ai, int64_t n_tok, float *Y, int64_t ys,
                       const int32_t *y_idx, int64_t r0)
@@ -1013,6 +1176,8 @@ static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, con
         return;
     }
     const int64_t nb = cols / 32, ng = (n_tok + 15) / 16;
+    _Alignas(64) uint8_t buf[6144]; /* tilem_slab: B 2 x 1 KB, C 2 x 2 KB */
+    int cfg_m = 0; /* tile configuration loaded for groups of cfg_m tokens (0: none) */
     for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
         const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
@@ -1025,6 +1190,12 @@ static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, con
             const float *d = ad + t0 * nb;
             const int32_t *s = ai + t0 * nb;
             const uint8_t *next = G == 0 ? slab + 16 * ws : NULL;
+            if (tt >= g_tilem_min) {
+                if (cfg_m != tt) tilem_config((int)tt), cfg_m = (int)tt;
+                tilem_group(tt, slab, ws, n, cols, a, d, yrow, next, buf);
+                t0 += tt;
+                continue;
+            }
             switch (tt) {
 #define GEMVM_CASE(M)                                                                              \
     case M:                                                                                        \
@@ -1041,6 +1212,7 @@ static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, con
             t0 += tt;
         }
     }
+    if (cfg_m) tilem_release();
 }
 
 static const struct mm_gemm_impl g_impl = {

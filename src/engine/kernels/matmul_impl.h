@@ -71,6 +71,8 @@ struct mm_gemm_impl {
     void (*amx_gemvm)(const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                       const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
                       int64_t y_stride, const int32_t *y_idx, int64_t r0);
+    /* amx_gemvm runs token groups of at least m on the tiles with the tokens as A (same bits) */
+    void (*amx_set_tilem_min)(int m);
     void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
                    int64_t cols, const float *X, int64_t x_stride, const int32_t *x_idx,
                    int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
