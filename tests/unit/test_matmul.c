@@ -487,3 +487,54 @@ Test(matmul, amx_gemvm_equals_amx)
     }
     mm_scratch_free(s);
 }
+
+/* The vectorized K-quant tile packers (q4_K q5_K q6_K: scales, mins of 16 rows decoded at once per
+ * superblock)
+ * must give the scalar per-row packer's panels, so every result keeps its bits (batch invariance
+ * does not depend on which packer a build uses): odd row counts (a partial tile), a padded
+ * stride, 1 and 3 threads, m = 1..9; skips with its reason where the packed AVX-512 GEMM does not
+ * run these types. */
+Test(matmul, packed_kquant_vector_pack_equals_scalar)
+{
+    quant_init();
+    const char *name = mm_gemm_name(GGML_TYPE_Q4_K);
+    if (strcmp(name, "vnni") != 0 && strcmp(name, "amx") != 0)
+        cr_skip_test("q4_K runs on %s here, not the packed AVX-512 GEMM: nothing to compare", name);
+    rs = 13;
+    struct mm_scratch *s = mm_scratch_new();
+    static const enum ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+    static const int64_t colss[] = {256, 768}, rowss[] = {1, 15, 17, 37};
+    static const int64_t ms[] = {1, 2, 3, 8, 9};
+    for (int nth = 1; nth <= 3; nth += 2) {
+        struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+        for (int ti = 0; ti < 3; ti++)
+            for (int ci = 0; ci < 2; ci++)
+                for (int ri = 0; ri < 4; ri++) {
+                    int64_t cols = colss[ci], rows = rowss[ri];
+                    struct wmat m;
+                    wmat_make(&m, types[ti], rows, cols, ri % 2 ? 10 : 0);
+                    float *x = malloc((size_t)(9 * cols) * 4), *yv = malloc((size_t)(9 * rows) * 4),
+                          *ys = malloc((size_t)(9 * rows) * 4);
+                    for (int64_t i = 0; i < 9 * cols; i++)
+                        x[i] = frand() * (i % 7 ? 1.f : 5.f);
+                    for (int k = 0; k < 5; k++) {
+                        struct err e;
+                        int64_t mt = ms[k];
+                        mm_set_pack_vec(1);
+                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x, mt, yv, s, &e), 0);
+                        mm_set_pack_vec(0);
+                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x, mt, ys, s, &e), 0);
+                        mm_set_pack_vec(1);
+                        for (int64_t i = 0; i < mt * rows; i++)
+                            cr_assert(memcmp(&yv[i], &ys[i], 4) == 0,
+                                      "%s threads %d cols %ld rows %ld m %ld: [%ld] %.9g vs scalar pack %.9g",
+                                      quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
+                                      (long)mt, (long)i, yv[i], ys[i]);
+                    }
+                    free(x), free(yv), free(ys);
+                    wmat_free(&m);
+                }
+        if (tp) tp_free(tp);
+    }
+    mm_scratch_free(s);
+}

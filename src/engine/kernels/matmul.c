@@ -45,7 +45,10 @@ static int64_t gemv_tile_rows(int64_t rows, int nth)
     return t < 16 ? 16 : t;
 }
 #define MM_MAX_THREADS 512
-#define MM_GEMM_BIG_TOK 4 /* from here on GEMM work items are single 16-row tiles */
+#define MM_GEMM_BIG_TOK 4 /* from here on AMX-tile work items are single 16-row tiles */
+/* the packed VNNI GEMM keeps long row runs up to here: its packer prefetches the next 16-row tile,
+ * which is the same thread's only inside a run */
+#define MM_PACKED_BIG_TOK 32
 #define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
 
 static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
@@ -110,6 +113,11 @@ static int64_t g_amx_small_max = MM_AMX_SMALL_MAX_DEFAULT;
 void mm_set_amx_small_max(int64_t m)
 {
     g_amx_small_max = m < 0 ? MM_AMX_SMALL_MAX_DEFAULT : m;
+}
+void mm_set_pack_vec(int on)
+{
+    const struct mm_gemm_impl *g = gemm_impl();
+    if (g && g->set_pack_vec) g->set_pack_vec(on);
 }
 void mm_set_amx_small_tiles(int m)
 {
@@ -506,7 +514,8 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         p->dot = tr->vec_dot;
         /* few tokens (decode): long row runs per work item, so each thread streams contiguous
          * weights; many tokens: one 16-row kernel tile per item (compute bound, balance) */
-        p->tile_rows = (gemm || amx) && op->n_tok >= MM_GEMM_BIG_TOK && !small
+        p->tile_rows = ((gemm && op->n_tok >= MM_PACKED_BIG_TOK) ||
+                        (amx && op->n_tok >= MM_GEMM_BIG_TOK && !small))
                            ? MM_TILE_ROWS
                            : gemv_tile_rows(op->rows, nth);
         p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;

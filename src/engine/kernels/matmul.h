@@ -75,6 +75,9 @@ void mm_set_amx_small_max(int64_t m);
  * vpdpbusd; the same bits either way. Negative: the default. */
 #define MM_AMX_SMALL_TILES_DEFAULT 6
 void mm_set_amx_small_tiles(int m);
+/* AVX-512 packed GEMM: 1 (default) packs K-quant weight tiles with the vectorized scale decoders,
+ * 0 with the scalar per-row path; the panels (and so every result) are the same (tests). */
+void mm_set_pack_vec(int on);
 /* Enables (default) or disables the AVX2 register-tile kernels on CPUs without AVX-512 (off: one
  * vec_dot per row and token, for tests and benchmarks). */
 void mm_set_tiles(int on);

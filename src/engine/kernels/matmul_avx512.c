@@ -214,7 +214,14 @@ AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_
     const uint8_t *rowp[MM_TILE_ROWS];
     for (int r = 0; r < MM_TILE_ROWS; r++)
         rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+    /* the next tile's rows, prefetched into L2 one block's share at a time: the 16 row streams of
+     * a tile are too many for the hardware prefetcher, and decode (one token) is nothing but this
+     * stream (packing waited on DRAM: 80 % of a q4_K_M decode's CPU time was in pack) */
+    const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws;
+    const size_t share = MM_TILE_ROWS * ws / (size_t)nb;
     for (int64_t b = 0; b < nb; b++) {
+        for (size_t k = 0; k < share; k += 64)
+            _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
         __m256i rows[MM_TILE_ROWS];
         for (int r = 0; r < MM_TILE_ROWS; r++) {
             if (is_sub16(t)) {
@@ -231,6 +238,139 @@ AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_
         }
         transpose_store(rows, panel + b * 512);
     }
+}
+
+/* Q4_K / Q5_K tiles: the scales and mins of the 16 rows' 8 sub-blocks decoded at once per
+ * 256-column superblock from gathered dwords (d | dmin, scales[0..3], [4..7], [8..11]), the same
+ * operations per value as get_block's scalar path (6-bit fields, then fp16(d) * sc, fp16(dmin) * m,
+ * one float multiply each), so pd/pm and the panel are the bits pack_t wrote with get_block; the
+ * quants per row as get_block. */
+AI void pack_k4(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                uint8_t *panel, float *pd, float *pm)
+{
+    const int64_t nsb = cols / 256;
+    const size_t bsz = t == GGML_TYPE_Q4_K ? sizeof(struct block_q4_K) : sizeof(struct block_q5_K);
+    const uint8_t *rowp[MM_TILE_ROWS];
+    int32_t off[MM_TILE_ROWS];
+    for (int r = 0; r < MM_TILE_ROWS; r++) {
+        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+        off[r] = (int32_t)((size_t)(r < nrows ? r : 0) * ws);
+    }
+    const __m512i voff = _mm512_loadu_si512(off);
+    const __mmask16 valid = (__mmask16)((1u << nrows) - 1); /* rows past nrows: pd = pm = 0 */
+    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws; /* prefetched as in pack_t */
+    const size_t share = MM_TILE_ROWS * ws / (size_t)nsb;
+    for (int64_t i = 0; i < nsb; i++) {
+        for (size_t k = 0; k < share; k += 64)
+            _mm_prefetch((const char *)next + (size_t)i * share + k, _MM_HINT_T1);
+        const uint8_t *base = (const uint8_t *)W + (size_t)i * bsz;
+        __m512i g0 = _mm512_i32gather_epi32(voff, (const void *)base, 1);
+        __m512i s0 = _mm512_i32gather_epi32(voff, (const void *)(base + 4), 1);
+        __m512i s1 = _mm512_i32gather_epi32(voff, (const void *)(base + 8), 1);
+        __m512i s2 = _mm512_i32gather_epi32(voff, (const void *)(base + 12), 1);
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+        __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+        for (int j = 0; j < 8; j++) {
+            __m512i sc, m;
+            if (j < 4) {
+                sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
+                m = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
+            } else {
+                const int k = j - 4;
+                __m512i hi = _mm512_srli_epi32(s2, 8 * k);
+                sc = _mm512_or_si512(
+                    _mm512_and_si512(hi, m4),
+                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), m2), 4));
+                m = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi32(hi, 4), m4),
+                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), m2), 4));
+            }
+            const int64_t b = 8 * i + j;
+            _mm512_storeu_ps(pd + b * 16, _mm512_maskz_mul_ps(valid, d, _mm512_cvtepi32_ps(sc)));
+            _mm512_storeu_ps(pm + b * 16, _mm512_maskz_mul_ps(valid, dmin, _mm512_cvtepi32_ps(m)));
+            const int c = j / 2, h = j % 2;
+            __m256i rows[MM_TILE_ROWS];
+            for (int r = 0; r < MM_TILE_ROWS; r++) {
+                const uint8_t *x = rowp[r] + (size_t)i * bsz;
+                __m256i v, hb = _mm256_setzero_si256();
+                if (t == GGML_TYPE_Q4_K) {
+                    v = _mm256_loadu_si256((const __m256i *)(((const struct block_q4_K *)x)->qs + 32 * c));
+                } else {
+                    const struct block_q5_K *x5 = (const struct block_q5_K *)x;
+                    v = _mm256_loadu_si256((const __m256i *)(x5->qs + 32 * c));
+                    __m256i qh = _mm256_loadu_si256((const __m256i *)x5->qh);
+                    hb = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, j), 4),
+                                          _mm256_set1_epi8(16));
+                }
+                if (h) v = _mm256_srli_epi16(v, 4);
+                v = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi8(15)), hb);
+                rows[r] = r < nrows ? v : _mm256_setzero_si256();
+            }
+            transpose_store(rows, panel + b * 512);
+        }
+    }
+}
+
+/* Q6_K tiles: the 16 signed scales and d of the 16 rows decoded at once per superblock from
+ * gathered dwords (d from the dword at 206, so the gather stays inside the block), dx = d * scale,
+ * mx = 32 * dx as get_block16; the quants per row as get_block16. */
+AI void pack_q6k(const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t *panel, float *pd,
+                 float *pm)
+{
+    const int64_t nsb = cols / 256;
+    const size_t bsz = sizeof(struct block_q6_K);
+    const uint8_t *rowp[MM_TILE_ROWS];
+    int32_t off[MM_TILE_ROWS];
+    for (int r = 0; r < MM_TILE_ROWS; r++) {
+        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+        off[r] = (int32_t)((size_t)(r < nrows ? r : 0) * ws);
+    }
+    const __m512i voff = _mm512_loadu_si512(off);
+    const __mmask16 valid = (__mmask16)((1u << nrows) - 1);
+    const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws; /* prefetched as in pack_t */
+    const size_t share = MM_TILE_ROWS * ws / (size_t)nsb;
+    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < nsb; i++) {
+        for (size_t k = 0; k < share; k += 64)
+            _mm_prefetch((const char *)next + (size_t)i * share + k, _MM_HINT_T1);
+        const uint8_t *base = (const uint8_t *)W + (size_t)i * bsz;
+        __m512i sg[4];
+        for (int q = 0; q < 4; q++)
+            sg[q] = _mm512_i32gather_epi32(voff, (const void *)(base + 192 + 4 * q), 1);
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+            _mm512_i32gather_epi32(voff, (const void *)(base + 206), 1), 16)));
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * i + j;
+            for (int u = 0; u < 2; u++) {
+                const int idx = 2 * j + u;
+                __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
+                __m512 dx = _mm512_maskz_mul_ps(valid, d, _mm512_cvtepi32_ps(sc));
+                _mm512_storeu_ps(pd + b * 32 + u * 16, dx);
+                _mm512_storeu_ps(pm + b * 32 + u * 16, _mm512_mul_ps(_mm512_set1_ps(32.f), dx));
+            }
+            const int h = j / 4, k = j % 4;
+            __m256i rows[MM_TILE_ROWS];
+            for (int r = 0; r < MM_TILE_ROWS; r++) {
+                const struct block_q6_K *x = (const struct block_q6_K *)(rowp[r] + (size_t)i * bsz);
+                __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k % 2)));
+                if (k / 2) lo = _mm256_srli_epi16(lo, 4);
+                lo = _mm256_and_si256(lo, m4);
+                __m256i hi =
+                    _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)), 2 * k);
+                hi = _mm256_slli_epi16(_mm256_and_si256(hi, m2), 4);
+                rows[r] = r < nrows ? _mm256_or_si256(lo, hi) : _mm256_setzero_si256();
+            }
+            transpose_store(rows, panel + b * 512);
+        }
+    }
+}
+
+/* Vectorized K-quant tile packing (1, default) or the scalar get_block path (0): same panels. */
+static int g_pack_vec = 1;
+static void set_pack_vec(int on)
+{
+    g_pack_vec = on;
 }
 
 static void pack(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
@@ -253,13 +393,16 @@ static void pack(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int6
         pack_t(GGML_TYPE_Q5_1, W, ws, nrows, cols, panel, pd, pm);
         break;
     case GGML_TYPE_Q4_K:
-        pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm);
+        if (g_pack_vec) pack_k4(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm);
+        else pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm);
         break;
     case GGML_TYPE_Q5_K:
-        pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm);
+        if (g_pack_vec) pack_k4(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm);
+        else pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm);
         break;
     case GGML_TYPE_Q6_K:
-        pack_t(GGML_TYPE_Q6_K, W, ws, nrows, cols, panel, pd, pm);
+        if (g_pack_vec) pack_q6k(W, ws, nrows, cols, panel, pd, pm);
+        else pack_t(GGML_TYPE_Q6_K, W, ws, nrows, cols, panel, pd, pm);
         break;
     case GGML_TYPE_Q3_K:
         pack_t(GGML_TYPE_Q3_K, W, ws, nrows, cols, panel, pd, pm);
@@ -1226,6 +1369,7 @@ static const struct mm_gemm_impl g_impl = {
     .gemv = gemv,
     .gemm_f_supported = gemm_f_supported,
     .gemm_f = gemm_f,
+    .set_pack_vec = set_pack_vec,
 };
 
 static struct mm_gemm_impl g_impl_amx;

@@ -73,6 +73,9 @@ struct mm_gemm_impl {
                       int64_t y_stride, const int32_t *y_idx, int64_t r0);
     /* amx_gemvm runs token groups of at least m on the tiles with the tokens as A (same bits) */
     void (*amx_set_tilem_min)(int m);
+    /* pack: 1 (default) the vectorized K-quant packers, 0 the scalar per-row path (same panels;
+     * tests compare them) */
+    void (*set_pack_vec)(int on);
     void (*gemm_f)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
                    int64_t cols, const float *X, int64_t x_stride, const int32_t *x_idx,
                    int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
