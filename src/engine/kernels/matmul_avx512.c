@@ -259,11 +259,11 @@ AI void pack_k4(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64
     const __m512i voff = _mm512_loadu_si512(off);
     const __mmask16 valid = (__mmask16)((1u << nrows) - 1); /* rows past nrows: pd = pm = 0 */
     const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
-    const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws; /* prefetched as in pack_t */
-    const size_t share = MM_TILE_ROWS * ws / (size_t)nsb;
+    /* prefetched as in pack_t, one 32-column block's share at a time (a superblock's share in one
+     * burst stalled on the fill buffers) */
+    const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws;
+    const size_t share = MM_TILE_ROWS * ws / (size_t)(8 * nsb);
     for (int64_t i = 0; i < nsb; i++) {
-        for (size_t k = 0; k < share; k += 64)
-            _mm_prefetch((const char *)next + (size_t)i * share + k, _MM_HINT_T1);
         const uint8_t *base = (const uint8_t *)W + (size_t)i * bsz;
         __m512i g0 = _mm512_i32gather_epi32(voff, (const void *)base, 1);
         __m512i s0 = _mm512_i32gather_epi32(voff, (const void *)(base + 4), 1);
@@ -272,6 +272,8 @@ AI void pack_k4(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64
         __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
         __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
         for (int j = 0; j < 8; j++) {
+            for (size_t k = 0; k < share; k += 64)
+                _mm_prefetch((const char *)next + (size_t)(8 * i + j) * share + k, _MM_HINT_T1);
             __m512i sc, m;
             if (j < 4) {
                 sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
@@ -328,12 +330,10 @@ AI void pack_q6k(const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t 
     }
     const __m512i voff = _mm512_loadu_si512(off);
     const __mmask16 valid = (__mmask16)((1u << nrows) - 1);
-    const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws; /* prefetched as in pack_t */
-    const size_t share = MM_TILE_ROWS * ws / (size_t)nsb;
+    const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws; /* prefetched as in pack_k4 */
+    const size_t share = MM_TILE_ROWS * ws / (size_t)(8 * nsb);
     const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < nsb; i++) {
-        for (size_t k = 0; k < share; k += 64)
-            _mm_prefetch((const char *)next + (size_t)i * share + k, _MM_HINT_T1);
         const uint8_t *base = (const uint8_t *)W + (size_t)i * bsz;
         __m512i sg[4];
         for (int q = 0; q < 4; q++)
@@ -342,6 +342,8 @@ AI void pack_q6k(const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t 
             _mm512_i32gather_epi32(voff, (const void *)(base + 206), 1), 16)));
         for (int j = 0; j < 8; j++) {
             const int64_t b = 8 * i + j;
+            for (size_t k = 0; k < share; k += 64)
+                _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
             for (int u = 0; u < 2; u++) {
                 const int idx = 2 * j + u;
                 __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
