@@ -9,7 +9,9 @@ RUN_DIR holds config.json + model.safetensors (scripts/train_demo.py). Writes BU
 (not committed), the Q8_0 file, and REF.json: a held-out text, its token ids, PyTorch's F32 logits
 of the last position (whole row) and its greedy continuation, plus the agreement measured here —
 tests/suites/63-demo-model.sh checks the committed Q8_0 file against it. Fails (exit 1) when the
-F32 export disagrees with PyTorch (max |delta logit| >= 1e-3 or a different greedy continuation).
+F32 export disagrees with PyTorch (max |delta logit| >= 1e-3 or a different greedy continuation):
+with an F32 K/V cache (--cache-type f32) against plain F32 PyTorch, and with the default F16 cache
+against PyTorch with K/V rounded to halfs.
 """
 import argparse
 import json
@@ -47,14 +49,15 @@ def run(cmd, inp=None):
     return r.stdout
 
 
-def engine_last_logits(build, model, ids):
-    out = run([f"{build}/lmserve-logits", model, "--tokens", ",".join(map(str, ids)), "--threads", "1"])
+def engine_last_logits(build, model, ids, cache="f16"):
+    out = run([f"{build}/lmserve-logits", model, "--tokens", ",".join(map(str, ids)), "--threads", "1",
+               "--cache-type", cache])
     return torch.tensor([float(x) for x in out.split()])
 
 
-def engine_greedy(build, model, ids, n):
+def engine_greedy(build, model, ids, n, cache="f16"):
     out = run([f"{build}/lmserve-logits", model, "--tokens", ",".join(map(str, ids)), "--greedy", str(n),
-               "--threads", "1"])
+               "--threads", "1", "--cache-type", cache])
     return [int(x) for x in out.strip().split(",") if x]
 
 
@@ -67,11 +70,11 @@ def forward(model, ids, kv_half):
         train_demo.KV_HALF = False
 
 
-def compare(build, gguf, model, ids, positions, kv_half):
+def compare(build, gguf, model, ids, positions, kv_half, cache="f16"):
     worst = 0.0
     ref = forward(model, ids, kv_half)
     for p in positions:
-        got = engine_last_logits(build, gguf, ids[:p + 1])
+        got = engine_last_logits(build, gguf, ids[:p + 1], cache)
         if got.shape != ref[p].shape:
             sys.exit(f"export: {gguf}: {got.shape[0]} logits, PyTorch has {ref[p].shape[0]}")
         worst = max(worst, float((got - ref[p]).abs().max()))
@@ -119,31 +122,37 @@ def main():
             break
     ids = [int(x) for x in run([f"{a.build}/lmserve-tokenize", f32], text).strip().split(",")][:N_PROMPT]
     positions = sorted(set(range(0, len(ids), 6)) | {len(ids) - 1})
-    # two PyTorch references: plain F32, and F32 with K/V rounded to halfs as the engine's KV cache
-    # stores them (the F32 file is only F32 in its weights)
+    # the issue's check: the F32 file with an F32 K/V cache (--cache-type f32) against plain F32
+    # PyTorch; then, for information, the default F16 cache against plain F32 PyTorch and against
+    # PyTorch with K/V rounded to halfs as that cache stores them
+    d_f32kv = compare(a.build, f32, model, ids, positions, False, "f32")
     d_f32 = compare(a.build, f32, model, ids, positions, False)
     d_f32h = compare(a.build, f32, model, ids, positions, True)
     d_q8 = compare(a.build, a.out, model, ids, positions, False)
     g_ref = torch_greedy(model, ids, N_GREEDY, False)
     g_refh = torch_greedy(model, ids, N_GREEDY, True)
     g_f32 = engine_greedy(a.build, f32, ids, N_GREEDY)
+    g_f32kv = engine_greedy(a.build, f32, ids, N_GREEDY, "f32")
     g_q8 = engine_greedy(a.build, a.out, ids, N_GREEDY)
     same_q8 = sum(1 for x, y in zip(g_ref, g_q8) if x == y)
     first_diff_q8 = next((i for i, (x, y) in enumerate(zip(g_ref, g_q8)) if x != y), N_GREEDY)
     last = forward(model, ids, False)[-1]
     ref = {"name": a.name, "text": text, "tokens": ids, "last_row": [round(float(x), 6) for x in last],
            "greedy_torch": g_ref, "greedy_q8_0": g_q8,
-           "measured": {"f32_max_abs_delta": d_f32, "f32_vs_f16kv_torch_max_abs_delta": d_f32h,
+           "measured": {"f32_cache_f32_max_abs_delta": d_f32kv, "f32_cache_f32_greedy_identical": g_f32kv == g_ref,
+                        "f32_max_abs_delta": d_f32, "f32_vs_f16kv_torch_max_abs_delta": d_f32h,
                         "q8_0_max_abs_delta": d_q8, "f32_greedy_identical": g_f32 == g_ref,
                         "f32_greedy_identical_f16kv_torch": g_f32 == g_refh,
                         "q8_0_greedy_prefix_identical": first_diff_q8, "positions_compared": len(positions)}}
     json.dump(ref, open(a.ref, "w"))
-    print(f"export: F32 file vs PyTorch F32: max |dlogit| {d_f32:.2e} over {len(positions)} positions x {len(last)} "
+    print(f"export: F32 file with --cache-type f32 vs PyTorch F32: max |dlogit| {d_f32kv:.2e}, greedy {N_GREEDY} "
+          f"{'identical' if g_f32kv == g_ref else 'DIFFERENT'}; "
+          f"with the default F16 cache: {d_f32:.2e} over {len(positions)} positions x {len(last)} "
           f"logits, greedy {N_GREEDY} {'identical' if g_f32 == g_ref else 'DIFFERENT'}; vs PyTorch with K/V rounded "
           f"to halfs (the engine's KV cache): {d_f32h:.2e}, greedy {'identical' if g_f32 == g_refh else 'DIFFERENT'}; "
           f"Q8_0 file vs PyTorch F32: max |dlogit| {d_q8:.3f}, greedy identical for the first {first_diff_q8} of "
           f"{N_GREEDY} ({same_q8} equal)", flush=True)
-    if d_f32h >= 1e-3 or g_f32 != g_refh:
+    if d_f32kv >= 1e-3 or g_f32kv != g_ref or d_f32h >= 1e-3 or g_f32 != g_refh:
         sys.exit("export: the F32 GGUF does not reproduce PyTorch's logits")
 
 

@@ -131,14 +131,14 @@ int main(int argc, char **argv)
     const char *path = NULL;
     long threads = 0, np = 512, ng = 128, reps = 5, depth = 0;
     int mlist[32], n_m = 0;
-    bool borrow = false;
+    bool borrow = false, kv_f32 = false;
     int tiles_min = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long *dst = NULL, lo = 0, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5] "
-                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--amx-small M] [--amx-small-tiles M]\n");
+                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--cache-type f16|f32] [--amx-small M] [--amx-small-tiles M]\n");
             return 0;
         }
         if (!strcmp(a, "-m")) {
@@ -175,6 +175,15 @@ int main(int argc, char **argv)
             mm_set_amx_small_max(v);
             continue;
         }
+        if (!strcmp(a, "--cache-type")) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            if (strcmp(v, "f16") && strcmp(v, "f32")) {
+                fprintf(stderr, "lmserve-bench: --cache-type takes f16 or f32, not '%s'\n", v);
+                return 2;
+            }
+            kv_f32 = !strcmp(v, "f32");
+            continue;
+        }
         if (!strcmp(a, "--experts") || !strcmp(a, "--experts=borrow")) {
             const char *v = a[9] == '=' ? a + 10 : i + 1 < argc ? argv[++i] : "";
             if (strcmp(v, "borrow") && strcmp(v, "resident")) {
@@ -209,7 +218,7 @@ int main(int argc, char **argv)
     quant_init();
     if (tiles_min >= 0) mm_set_amx_small_tiles(tiles_min);
     struct err e = {0};
-    struct model_opts o = {.n_threads = (int)threads, .experts_borrow = borrow};
+    struct model_opts o = {.n_threads = (int)threads, .experts_borrow = borrow, .kv_f32 = kv_f32};
     struct model *m = model_load(path, &o, &e);
     if (!m) {
         fprintf(stderr, "lmserve-bench: %s\n", e.msg);

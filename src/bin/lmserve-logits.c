@@ -27,7 +27,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmserve-logits MODEL --tokens ID,ID,... [--threads N] [--ctx N] [--greedy N] "
-               "[--one-by-one] [--nll]\n"
+               "[--one-by-one] [--nll] [--cache-type f16|f32]\n"
                "       lmserve-logits MODEL --act-format\n");
 }
 
@@ -87,6 +87,7 @@ int main(int argc, char **argv)
     const char *path = NULL, *toks = NULL;
     long threads = 0, greedy = 0, ctx = 0;
     int one_by_one = 0, act_format = 0, nll = 0;
+    bool kv_f32 = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -104,6 +105,9 @@ int main(int argc, char **argv)
             if (parse_int(argv[++i], 1, 1024, &threads)) goto bad;
         } else if (i + 1 < argc && !strcmp(a, "--greedy")) {
             if (parse_int(argv[++i], 1, 1 << 20, &greedy)) goto bad;
+        } else if (i + 1 < argc && !strcmp(a, "--cache-type")) {
+            if (strcmp(argv[++i], "f16") && strcmp(argv[i], "f32")) goto bad;
+            kv_f32 = !strcmp(argv[i], "f32");
         } else if (i + 1 < argc && !strcmp(a, "--ctx")) {
             if (parse_int(argv[++i], 1, 1 << 24, &ctx)) goto bad;
         } else if (a[0] != '-' && !path) {
@@ -153,7 +157,7 @@ int main(int argc, char **argv)
     }
     log_set_level(LOG_WARN);
     struct err e = {0};
-    struct model_opts o = {.n_threads = (int)threads};
+    struct model_opts o = {.n_threads = (int)threads, .kv_f32 = kv_f32};
     struct model *m = model_load(path, &o, &e);
     if (!m) {
         fprintf(stderr, "lmserve-logits: %s\n", e.msg);

@@ -23,7 +23,7 @@ struct opts {
     long port, ctx, threads, queue, conns, conns_per_client, max_tokens, max_body, timeout;
     long header_timeout, body_timeout, body_min_rate, shutdown_grace;
     long kv_slots, kv_disk_slots, prefill_chunk, spec, batch;
-    bool kv_slots_force, reasoning, metrics;
+    bool kv_slots_force, reasoning, metrics, kv_f32;
 };
 
 /* After the queue drained: how long connections may take to write their last bytes. */
@@ -64,6 +64,8 @@ static void usage(FILE *f)
         "  --kv-cache-dir D  spill evicted KV slots to sidecar files in D, restored on a\n"
         "                    match, also after a restart (default: off)\n"
         "  --kv-disk-slots N at most N sidecar files in D (default 8)\n"
+        "  --cache-type T    K/V cache elements: f16 (default) or f32 (twice the memory;\n"
+        "                    attention over unrounded keys and values)\n"
         "  --prefill-chunk N prompt tokens per forward pass (default 512)\n"
         "  --spec N          speculative decoding from the request's own context: up to N\n"
         "                    drafted tokens verified per forward (1..16; default 0 = off)\n"
@@ -141,7 +143,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             continue;
         }
         if (!strcmp(a, "--host") || !strcmp(a, "--api-key") || !strcmp(a, "--log-level") ||
-            !strcmp(a, "--kv-cache-dir") || !strcmp(a, "--reasoning") ||
+            !strcmp(a, "--kv-cache-dir") || !strcmp(a, "--reasoning") || !strcmp(a, "--cache-type") ||
             !strcmp(a, "--cors") || !strcmp(a, "--alias")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lmserve: %s needs a value\n", a);
@@ -174,6 +176,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
                     return -1;
                 }
                 o->cors = v;
+            } else if (!strcmp(a, "--cache-type")) {
+                if (strcmp(v, "f16") && strcmp(v, "f32")) {
+                    fprintf(stderr, "lmserve: bad value '%s' for --cache-type (f16 or f32)\n", v);
+                    return -1;
+                }
+                o->kv_f32 = !strcmp(v, "f32");
             } else if (!strcmp(a, "--reasoning")) {
                 if (strcmp(v, "on") && strcmp(v, "off")) {
                     fprintf(stderr, "lmserve: bad value '%s' for --reasoning (on or off)\n", v);
@@ -313,6 +321,7 @@ int main(int argc, char **argv)
                                   .prefill_chunk = (int)o.prefill_chunk,
                                   .batch = (int)o.batch,
                                   .spec = (int)o.spec,
+                                  .kv_f32 = o.kv_f32,
                                   .alias = o.alias};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {

@@ -51,6 +51,8 @@ struct model_ops {
 struct model_opts {
     int n_threads;      /* 0 = physical cores */
     bool experts_borrow; /* --experts=borrow: serve MoE experts straight from the mapping */
+    bool kv_f32;         /* --cache-type f32: K/V caches of F32 elements instead of F16 (twice the
+                            memory; the attention reads them unrounded; nanochat always has them) */
 };
 
 /* Opens the GGUF at path, detects the family from general.architecture, validates every tensor

@@ -26,6 +26,7 @@ struct backend_llm_opts {
     int batch;          /* --batch: streams decoded together (docs/batching.md), 0 = BATCH_DEFAULT;
                            --kv-slots is raised to at least this */
     int spec;           /* --spec N: prompt-lookup drafts per verify (R-SPEC-1), 0 = off */
+    bool kv_f32;        /* --cache-type f32: F32 K/V caches (model_opts.kv_f32) */
     const char *alias; /* model id to serve under (--alias); NULL = general.name, else file name */
 };
 

@@ -91,6 +91,24 @@ for m in $models; do
     echo "  (info) greedy agreement: prefill-path engine vs $q reference $(agree "$gpre" "$gr")/32, vs exact-activation reference $(agree "$gc" "$gp")/32"
   fi
 done
+# --cache-type f32: K and V kept unrounded. Against the reference that does not round them either
+# (--kv-f32) the F32 models agree to 1e-4 (measured 4.8e-6 on tiny-f32), where the default F16
+# cache is ~4e-3 away from it; prefill vs one token per forward stays at 1e-4 too.
+for m in tiny-f32 moe_tiny-f32; do
+  f="$MODELDIR/$m.gguf"
+  "$BUILD/lmserve-logits" "$f" --tokens "$P" --threads 2 --cache-type f32 > "$tmp/c32"
+  "$BUILD/lmserve-logits" "$f" --tokens "$P" --threads 3 --cache-type f32 --one-by-one > "$tmp/c32o"
+  "$BUILD/lmserve-logits" "$f" --tokens "$P" --threads 2 > "$tmp/c16"
+  $PY "$REF" "$f" --tokens "$P" --kv-f32 > "$tmp/r32"
+  echo -n "$m --cache-type f32 vs the unrounded-K/V reference: "
+  $PY "$CMP" "$tmp/c32" "$tmp/r32" --max-abs 1e-4 || bad "$m f32 cache logits"
+  echo -n "$m --cache-type f32 prefill vs one-by-one (3 threads): "
+  $PY "$CMP" "$tmp/c32" "$tmp/c32o" --max-abs 1e-4 || bad "$m f32 cache prefill vs decode"
+  echo -n "  (control) $m f16 cache vs the unrounded-K/V reference, expected over 1e-4: "
+  if $PY "$CMP" "$tmp/c16" "$tmp/r32" --max-abs 1e-4 > "$tmp/ctl"; then bad "$m: --cache-type f32 changes nothing"; fi
+  cat "$tmp/ctl"
+done
+"$BUILD/lmserve-logits" "$MODELDIR/tiny-f32.gguf" --tokens 1,2 --cache-type f8 > /dev/null 2>&1 && bad "--cache-type f8 accepted"
 # Other weight types, exact-activation reference (its own F16 and Q4_K/Q6_K decoders): the
 # engine rounds activations to f16 (F16 weights) or int8 (Q4_K_M), so cosine bounds.
 for m in tiny-f16 tiny-q4_k_m; do

@@ -120,6 +120,44 @@ static void check_attention(int hd, int n_head, int n_head_kv, int n_q, int pos0
               n_head, n_head_kv, n_q, pos0, maxd);
     cr_expect(maxd2 < 2e-5, "portable attention: max error %g", maxd2);
     cr_expect(maxd3 < 2e-5, "avx2 attention: max error %g", maxd3);
+
+    /* An F32 cache (--cache-type f32) holding the same values: every instance (the dispatched one,
+     * the portable one, AVX2) does the same operations in the same order on them, so its outputs
+     * are the F16 instance's bits. */
+    float *kf = malloc(sizeof(float) * (size_t)(hs * n_head_kv)), *vf = malloc(sizeof(float) * (size_t)(hs * n_head_kv));
+    for (int64_t i = 0; i < hs * n_head_kv; i++) {
+        kf[i] = fp16_to_f32_sw(kt[i]);
+        vf[i] = fp16_to_f32_sw(v[i]);
+    }
+    float *of = malloc(sizeof(float) * (size_t)(n_q * n_head * hd));
+    struct ops_attn af = a;
+    af.k = (const uint16_t *)(const void *)kf;
+    af.v = (const uint16_t *)(const void *)vf;
+    af.kv_head_stride = 2 * hs; /* counted in halfs, as kv_cache's */
+    af.kv_f32 = true;
+    for (int variant = 0; variant < 3; variant++) {
+        if (variant == 2 && !have_avx2) break;
+        memset(of, 0xff, sizeof(float) * (size_t)(n_q * n_head * hd));
+        af.out = of;
+        for (int h = 0; h < n_head_kv; h++)
+            for (int q0 = 0; q0 < n_q; q0 += (variant == 0 ? OPS_ATTN_QB : variant == 1 ? 3 : 5)) {
+                int q1 = q0 + (variant == 0 ? OPS_ATTN_QB : variant == 1 ? 3 : 5);
+                q1 = q1 < n_q ? q1 : n_q;
+                if (variant == 0) ops_attn_run(&af, h, q0, q1, ws);
+                else if (variant == 1) ops_attn_run_ref(&af, h, q0, q1, ws);
+#if defined(__x86_64__)
+                else ops_attn_run_avx2(&af, h, q0, q1, ws, 0, ops_attn_chunks(&af, q1), NULL);
+#endif
+            }
+        const float *want = variant == 0 ? o1 : variant == 1 ? o2 : o3;
+        cr_expect(memcmp(of, want, sizeof(float) * (size_t)(n_q * n_head * hd)) == 0,
+                  "f32-cache attention (variant %d: %s) differs from the f16 cache's bits on half values "
+                  "(hd=%d n_q=%d pos0=%d)", variant, variant == 0 ? ops_isa() : variant == 1 ? "portable" : "avx2",
+                  hd, n_q, pos0);
+    }
+    free(of);
+    free(kf);
+    free(vf);
     free(o3);
     free(kt);
     free(v);

@@ -161,11 +161,19 @@ void ops_f16_to_f32(float *dst, const uint16_t *src, int64_t n)
 #define ATTN_RB 1
 #define ATTN_FN attn_portable
 #include "engine/kernels/ops_attn_impl.h"
+#undef ATTN_FN
+#define ATTN_KV_F32
+#define ATTN_FN attn_portable_f32
+#include "engine/kernels/ops_attn_impl.h"
+#undef ATTN_KV_F32
 
 static void attn_portable_fn(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch,
                              int c0, int c1, float *state)
 {
-    attn_portable(a, kvh, q0, q1, scratch, c0, c1, state);
+    if (a->kv_f32)
+        attn_portable_f32(a, kvh, q0, q1, scratch, c0, c1, state);
+    else
+        attn_portable(a, kvh, q0, q1, scratch, c0, c1, state);
 }
 
 /* Not inlined: the one copy of the merge arithmetic that every path (sequential chunks inside a
@@ -201,7 +209,7 @@ int ops_attn_chunks(const struct ops_attn *a, int q1)
 
 void ops_attn_run_ref(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)
 {
-    attn_portable(a, kvh, q0, q1, scratch, 0, ops_attn_chunks(a, q1), NULL);
+    attn_portable_fn(a, kvh, q0, q1, scratch, 0, ops_attn_chunks(a, q1), NULL);
 }
 
 void ops_attn_run(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch)

@@ -8,6 +8,7 @@
 #ifndef LMS_ENGINE_OPS_H
 #define LMS_ENGINE_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,8 @@ struct ops_attn {
     int n_q;
     const uint16_t *k, *v;
     int64_t kv_head_stride;
+    bool kv_f32;        /* k and v hold floats (an F32 cache, --cache-type f32): the same layout
+                           with 4-byte elements, kv_head_stride still counted in halfs */
     int n_head, n_head_kv, head_dim;
     float scale;        /* usually 1/sqrt(head_dim) */
     int window;         /* > 0: query i sees only keys at positions (pos[i] - window, pos[i]] (sliding

@@ -6,7 +6,16 @@
  *   ATTN_FN (the static function to define; the file may be included several times with other
  *   ATTN_FN / ATTN_RB), ATTN_RB (query rows per register block: the
  *   accumulators of RB rows x 4 vectors must fit the register file)
- *
+ *   optionally ATTN_KV_F32 (the instance reads an F32 cache: elements are floats loaded with
+ *   VLOAD instead of halfs with VLOADH; every other operation and its order are the same) */
+#ifdef ATTN_KV_F32
+#define ATTN_KV_T float
+#define ATTN_LOADKV(p) VLOAD(p)
+#else
+#define ATTN_KV_T uint16_t
+#define ATTN_LOADKV(p) VLOADH(p)
+#endif
+/*
  * Algorithm (flash-attention style, bounded scratch): for one kv head and up to OPS_ATTN_QB query
  * tokens (× the GQA group = "rows"), walk the cache in tiles of OPS_ATTN_KT keys; per tile, convert
  * K (stored tile-transposed: [hd][KT] halfs, see kv_cache.c) and V ([KT][hd] halfs), compute S = Q·K^T with Q pre-scaled, mask keys past each row's position, and fold the tile into
@@ -49,8 +58,9 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
             R[r * sw + 2 + d] = 0.0f;
     }
     int32_t maxpos = a->pos[q1 - 1];
-    const uint16_t *kh = a->k + (int64_t)kvh * a->kv_head_stride;
-    const uint16_t *vh = a->v + (int64_t)kvh * a->kv_head_stride;
+    const int64_t hs = a->kv_head_stride / (int64_t)(sizeof(ATTN_KV_T) / 2); /* in elements */
+    const ATTN_KV_T *kh = (const ATTN_KV_T *)(const void *)a->k + (int64_t)kvh * hs;
+    const ATTN_KV_T *vh = (const ATTN_KV_T *)(const void *)a->v + (int64_t)kvh * hs;
 
     /* a sliding window starts the walk at the tile of the first query's oldest visible key (tiles
      * before it are outside every row's window: skipping them changes no row's state) */
@@ -74,7 +84,7 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
         /* K tile: hd rows of KT halfs (tail columns past kn hold stale values: masked); a ring
          * holds position kt0 at row kt0 % ring (tiles never straddle its end: ring % KT == 0) */
         int64_t row0 = a->ring > 0 ? kt0 % a->ring : kt0;
-        const uint16_t *Kt = kh + row0 * hd, *Vt = vh + row0 * hd;
+        const ATTN_KV_T *Kt = kh + row0 * hd, *Vt = vh + row0 * hd;
         for (int r0 = 0; r0 < rows_p; r0 += RB) {
             int active = 0;
             /* a row takes part if the tile holds a key it sees: not all in its future, not all
@@ -93,10 +103,10 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
             for (; j0 + 4 * VW <= jn; j0 += 4 * VW) {
                 VEC s[RB][4];
                 _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = VZERO();
-                const uint16_t *kp = Kt + j0;
+                const ATTN_KV_T *kp = Kt + j0;
                 const float *qp = Q + r0 * hd;
                 for (int d = 0; d < hd; d++, kp += KT) {
-                    VEC k0 = VLOADH(kp), k1 = VLOADH(kp + VW), k2 = VLOADH(kp + 2 * VW), k3 = VLOADH(kp + 3 * VW);
+                    VEC k0 = ATTN_LOADKV(kp), k1 = ATTN_LOADKV(kp + VW), k2 = ATTN_LOADKV(kp + 2 * VW), k3 = ATTN_LOADKV(kp + 3 * VW);
                     _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
                         VEC qd = VSET1(qp[i * hd + d]);
                         s[i][0] = VFMA(qd, k0, s[i][0]);
@@ -111,10 +121,10 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
             for (; j0 < jn; j0 += VW) { /* the diagonal tile's last few key vectors */
                 VEC s[RB];
                 _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) s[i] = VZERO();
-                const uint16_t *kp = Kt + j0;
+                const ATTN_KV_T *kp = Kt + j0;
                 const float *qp = Q + r0 * hd;
                 for (int d = 0; d < hd; d++, kp += KT) {
-                    VEC k0 = VLOADH(kp);
+                    VEC k0 = ATTN_LOADKV(kp);
                     _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) s[i] = VFMA(VSET1(qp[i * hd + d]), k0, s[i]);
                 }
                 _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) VSTORE(S + (r0 + i) * KT + j0, s[i]);
@@ -160,9 +170,9 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
                     const float *ar = acc + (r0 + i) * hd + d0;
                     _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) o[i][c] = VMUL(VLOAD(ar + c * VW), vc);
                 }
-                const uint16_t *vp = Vt + d0;
+                const ATTN_KV_T *vp = Vt + d0;
                 for (int j = 0; j < krmax; j++, vp += hd) {
-                    VEC v0 = VLOADH(vp), v1 = VLOADH(vp + VW), v2 = VLOADH(vp + 2 * VW), v3 = VLOADH(vp + 3 * VW);
+                    VEC v0 = ATTN_LOADKV(vp), v1 = ATTN_LOADKV(vp + VW), v2 = ATTN_LOADKV(vp + 2 * VW), v3 = ATTN_LOADKV(vp + 3 * VW);
                     _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) {
                         VEC pj = VSET1(S[(r0 + i) * KT + j]);
                         o[i][0] = VFMA(pj, v0, o[i][0]);
@@ -177,9 +187,9 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
             for (; d0 < hd; d0 += VW) { /* head_dim not a multiple of 4 vectors */
                 VEC o[RB];
                 _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) o[i] = VMUL(VLOAD(acc + (r0 + i) * hd + d0), VSET1(corr[r0 + i]));
-                const uint16_t *vp = Vt + d0;
+                const ATTN_KV_T *vp = Vt + d0;
                 for (int j = 0; j < krmax; j++, vp += hd) {
-                    VEC v0 = VLOADH(vp);
+                    VEC v0 = ATTN_LOADKV(vp);
                     _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) o[i] = VFMA(VSET1(S[(r0 + i) * KT + j]), v0, o[i]);
                 }
                 _Pragma("GCC unroll 8") for (int i = 0; i < RB; i++) VSTORE(acc + (r0 + i) * hd + d0, o[i]);
@@ -201,3 +211,5 @@ static void ATTN_FN(const struct ops_attn *a, int kvh, int q0, int q1, float *sc
                               a->out + (int64_t)(q0 + qi) * a->out_stride + (int64_t)(kvh * group + g) * hd, hd);
     }
 }
+#undef ATTN_KV_T
+#undef ATTN_LOADKV

@@ -43,9 +43,17 @@ static inline float hsum256(__m256 v)
 #define ATTN_RB 2
 #define ATTN_FN attn_rb2
 #include "engine/kernels/ops_attn_impl.h"
+#undef ATTN_FN
+#define ATTN_KV_F32 /* the same for an F32 cache (--cache-type f32) */
+#define ATTN_FN attn_rb2_f32
+#include "engine/kernels/ops_attn_impl.h"
+#undef ATTN_KV_F32
 
 void ops_attn_run_avx2(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
                        int c1, float *state)
 {
-    attn_rb2(a, kvh, q0, q1, scratch, c0, c1, state);
+    if (a->kv_f32)
+        attn_rb2_f32(a, kvh, q0, q1, scratch, c0, c1, state);
+    else
+        attn_rb2(a, kvh, q0, q1, scratch, c0, c1, state);
 }

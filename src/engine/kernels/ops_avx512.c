@@ -110,12 +110,26 @@ void ops_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, f
 #define ATTN_RB 2
 #define ATTN_FN attn_rb2
 #include "engine/kernels/ops_attn_impl.h"
+#undef ATTN_RB
+#undef ATTN_FN
+/* the same two for an F32 cache (--cache-type f32) */
+#define ATTN_KV_F32
+#define ATTN_RB 6
+#define ATTN_FN attn_rb6_f32
+#include "engine/kernels/ops_attn_impl.h"
+#undef ATTN_RB
+#undef ATTN_FN
+#define ATTN_RB 2
+#define ATTN_FN attn_rb2_f32
+#include "engine/kernels/ops_attn_impl.h"
+#undef ATTN_KV_F32
 
 void ops_attn_run_avx512(const struct ops_attn *a, int kvh, int q0, int q1, float *scratch, int c0,
                          int c1, float *state)
 {
-    if ((q1 - q0) * (a->n_head / a->n_head_kv) <= 2)
-        attn_rb2(a, kvh, q0, q1, scratch, c0, c1, state);
+    bool small = (q1 - q0) * (a->n_head / a->n_head_kv) <= 2;
+    if (a->kv_f32)
+        (small ? attn_rb2_f32 : attn_rb6_f32)(a, kvh, q0, q1, scratch, c0, c1, state);
     else
-        attn_rb6(a, kvh, q0, q1, scratch, c0, c1, state);
+        (small ? attn_rb2 : attn_rb6)(a, kvh, q0, q1, scratch, c0, c1, state);
 }

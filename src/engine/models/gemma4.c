@@ -219,6 +219,7 @@ struct model *gemma4_load(struct gguf *g, const struct model_opts *opts, struct 
     m->base.ops = &g4_ops;
     if (opts) m->base.opts = *opts;
     struct model_config *c = &m->base.cfg;
+    c->kv_f32 = m->base.opts.kv_f32;
     const struct gguf *G = &m->base.g;
     snprintf(c->arch, sizeof c->arch, "gemma4");
     int hkv[G4_MAX_LAYERS], hd_swa = 0, per_layer = 0, shared = 0;
@@ -497,6 +498,7 @@ static void attn_worker(void *ctx, int ith, int nth)
             .k = y.k,
             .v = y.v,
             .kv_head_stride = y.head_stride,
+            .kv_f32 = c->kv_f32,
             .n_head = c->n_head,
             .n_head_kv = L->n_head_kv,
             .head_dim = L->hd,

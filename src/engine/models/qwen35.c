@@ -243,6 +243,7 @@ struct model *qwen35_load(struct gguf *g, const struct model_opts *opts, struct 
     m->base.ops = &q35_ops;
     if (opts) m->base.opts = *opts;
     struct model_config *c = &m->base.cfg;
+    c->kv_f32 = m->base.opts.kv_f32;
     const struct gguf *G = &m->base.g;
     int vlen;
     if (mdl_attn_hparams(G, c, &vlen, e)) goto fail_keep_g;
@@ -632,6 +633,7 @@ static void attn_worker(void *ctx, int ith, int nth)
             .k = kv_layer_k(un->kv, j->layer),
             .v = kv_layer_v(un->kv, j->layer),
             .kv_head_stride = un->kv->head_stride,
+            .kv_f32 = c->kv_f32,
             .n_head = c->n_head,
             .n_head_kv = c->n_head_kv,
             .head_dim = c->head_dim,
