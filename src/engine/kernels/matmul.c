@@ -48,7 +48,7 @@ static int64_t gemv_tile_rows(int64_t rows, int nth)
 #define MM_GEMM_BIG_TOK 4 /* from here on AMX-tile work items are single 16-row tiles */
 /* the packed VNNI GEMM keeps long row runs up to here: its packer prefetches the next 16-row tile,
  * which is the same thread's only inside a run */
-#define MM_PACKED_BIG_TOK 32
+#define MM_PACKED_BIG_TOK 256
 #define MM_PAR_QUANT_MIN (64 * 1024) /* activation elements worth a parallel quantization */
 
 static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
