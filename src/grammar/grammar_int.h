@@ -70,6 +70,9 @@ struct grammar {
                         * (2 words; 0,0 = not computed yet) */
     uint64_t *fhr;     /* the same with loop bounds left out (relaxed walks' keys) */
     uint64_t *fho;     /* the same with the bounds of the state's own loop left out (mask.c) */
+    uint64_t *fhw;     /* the same with its inner loop's bounds left out too */
+    int32_t *ipass;    /* per loop: for an inner loop, the most iterations a token's bytes can
+                        * complete (mask_prepare_relax; -1: unknown, no class for its count) */
     int32_t *fh_queue, *fh_local;
     uint32_t *fh_stamp;
     uint32_t fh_gen;

@@ -142,7 +142,7 @@ static bool agree_same(const struct rx_dfa *d, uint32_t x, uint32_t y)
 static int agree_zone(const struct grammar *g, uint32_t t)
 {
     const struct rx_dstate *st = &g->dfa.st[t];
-    if (st->sloop < 0 || st->sc1 == 0) return 0;
+    if (st->sloop < 0 || st->sc1 == 0 || st->sw) return 0; /* an inner loop's count: no */
     const struct rx_loop *L = &g->nfa.loops[st->sloop];
     int64_t c = (int64_t)st->sc1 - 1, D = (int64_t)g->vi->max_depth + 2 + AGREE_PAIRS;
     if (c >= L->min && (L->max < 0 || c + D + (L->len ? L->tmin_max : 0) < L->max)) return 1;
@@ -437,24 +437,31 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
  * know that a lexeme can end). Memoized per state. Caller holds g->mu. */
 #define FH_ALL_BOUNDS (-1) /* every loop's bounds hashed */
 #define FH_NO_BOUNDS (-2)  /* none */
-static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip);
+static const uint64_t *fh_get_x2(struct grammar *g, int32_t q, int32_t skip, int32_t skip2);
 
 static const uint64_t *fh_get(struct grammar *g, int32_t q)
 {
-    return fh_get_x(g, q, FH_ALL_BOUNDS);
+    return fh_get_x2(g, q, FH_ALL_BOUNDS, -1);
+}
+
+static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip)
+{
+    return fh_get_x2(g, q, skip, -1);
 }
 
 /* skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's kind and whether it is
  * bounded stay in), or a loop whose bounds alone are left out (q's own loop: memoized in
- * g->fho, allocated on first use). NULL on no memory. */
-static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip)
+ * g->fho, allocated on first use); skip2 >= 0 (with skip >= 0): the bounds of q's inner loop
+ * left out too (memoized in g->fhw). NULL on no memory. */
+static const uint64_t *fh_get_x2(struct grammar *g, int32_t q, int32_t skip, int32_t skip2)
 {
     const struct rx_nfa *n = &g->nfa;
-    if (skip >= 0 && !g->fho) {
-        g->fho = calloc(((size_t)n->n + 1) * 2, sizeof *g->fho);
-        if (!g->fho) return NULL;
+    uint64_t **memo = skip2 >= 0 ? &g->fhw : &g->fho;
+    if (skip >= 0 && !*memo) {
+        *memo = calloc(((size_t)n->n + 1) * 2, sizeof **memo);
+        if (!*memo) return NULL;
     }
-    uint64_t *h = &(skip == FH_NO_BOUNDS ? g->fhr : skip >= 0 ? g->fho : g->fh)[2 * (size_t)q];
+    uint64_t *h = &(skip == FH_NO_BOUNDS ? g->fhr : skip >= 0 ? *memo : g->fh)[2 * (size_t)q];
     if (h[0] | h[1]) return h;
     if (++g->fh_gen == 0) {
         memset(g->fh_stamp, 0, ((size_t)n->n + 1) * sizeof *g->fh_stamp);
@@ -490,18 +497,18 @@ static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip)
         case NS_CNT_ENTER:
         case NS_CNT_END: {
             const struct rx_loop *L = &n->loops[st->loop];
-            if (skip == FH_NO_BOUNDS || skip == st->loop)
+            if (skip == FH_NO_BOUNDS || skip == st->loop || (skip2 >= 0 && skip2 == st->loop))
                 FHMIX((uint64_t)(L->max < 0) + 11);
             else
                 FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
-            FHMIX((uint64_t)L->len + 3);
+            FHMIX((uint64_t)L->len + 3 + (L->parent >= 0 ? 16 : 0));
             succ[0] = L->body;
             succ[1] = L->cont;
             break;
         }
         case NS_CNT_TICK: {
             const struct rx_loop *L = &n->loops[st->loop];
-            if (skip == FH_NO_BOUNDS || skip == st->loop)
+            if (skip == FH_NO_BOUNDS || skip == st->loop || (skip2 >= 0 && skip2 == st->loop))
                 FHMIX((uint64_t)(L->max < 0) + 11);
             else
                 FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
@@ -603,14 +610,36 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
                  * share their walks, and minLength 8 after 3 characters shares with minLength 5
                  * after none. A length region far below its min compares tmax with a distance
                  * the class does not keep: its bounds stay in. */
+                /* an inner loop's iteration w (the second counter): one class when the
+                 * region's count is between its bounds and far from max (no bound of the
+                 * region bites within a token, so the ticks left do not matter) and w is at
+                 * least the inner loop's min and more than the iterations a token can
+                 * complete (g->ipass) below its max: no check of w then differs within a
+                 * token, and the inner loop's bounds are left out of the hash too. Else w is
+                 * part of the key. */
+                uint32_t wq = rx_thread_w(v);
+                int32_t il = wq ? rx_nfa_inner_of(&g->nfa, st) : -1;
+                bool wfar = false;
+                if (il >= 0) {
+                    const struct rx_loop *I = &g->nfa.loops[il];
+                    int64_t P = g->ipass ? g->ipass[il] : -1;
+                    wfar = cc == 0xfffffff1u && P >= 0 && wq >= (uint32_t)I->min &&
+                           (int64_t)wq + P < I->max;
+                }
                 if (cc == 0xfffffff1u || dist || (cc == 0xfffffff0u && !L->len)) {
-                    const uint64_t *fo = fh_get_x((struct grammar *)g, st, li);
+                    const uint64_t *fo = fh_get_x2((struct grammar *)g, st, li, wfar ? il : -1);
                     if (!fo) {
                         free(key);
                         free(kern);
                         return NULL;
                     }
                     fh = fo;
+                }
+                if (il >= 0) {
+                    uint64_t x = wfar ? 0xfffffff1u : wq;
+                    x = (x + 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+                    k[i] = (struct kent){fh[0] ^ (x ^ x >> 31), fh[1] + x, 0, cc};
+                    continue;
                 }
             }
         }
@@ -766,6 +795,8 @@ void mask_free_relax(struct grammar *g)
     free(g->agr);
     free(g->ash);
     free(g->fho);
+    free(g->fhw);
+    free(g->ipass);
     for (int32_t i = 0; i < g->rpay_cap; i++)
         rpay_free(g->rpay[i]);
     free(g->rpay);
@@ -777,6 +808,157 @@ void mask_free_relax(struct grammar *g)
     free(g->post_loop);
     free(g->loop_ok);
     if (g->rdfa_ready) rx_dfa_deinit(&g->rdfa);
+}
+
+/* ---- Iterations per token of an inner loop (the class of its count in inner_key) ----
+ *
+ * The most CNT_END passes of inner loop il along the bytes of any token prefix, from any byte
+ * state of its body, with the loop's bounds and the region's ticks ignored (a superset of the
+ * real threads): a walk of the vocabulary trie in a max-plus automaton whose state is, per
+ * body byte state, the most passes so far (-1: absent), interned. -1 when it gives up (more
+ * than IP_MAX_STATES states, or a count past IP_CAP): the count then has no class. */
+#define IP_MAX_STATES 4096
+#define IP_CAP 64
+
+struct ip_succ {
+    int32_t r;
+    int8_t inc;
+};
+
+static int32_t inner_passes(const struct grammar *g, int32_t il)
+{
+    const struct rx_nfa *n = &g->nfa;
+    const struct rx_loop *I = &n->loops[il];
+    const struct grammar_vocab_index *vi = g->vi;
+    int32_t lo = I->lo, hi = I->hi, nb = hi - lo, end = I->lo - 1;
+    int32_t *idx = malloc(((size_t)nb + 1) * sizeof *idx), nq = 0;
+    int32_t *qs = malloc(((size_t)nb + 1) * sizeof *qs);
+    int32_t *stk = malloc(((size_t)nb + 2) * 2 * sizeof *stk);
+    uint8_t *seen = malloc((size_t)nb + 1);
+    int32_t *soff = NULL;
+    struct ip_succ *sv = NULL;
+    int8_t *vec = NULL;
+    uint32_t *trans = NULL, *htab = NULL, *S = NULL;
+    int32_t result = -1;
+    if (!idx || !qs || !stk || !seen) goto out;
+    for (int32_t s = lo; s < hi; s++) {
+        idx[s - lo] = n->s[s].kind == NS_BYTE ? nq : -1;
+        if (n->s[s].kind == NS_BYTE) qs[nq++] = s;
+    }
+    if (!nq) goto out;
+    /* per byte state: the byte states after its byte, with 1 when the step passed END */
+    soff = malloc(((size_t)nq + 1) * sizeof *soff);
+    sv = malloc((size_t)nq * (size_t)nq * sizeof *sv);
+    if (!soff || !sv) goto out;
+    int32_t nsv = 0;
+    for (int32_t q = 0; q < nq; q++) {
+        soff[q] = nsv;
+        memset(seen, 0, (size_t)nb + 1);
+        int32_t sp = 0;
+        stk[sp++] = n->s[qs[q]].out;
+        stk[sp++] = 0;
+        while (sp) {
+            int32_t inc = stk[--sp], x = stk[--sp];
+            if (x == end) {
+                if (inc) continue; /* bodies are never empty: one pass per byte */
+                x = I->body;
+                inc = 1;
+            }
+            if (x < lo || x >= hi) continue;
+            int bit = inc ? 2 : 1;
+            if (seen[x - lo] & bit) continue;
+            seen[x - lo] |= (uint8_t)bit;
+            const struct rx_nstate *st = &n->s[x];
+            switch (st->kind) {
+            case NS_BYTE: {
+                int32_t r = idx[x - lo], j = soff[q];
+                while (j < nsv && sv[j].r != r)
+                    j++;
+                if (j == nsv) sv[nsv++] = (struct ip_succ){r, (int8_t)inc};
+                else if (inc > sv[j].inc) sv[j].inc = (int8_t)inc;
+                break;
+            }
+            case NS_SPLIT:
+                stk[sp++] = st->out2;
+                stk[sp++] = inc;
+                /* fall through */
+            case NS_EPS:
+            case NS_CNT_TICK:
+                stk[sp++] = st->out;
+                stk[sp++] = inc;
+                break;
+            default:
+                break; /* BOL (mid-lexeme), EOL (no byte follows), anything else */
+            }
+        }
+    }
+    soff[nq] = nsv;
+    int32_t cap = 64, ns = 0;
+    vec = malloc((size_t)cap * (size_t)nq);
+    trans = malloc((size_t)cap * 256 * sizeof *trans);
+    uint32_t hcap = 2 * IP_MAX_STATES;
+    htab = calloc(hcap, sizeof *htab);
+    S = malloc(((size_t)vi->max_depth + 2) * sizeof *S);
+    if (!vec || !trans || !htab || !S) goto out;
+    int8_t *tmp = malloc((size_t)nq);
+    if (!tmp) goto out;
+    memset(tmp, 0, (size_t)nq); /* the start: every byte state, no pass yet */
+    int32_t best = 0;
+#define IP_INTERN(V, OUT)                                                                               do {                                                                                                   uint64_t h_ = 1469598103934665603ull;                                                              for (int32_t i_ = 0; i_ < nq; i_++)                                                                    h_ = (h_ ^ (uint8_t)(V)[i_]) * 1099511628211ull;                                               uint32_t j_ = (uint32_t)h_ & (hcap - 1);                                                           (OUT) = UINT32_MAX;                                                                                while (htab[j_]) {                                                                                     if (!memcmp(vec + (size_t)(htab[j_] - 1) * nq, (V), (size_t)nq)) {                                     (OUT) = htab[j_] - 1;                                                                              break;                                                                                         }                                                                                                  j_ = (j_ + 1) & (hcap - 1);                                                                    }                                                                                                  if ((OUT) == UINT32_MAX) {                                                                             if (ns >= IP_MAX_STATES) goto give_up;                                                             if (ns == cap) {                                                                                       cap *= 2;                                                                                          int8_t *nv_ = realloc(vec, (size_t)cap * (size_t)nq);                                              if (!nv_) goto give_up;                                                                            vec = nv_;                                                                                         uint32_t *nt_ = realloc(trans, (size_t)cap * 256 * sizeof *trans);                                 if (!nt_) goto give_up;                                                                            trans = nt_;                                                                                   }                                                                                                  memcpy(vec + (size_t)ns * nq, (V), (size_t)nq);                                                    memset(trans + (size_t)ns * 256, 0xff, 256 * sizeof *trans);                                       htab[j_] = (uint32_t)ns + 1;                                                                       (OUT) = (uint32_t)ns++;                                                                        }                                                                                              } while (0)
+    uint32_t root;
+    IP_INTERN(tmp, root);
+    S[0] = root;
+    const struct tnode *tn = vi->tn;
+    for (uint32_t i = 1; i < tn[0].end;) {
+        const struct tnode *nd = &tn[i];
+        uint32_t ps = S[nd->depth - 1];
+        uint32_t t = trans[(size_t)ps * 256 + nd->byte];
+        if (t == UINT32_MAX) {
+            const int8_t *pv = vec + (size_t)ps * nq;
+            memset(tmp, 0xff, (size_t)nq);
+            bool any = false;
+            for (int32_t q = 0; q < nq; q++) {
+                const struct rx_nstate *st = &n->s[qs[q]];
+                if (pv[q] < 0 || nd->byte < st->lo || nd->byte > st->hi) continue;
+                for (int32_t j = soff[q]; j < soff[q + 1]; j++) {
+                    int v = pv[q] + sv[j].inc;
+                    if (v > IP_CAP) goto give_up;
+                    if (v > tmp[sv[j].r]) tmp[sv[j].r] = (int8_t)v;
+                    any = true;
+                }
+            }
+            if (!any) {
+                t = UINT32_MAX - 1; /* dead */
+            } else {
+                IP_INTERN(tmp, t);
+                for (int32_t q = 0; q < nq; q++)
+                    if (tmp[q] > best) best = tmp[q];
+            }
+            trans[(size_t)ps * 256 + nd->byte] = t;
+        }
+        if (t == UINT32_MAX - 1) {
+            i = nd->end;
+            continue;
+        }
+        S[nd->depth] = t;
+        i++;
+    }
+#undef IP_INTERN
+    result = best;
+give_up:
+    free(tmp);
+out:
+    free(idx);
+    free(qs);
+    free(stk);
+    free(seen);
+    free(soff);
+    free(sv);
+    free(vec);
+    free(trans);
+    free(htab);
+    free(S);
+    return result;
 }
 
 /* Per loop: the states reached from its continuation (its "post" states) and whether the
@@ -797,8 +979,22 @@ int mask_prepare_relax(struct grammar *g, struct err *e)
     for (int32_t i = 0; i < n->n; i++)
         g->post_loop[i] = -1;
     for (int32_t li = 0; li < n->n_loops; li++) {
+        if (n->loops[li].parent < 0) continue;
+        if (!g->ipass) {
+            g->ipass = malloc((size_t)n->n_loops * sizeof *g->ipass);
+            if (!g->ipass) {
+                free(q);
+                return err_set(e, ERR_NOMEM, "out of memory");
+            }
+            for (int32_t j = 0; j < n->n_loops; j++)
+                g->ipass[j] = -1;
+        }
+        g->ipass[li] = inner_passes(g, li);
+    }
+    for (int32_t li = 0; li < n->n_loops; li++) {
         const struct rx_loop *L = &n->loops[li];
-        bool ok = L->max >= 0 && L->cont >= 0 && L->cont < n->n;
+        /* a region with inner loops: the relaxed DFA would ignore their max too */
+        bool ok = L->max >= 0 && L->cont >= 0 && L->cont < n->n && !L->n_inner && L->parent < 0;
         if (ok && L->len)
             for (int32_t i = 0; i < L->hi - L->lo; i++)
                 if (L->tmax[i] < 0 || L->tmin[i] >= RX_TICKS_INF) ok = false;

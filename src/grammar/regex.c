@@ -700,6 +700,8 @@ void rx_nfa_deinit(struct rx_nfa *n)
     for (int32_t i = 0; i < n->n_loops; i++) {
         free(n->loops[i].tmin);
         free(n->loops[i].tmax);
+        free(n->loops[i].itmin);
+        free(n->loops[i].itmax);
     }
     free(n->s);
     free(n->loops);
@@ -712,6 +714,7 @@ struct nbuild {
     struct err *e;
     int32_t region;     /* loop id of the length region being emitted, -1 outside */
     int32_t region_max; /* its max ticks (-1 unbounded) */
+    int32_t inner;      /* loop id of the inner loop being emitted, -1 outside */
 };
 
 static int32_t ns_new(struct nbuild *B, uint8_t kind, uint8_t lo, uint8_t hi, int32_t out,
@@ -895,37 +898,95 @@ static int succ_of(const struct rx_nstate *st, int32_t out[2], int *w)
     return st->kind == NS_ACCEPT || st->kind == NS_CNT_END || st->kind == NS_CNT_ENTER ? 0 : 1;
 }
 
-/* tmin / tmax of a length region (see struct rx_loop) by relaxation; states are built
- * continuation-first, so in index order most successors are already final and few rounds are
- * needed. Past 4096 rounds, the bounds give up (tmin 0, tmax = min: no pruning). */
-static int region_ticks(struct rx_nfa *n, struct rx_loop *L, int32_t end)
+static int64_t tick_add(int64_t a, int64_t b)
 {
-    int32_t lo = L->lo, hi = L->hi, nb = hi - lo;
-    L->tmin = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *L->tmin);
-    L->tmax = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *L->tmax);
-    if (!L->tmin || !L->tmax) return -1;
-    int32_t cap = L->min;
-    for (int32_t i = 0; i < nb; i++) {
-        L->tmin[i] = RX_TICKS_INF;
-        L->tmax[i] = -1;
+    return a >= RX_TICKS_INF || b >= RX_TICKS_INF || a + b >= RX_TICKS_INF ? RX_TICKS_INF : a + b;
+}
+
+void rx_inner_ticks(const struct rx_loop *il, int32_t s, int64_t w, int64_t *tmin, int64_t *tmax,
+                    int32_t cap)
+{
+    int64_t a = il->itmin[s - il->lo], b = il->itmax[s - il->lo];
+    int64_t need = w < il->min ? il->min - w : 0, more = il->max - w;
+    /* fewest: this iteration, the iterations min still asks for, the continuation */
+    int64_t mn = a;
+    if (need > 0) mn = il->btmin >= RX_TICKS_INF ? RX_TICKS_INF : tick_add(mn, need * il->btmin);
+    *tmin = tick_add(mn, il->ctmin);
+    /* most: this iteration, as many more as max allows, the continuation (capped) */
+    int64_t mx = -1;
+    if (b >= 0 && il->ctmax >= 0 && more >= 0) {
+        if (il->btmax < 0)
+            mx = need == 0 ? b + il->ctmax : -1;
+        else
+            mx = b + more * il->btmax + il->ctmax;
     }
-#define TMIN(s) ((s) == end ? 0 : (s) >= lo && (s) < hi ? L->tmin[(s)-lo] : RX_TICKS_INF)
-#define TMAX(s) ((s) == end ? 0 : (s) >= lo && (s) < hi ? L->tmax[(s)-lo] : -1)
+    *tmax = mx > cap ? cap : mx;
+}
+
+/* Fewest / most ticks from each state in [lo, hi) to state `end` (0 there) into tmin / tmax
+ * (indexed s - lo; tmax capped at cap), by relaxation; states are built continuation-first, so
+ * in index order most successors are already final and few rounds are needed. Past 4096
+ * rounds, the bounds give up (tmin 0, tmax = cap: no pruning). The inner loops of region R
+ * (R->n_inner of them after loop id rid; NULL: none) are taken whole: their bodies are skipped
+ * and their CNT_ENTER counts min .. max iterations of btmin / btmax ticks. */
+static void ticks_relax(const struct rx_nfa *n, int32_t lo, int32_t hi, int32_t end, int32_t cap,
+                        int32_t *tmin, int32_t *tmax, const struct rx_loop *R, int32_t rid)
+{
+    int32_t nb = hi - lo;
+    for (int32_t i = 0; i < nb; i++) {
+        tmin[i] = RX_TICKS_INF;
+        tmax[i] = -1;
+    }
+#define TMIN(s) ((s) == end ? 0 : (s) >= lo && (s) < hi ? tmin[(s)-lo] : RX_TICKS_INF)
+#define TMAX(s) ((s) == end ? 0 : (s) >= lo && (s) < hi ? tmax[(s)-lo] : -1)
     bool changed = true;
     for (int round = 0; changed; round++) {
         if (round == 4096) {
             for (int32_t i = 0; i < nb; i++) {
-                L->tmin[i] = 0;
-                L->tmax[i] = cap;
+                tmin[i] = 0;
+                tmax[i] = cap;
             }
             break;
         }
         changed = false;
+        int32_t ii = 0; /* the next inner loop of R (inner loops are in state order) */
         for (int32_t s = lo; s < hi; s++) {
+            const struct rx_loop *il = NULL;
+            if (R) {
+                while (ii < R->n_inner && n->loops[rid + 1 + ii].hi < s)
+                    ii++;
+                if (ii < R->n_inner && s >= n->loops[rid + 1 + ii].lo) {
+                    il = &n->loops[rid + 1 + ii];
+                    if (s < il->hi) continue; /* its body: rx_inner_ticks */
+                }
+            }
+            int32_t mn = tmin[s - lo], mx = tmax[s - lo];
+            if (il && n->s[s].kind == NS_CNT_ENTER && n->s[s].loop == rid + 1 + ii) {
+                int64_t cmn = TMIN(il->cont), cmx = TMAX(il->cont);
+                int64_t a = il->min > 0 ? (il->btmin >= RX_TICKS_INF ? RX_TICKS_INF
+                                                                      : il->min * (int64_t)il->btmin)
+                                        : 0;
+                int64_t v = tick_add(a, cmn);
+                int64_t b = -1;
+                if (cmx >= 0) {
+                    if (il->btmax >= 0)
+                        b = il->max * (int64_t)il->btmax + cmx;
+                    else if (il->min == 0)
+                        b = cmx;
+                }
+                if (b > cap) b = cap;
+                if (v < mn) mn = (int32_t)v;
+                if (b > mx) mx = (int32_t)b;
+                if (mn != tmin[s - lo] || mx != tmax[s - lo]) {
+                    tmin[s - lo] = mn;
+                    tmax[s - lo] = mx;
+                    changed = true;
+                }
+                continue;
+            }
             int32_t o[2];
             int w;
             int k = succ_of(&n->s[s], o, &w);
-            int32_t mn = L->tmin[s - lo], mx = L->tmax[s - lo];
             for (int j = 0; j < k; j++) {
                 int32_t a = TMIN(o[j]), b = TMAX(o[j]);
                 if (a < RX_TICKS_INF && a + w < mn) mn = a + w;
@@ -934,17 +995,61 @@ static int region_ticks(struct rx_nfa *n, struct rx_loop *L, int32_t end)
                     if (v > mx) mx = v;
                 }
             }
-            if (mn != L->tmin[s - lo] || mx != L->tmax[s - lo]) {
-                L->tmin[s - lo] = mn;
-                L->tmax[s - lo] = mx;
+            if (mn != tmin[s - lo] || mx != tmax[s - lo]) {
+                tmin[s - lo] = mn;
+                tmax[s - lo] = mx;
                 changed = true;
             }
         }
     }
 #undef TMIN
 #undef TMAX
+}
+
+/* tmin / tmax of a length region (see struct rx_loop); its inner loops' continuation ticks.
+ * A state in an inner loop's body gets the values of its first iteration (w = 1: the fewest
+ * ticks are largest there, the most too). tmin_max / tmax_fin bound those of every
+ * iteration. */
+static int region_ticks(struct rx_nfa *n, int32_t rid, int32_t end)
+{
+    struct rx_loop *L = &n->loops[rid];
+    int32_t lo = L->lo, hi = L->hi, nb = hi - lo;
+    L->tmin = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *L->tmin);
+    L->tmax = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *L->tmax);
+    if (!L->tmin || !L->tmax) return -1;
+    int32_t cap = L->min;
+    ticks_relax(n, lo, hi, end, cap, L->tmin, L->tmax, L->n_inner ? L : NULL, rid);
     L->tmin_max = 0;
     L->tmax_fin = 0;
+    for (int32_t j = 0; j < L->n_inner; j++) {
+        struct rx_loop *il = &n->loops[rid + 1 + j];
+        int32_t c = il->cont;
+        il->ctmin = c == end ? 0 : c >= lo && c < hi ? L->tmin[c - lo] : RX_TICKS_INF;
+        il->ctmax = c == end ? 0 : c >= lo && c < hi ? L->tmax[c - lo] : -1;
+        for (int32_t s = il->lo; s < il->hi; s++) {
+            int64_t mn, mx;
+            rx_inner_ticks(il, s, 1, &mn, &mx, cap);
+            L->tmin[s - lo] = (int32_t)mn;
+            L->tmax[s - lo] = (int32_t)mx;
+            /* the largest most-ticks below cap over the iterations w = 1 .. max (most ticks
+             * fall with w: itmax + (max - w) * btmax + ctmax) */
+            int64_t b = il->itmax[s - il->lo];
+            if (b < 0 || il->ctmax < 0) continue;
+            int64_t top = -1;
+            if (il->btmax <= 0) {
+                top = b + il->ctmax;
+            } else {
+                int64_t room = cap - 1 - b - il->ctmax;
+                if (room >= 0) {
+                    int64_t k = room / il->btmax;
+                    if (k > il->max - 1) k = il->max - 1;
+                    if (k < 0) k = 0;
+                    top = b + k * il->btmax + il->ctmax;
+                }
+            }
+            if (top >= 0 && top < cap && top > L->tmax_fin) L->tmax_fin = (int32_t)top;
+        }
+    }
     for (int32_t i = 0; i < nb; i++) {
         if (L->tmin[i] < RX_TICKS_INF && L->tmin[i] > L->tmin_max) L->tmin_max = L->tmin[i];
         if (L->tmax[i] < cap && L->tmax[i] > L->tmax_fin) L->tmax_fin = L->tmax[i];
@@ -968,7 +1073,11 @@ static int64_t min_ticks(const struct rx_ast *a, int32_t x)
     }
 }
 
-static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t next)
+/* x{min,max} with a counter (nd: a RX_REPEAT or RX_LEN node): CNT_ENTER -> body -> CNT_END ->
+ * (body | continuation). Inside a length region (B->region >= 0) the loop is an inner loop
+ * whose count is the threads' second counter. */
+static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t min, int32_t max,
+                            int32_t next)
 {
     struct rx_nfa *n = B->n;
     if (n->n_loops == n->cap_loops) {
@@ -982,9 +1091,10 @@ static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t 
         n->cap_loops = nc;
     }
     int32_t id = n->n_loops++;
-    int32_t min = nd->min, max = nd->max, child = nd->a;
+    int32_t child = nd->a;
     bool len = nd->kind == RX_LEN;
-    n->loops[id] = (struct rx_loop){.min = min, .max = max, .len = len};
+    int32_t parent = len ? -1 : B->region;
+    n->loops[id] = (struct rx_loop){.min = min, .max = max, .len = len, .parent = parent};
     int32_t end = ns_new(B, NS_CNT_END, 0, 0, -1, -1);
     if (end < 0) return -1;
     n->s[end].loop = id;
@@ -992,8 +1102,10 @@ static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t 
         B->region = id;
         B->region_max = max;
     }
+    if (parent >= 0) B->inner = id;
     int32_t body = emit(B, child, end);
-    B->region = -1;
+    if (len) B->region = -1;
+    if (parent >= 0) B->inner = -1;
     if (body < 0) return -1;
     int32_t enter = ns_new(B, NS_CNT_ENTER, 0, 0, body, next);
     if (enter < 0) return -1;
@@ -1004,8 +1116,23 @@ static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t 
                                     .cont = next,
                                     .lo = end + 1,
                                     .hi = enter,
-                                    .len = len};
-    if (len && region_ticks(n, &n->loops[id], end)) {
+                                    .len = len,
+                                    .parent = parent,
+                                    .n_inner = len ? n->n_loops - id - 1 : 0};
+    if (parent >= 0) { /* an inner loop: ticks within one iteration */
+        struct rx_loop *il = &n->loops[id];
+        int32_t nb = il->hi - il->lo;
+        il->itmin = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *il->itmin);
+        il->itmax = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *il->itmax);
+        if (!il->itmin || !il->itmax) {
+            err_set(B->e, ERR_NOMEM, "out of memory building regex automaton");
+            return -1;
+        }
+        ticks_relax(n, il->lo, il->hi, end, n->loops[parent].min, il->itmin, il->itmax, NULL, -1);
+        il->btmin = il->itmin[body - il->lo];
+        il->btmax = il->itmax[body - il->lo];
+    }
+    if (len && region_ticks(n, id, end)) {
         err_set(B->e, ERR_NOMEM, "out of memory building regex automaton");
         return -1;
     }
@@ -1015,15 +1142,26 @@ static int32_t emit_counted(struct nbuild *B, const struct rx_node *nd, int32_t 
 int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s)
 {
     int32_t lo = 0, hi = n->n_loops;
-    while (lo < hi) { /* loops are in increasing, disjoint state ranges */
+    while (lo < hi) { /* top-level loops are in increasing, disjoint state ranges; an inner
+                       * loop follows its region and stands for it here */
         int32_t mid = (lo + hi) / 2;
-        if (s < n->loops[mid].lo)
+        int32_t top = n->loops[mid].parent >= 0 ? n->loops[mid].parent : mid;
+        if (s < n->loops[top].lo)
             hi = mid;
-        else if (s >= n->loops[mid].hi)
+        else if (s >= n->loops[top].hi)
             lo = mid + 1;
         else
-            return mid;
+            return top;
     }
+    return -1;
+}
+
+int32_t rx_nfa_inner_of(const struct rx_nfa *n, int32_t s)
+{
+    int32_t r = rx_nfa_loop_of(n, s);
+    if (r < 0) return -1;
+    for (int32_t j = r + 1; j <= r + n->loops[r].n_inner; j++)
+        if (s >= n->loops[j].lo && s < n->loops[j].hi) return j;
     return -1;
 }
 
@@ -1083,7 +1221,7 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
             err_set(B->e, ERR_INVALID, "regex: nested length regions");
             return -1;
         }
-        return emit_counted(B, nd, next);
+        return emit_counted(B, nd, nd->min, nd->max, next);
     case RX_TICK: {
         if (B->region < 0) {
             err_set(B->e, ERR_INVALID, "regex: (?T) outside a length region");
@@ -1101,9 +1239,10 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
              * loop, the ticks bound it); each iteration ticks at least once, so more than the
              * region's max iterations can never pass */
             int64_t mt = min_ticks(B->a, nd->a);
-            if (mt > 0 && B->region_max >= 0 && max >= 0) {
+            int32_t lim0 = has_repeat(B->a, nd->a) ? RX_NATIVE_COUNT : RX_REGION_COUNT;
+            if (mt > 0 && B->region_max >= 0 && (max >= 0 || min > lim0)) {
                 int64_t cap = B->region_max / mt + 1;
-                if (max > cap) max = (int32_t)cap;
+                if (max < 0 || max > cap) max = (int32_t)cap;
                 if (min > max) min = max;
             }
             /* copies multiply the lexer states a count can meet: past the counted-loop
@@ -1112,17 +1251,26 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
              * label's {0,61}) may have up to RX_REGION_COUNT copies; composite bodies (a word
              * count such as (?:\S+\s+){0,49}) make a state per (copy, count) pair and each
              * copy's inner loops more: RX_NATIVE_COUNT */
-            int32_t lim = has_repeat(B->a, nd->a) ? RX_NATIVE_COUNT : RX_REGION_COUNT;
+            int32_t lim = lim0;
             if (min > lim || max > lim) {
+                /* an inner counted loop: the threads' second counter (regex.h). One level:
+                 * inside an inner loop's body, or with a body that can be empty, refused */
+                if (B->inner < 0 && max >= 0 && max <= RX_MAX_INNER &&
+                    !rx_ast_nullable(B->a, nd->a))
+                    return emit_counted(B, nd, min, max, next);
                 err_set(B->e, ERR_UNSUPPORTED,
                         "regex: a repetition count above %d inside a length region "
-                        "(pattern or format with minLength/maxLength) is not supported",
-                        lim);
+                        "(pattern or format with minLength/maxLength) is not supported %s",
+                        lim,
+                        B->inner >= 0 ? "inside another counted repetition"
+                        : max < 0     ? "without a bound"
+                        : max > RX_MAX_INNER ? "above 4094"
+                                             : "for a body that can be empty");
                 return -1;
             }
         } else if (big_repeat(nd) && !rx_ast_nullable(B->a, nd->a) &&
                    !has_big_repeat(B->a, nd->a))
-            return emit_counted(B, nd, next);
+            return emit_counted(B, nd, nd->min, nd->max, next);
         if (max < 0) {
             /* loop: L = split(child -> L, next) */
             int32_t loop = ns_new(B, NS_SPLIT, 0, 0, -1, s);
@@ -1153,7 +1301,7 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
 int32_t rx_nfa_add(struct rx_nfa *n, const struct rx_ast *a, int32_t root, int32_t term,
                    struct err *e)
 {
-    struct nbuild B = {.n = n, .a = a, .e = e, .region = -1, .region_max = -1};
+    struct nbuild B = {.n = n, .a = a, .e = e, .region = -1, .region_max = -1, .inner = -1};
     int32_t acc = ns_new(&B, NS_ACCEPT, 0, 0, term, -1);
     if (acc < 0) return -1;
     return emit(&B, root, acc);
@@ -1370,7 +1518,7 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
     for (int32_t i = 0; i < nk; i++) { /* counted entries sort last (counter in the high bits) */
         uint32_t c1 = (uint32_t)(d->kbuf[i] >> 32);
         if (!c1) continue;
-        int32_t li = rx_nfa_loop_of(d->nfa, (int32_t)(d->kbuf[i] & 0x7fffffffu));
+        int32_t li = rx_nfa_loop_of(d->nfa, rx_thread_state(d->kbuf[i]));
         if (s->sc1 == 0) {
             s->sloop = li;
             s->sc1 = c1;
@@ -1380,6 +1528,9 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
         }
     }
     if (s->sloop < 0) s->sc1 = 0;
+    s->sw = 0;
+    for (int32_t i = 0; i < nk; i++) /* inner loop iterations (carried absolutely by shifts) */
+        if (rx_thread_w(d->kbuf[i]) > s->sw) s->sw = rx_thread_w(d->kbuf[i]);
     memset(d->trans + (size_t)d->n * 256, 0xff, 256 * sizeof *d->trans);
     uint32_t id = (uint32_t)d->n++;
     d->htab[j] = id + 1;
@@ -1396,7 +1547,9 @@ fail:
 /* A thread: NFA state, end flag (reached through $: only epsilon moves to accept remain) and
  * loop counter + 1 (0 = outside counted loops). */
 #define TH(s, end, c1) ((uint64_t)(uint32_t)(s) | ((uint64_t)(end) << 31) | ((uint64_t)(c1) << 32))
-#define TH_S(v) ((int32_t)((v)&0x7fffffffu))
+#define TH_S(v) ((int32_t)((v)&0x7ffffu))
+#define TH_W(v) ((uint32_t)(((v) >> RX_W_SHIFT) & 0xfffu))
+#define TH_WB(v) ((uint32_t)((v)&RX_W_MASK)) /* the inner count's bits, in place */
 #define TH_END(v) ((int)(((v) >> 31) & 1))
 #define TH_C1(v) ((uint32_t)((v) >> 32))
 
@@ -1478,13 +1631,23 @@ static int push(struct rx_dfa *d, int32_t *sp, uint64_t v)
 }
 
 /* A thread inside a length region that can no longer leave it (too many ticks already, or too
- * few left to reach min) is dropped. */
-static bool thread_can_finish(const struct rx_nfa *n, int32_t s, uint32_t c1)
+ * few left to reach min) is dropped; inside an inner loop the ticks left depend on its
+ * iteration w too (rx_inner_ticks). */
+static bool thread_can_finish(const struct rx_nfa *n, int32_t s, uint32_t c1, uint32_t w)
 {
     int32_t li = rx_nfa_loop_of(n, s);
     if (li < 0 || !n->loops[li].len) return true;
     const struct rx_loop *L = &n->loops[li];
     int64_t cnt = (int64_t)c1 - 1;
+    if (w) {
+        int32_t il = rx_nfa_inner_of(n, s);
+        if (il >= 0) {
+            int64_t mn, mx;
+            rx_inner_ticks(&n->loops[il], s, w, &mn, &mx, L->min);
+            if (L->max >= 0 && cnt + mn > L->max) return false;
+            return cnt + mx >= L->min;
+        }
+    }
     if (L->max >= 0 && cnt + L->tmin[s - L->lo] > L->max) return false;
     return cnt + L->tmax[s - L->lo] >= L->min;
 }
@@ -1503,11 +1666,12 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
         int32_t s = TH_S(v);
         int end = TH_END(v);
         uint32_t c1 = TH_C1(v);
+        uint32_t wb = TH_WB(v); /* an inner loop's iteration: carried along its body */
         const struct rx_nstate *st = &S[s];
         switch (st->kind) {
         case NS_BYTE:
             if (end) break;
-            if (c1 && !d->relax && !thread_can_finish(d->nfa, s, c1)) break;
+            if (c1 && !d->relax && !thread_can_finish(d->nfa, s, c1, TH_W(v))) break;
             if (*nk == d->kbuf_cap) {
                 int32_t nc = d->kbuf_cap * 2;
                 uint64_t *nb = realloc(d->kbuf, (size_t)nc * sizeof *nb);
@@ -1518,7 +1682,7 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
                 d->kbuf = nb;
                 d->kbuf_cap = nc;
             }
-            d->kbuf[(*nk)++] = TH(s, 0, c1);
+            d->kbuf[(*nk)++] = TH(s | wb, 0, c1);
             break;
         case NS_ACCEPT: {
             int32_t t = st->out;
@@ -1534,24 +1698,24 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
             break;
         }
         case NS_SPLIT:
-            push(d, &sp, TH(st->out, end, c1));
-            push(d, &sp, TH(st->out2, end, c1));
+            push(d, &sp, TH(st->out | wb, end, c1));
+            push(d, &sp, TH(st->out2 | wb, end, c1));
             break;
         case NS_EPS:
-            push(d, &sp, TH(st->out, end, c1));
+            push(d, &sp, TH(st->out | wb, end, c1));
             break;
         case NS_BOL:
-            if (at_start) push(d, &sp, TH(st->out, end, c1));
+            if (at_start) push(d, &sp, TH(st->out | wb, end, c1));
             break;
         case NS_EOL:
-            push(d, &sp, TH(st->out, 1, c1));
+            push(d, &sp, TH(st->out | wb, 1, c1));
             break;
         case NS_CNT_TICK: {
             const struct rx_loop *L = &d->nfa->loops[st->loop];
             int64_t cnt = (int64_t)c1; /* ticks so far, including this one */
             if (L->max >= 0 && cnt > L->max && !d->relax) break;
             if (L->max < 0 && cnt > L->min) cnt = L->min; /* all counts >= min alike */
-            push(d, &sp, TH(st->out, end, (uint32_t)cnt + 1));
+            push(d, &sp, TH(st->out | wb, end, (uint32_t)cnt + 1));
             break;
         }
         case NS_CNT_ENTER: {
@@ -1559,6 +1723,11 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
             d->entered = true; /* a counter started at 1: not relative to the source's */
             if (L->len) {
                 push(d, &sp, TH(L->body, end, 1));
+                break;
+            }
+            if (L->parent >= 0) { /* an inner loop: the second counter starts, ticks go on */
+                if (L->max != 0) push(d, &sp, TH(L->body | 1u << RX_W_SHIFT, end, c1));
+                if (L->min == 0) push(d, &sp, TH(L->cont, end, c1));
                 break;
             }
             if (L->max != 0) push(d, &sp, TH(L->body, end, 1));
@@ -1569,6 +1738,13 @@ static void closure(struct rx_dfa *d, int32_t sp, bool at_start, int32_t *nk, in
             const struct rx_loop *L = &d->nfa->loops[st->loop];
             if (L->len) { /* leaving a length region: c1 - 1 ticks */
                 if ((int64_t)c1 - 1 >= L->min) push(d, &sp, TH(L->cont, end, d->relax ? c1 : 0));
+                break;
+            }
+            if (L->parent >= 0) { /* an inner loop: w iterations done, including this one */
+                uint32_t w = TH_W(v);
+                if (w >= (uint32_t)L->min) push(d, &sp, TH(L->cont, end, c1));
+                if (w < (uint32_t)L->max)
+                    push(d, &sp, TH(L->body | (w + 1) << RX_W_SHIFT, end, c1));
                 break;
             }
             int64_t done = (int64_t)c1; /* iterations completed, including this one */
@@ -1689,7 +1865,7 @@ static void shift_put(struct rx_dfa *d, const struct rx_dstate *st, uint8_t b, u
         uint32_t c1 = (uint32_t)(d->kbuf[i] >> 32);
         if (!c1) continue;
         if (c1 < st->sc1 || c1 > st->sc1 + 3 ||
-            rx_nfa_loop_of(d->nfa, (int32_t)(d->kbuf[i] & 0x7fffffffu)) != st->sloop)
+            rx_nfa_loop_of(d->nfa, TH_S(d->kbuf[i])) != st->sloop)
             return;
     }
     size_t cost = sizeof(struct rx_shift) * 2 + (size_t)(st->n_kernel + nk) * 8 + (size_t)na * 4;
@@ -1800,7 +1976,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     for (int32_t i = 0; i < st->n_kernel; i++) {
         uint64_t v = st->kernel[i];
         const struct rx_nstate *ns = &S[TH_S(v)];
-        if (b >= ns->lo && b <= ns->hi) push(d, &sp, TH(ns->out, 0, TH_C1(v)));
+        if (b >= ns->lo && b <= ns->hi) push(d, &sp, TH(ns->out | TH_WB(v), 0, TH_C1(v)));
     }
     int32_t nk = 0, na = 0;
     closure(d, sp, false, &nk, &na);

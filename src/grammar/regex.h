@@ -23,7 +23,8 @@
 
 #include "base/err.h"
 
-#define RX_MAX_NFA_STATES 400000 /* per grammar: bounds {m,n} expansion */
+#define RX_MAX_NFA_STATES 400000 /* per grammar: bounds {m,n} expansion (below 2^19: the
+                                  * state field of a kernel entry, rx_thread_state) */
 #define RX_MAX_DFA_STATES 200000
 #define RX_DEAD 0u
 #define RX_UNKNOWN 0xffffffffu
@@ -67,12 +68,18 @@ int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root);
  * NFA thread inside x carries an iteration counter (DFA states are sets of (state, counter)). */
 #define RX_NATIVE_COUNT 32
 /* Inside a length region repetitions are expanded up to this count (e.g. the {0,61} of a
- * hostname label in `format: email` with `maxLength`); above it, a compile error. */
+ * hostname label in `format: email` with `maxLength`); above it (32 for a body with
+ * repetitions of its own) the repetition becomes an inner counted loop (a word count
+ * `(?:\S+\s+){0,99}`): its iteration count is a second counter of the thread (bits 19-30 of
+ * a kernel entry, rx_thread_w) next to the region's ticks. Inner loops do not nest and their
+ * count is at most RX_MAX_INNER. */
 #define RX_REGION_COUNT 64
+#define RX_MAX_INNER 4094
 /* A length region is a loop (len = true) whose counter counts ticks instead of iterations:
  * CNT_ENTER starts it at 0, CNT_TICK adds one (a thread past max dies), CNT_END leaves the
- * region when the count is at least min. Regions and counted loops never nest (inside a region
- * large repetitions are expanded, their bounds clamped to the region's max). */
+ * region when the count is at least min. Inside a region repetitions are expanded (their
+ * bounds clamped to the region's max) up to RX_REGION_COUNT; larger ones are inner loops
+ * (parent = the region), which count iterations in the thread's second counter. */
 enum rx_nkind { NS_BYTE, NS_SPLIT, NS_EPS, NS_BOL, NS_EOL, NS_ACCEPT, NS_CNT_ENTER, NS_CNT_END,
                 NS_CNT_TICK };
 struct rx_nstate {
@@ -83,8 +90,18 @@ struct rx_nstate {
 struct rx_loop {
     int32_t min, max; /* max -1: unbounded */
     int32_t body, cont;
-    int32_t lo, hi; /* NFA states [lo, hi) are the body's (loops never nest) */
+    int32_t lo, hi; /* NFA states [lo, hi) are the body's (an inner loop's lie in its region's) */
     bool len;       /* a length region (counts ticks), not an iteration count */
+    int32_t parent; /* an inner loop: its length region; else -1 */
+    int32_t n_inner; /* a region: its inner loops are loops [id + 1, id + 1 + n_inner) */
+    /* inner loops, per body state s (index s - lo): the fewest / most ticks (capped at the
+     * region's min) from s to the loop's CNT_END within the current iteration (RX_TICKS_INF /
+     * -1: unreachable); bt*: the same for a whole iteration (from the body's entry); ct*: the
+     * region's tmin / tmax at the loop's continuation. With w the iteration in progress, a
+     * thread's ticks to the region's end are itmin + max(0, min - w) * btmin + ctmin at
+     * fewest, and itmax + (max - w) * btmax + ctmax (capped) at most (rx_inner_ticks). */
+    int32_t *itmin, *itmax;
+    int32_t btmin, btmax, ctmin, ctmax;
     /* length regions, per body state s (index s - lo): the fewest ticks from s to the region's
      * end (RX_TICKS_INF: none) and the most, capped at min (-1: the end is unreachable). A
      * thread with `count` ticks dies when count + tmin > max or count + tmax < min, so a lexer
@@ -114,9 +131,12 @@ struct rx_dstate {
     int32_t *accept; /* accepted terminal ids, sorted */
     int32_t n_accept;
     /* When every counted thread is in one loop with one counter value: that loop and value
-     * (shifted transitions, see rx_shift); else sloop = -1. */
+     * (shifted transitions, see rx_shift); else sloop = -1. sw: the largest iteration count
+     * of an inner loop's thread (0: none); a shift moves the region's ticks only and carries
+     * inner counts as they are (same counts, same checks). */
     int32_t sloop;
     uint32_t sc1;
+    uint32_t sw;
 };
 /* Shifted transitions. Far from a loop's bounds the counter is only carried along: the kernels
  * of two states that differ by a uniform shift of their counters have transitions that differ
@@ -223,12 +243,26 @@ uint32_t rx_dfa_intern(struct rx_dfa *d, const uint64_t *k, int32_t nk, const in
 #define RX_PRUNE_COUNTS 2
 int32_t rx_prune_kernel(struct rx_dfa *d, uint64_t *k, int32_t nk, int rules);
 void rx_prune_deinit(struct rx_dfa *d);
-/* Index of the counted loop whose body holds NFA state s, or -1. */
+/* Index of the counted loop or region whose body holds NFA state s (not an inner loop: the
+ * one whose counter is rx_thread_c1), or -1. */
 int32_t rx_nfa_loop_of(const struct rx_nfa *n, int32_t s);
-/* A DFA kernel entry: NFA state and loop counter + 1 (0 outside counted loops). */
+/* Index of the inner loop whose body holds s, or -1. */
+int32_t rx_nfa_inner_of(const struct rx_nfa *n, int32_t s);
+/* The fewest (*tmin, RX_TICKS_INF: none) and most (*tmax, capped at the region's min; -1:
+ * none) ticks from body state s of inner loop il, in iteration w, to the region's end. */
+void rx_inner_ticks(const struct rx_loop *il, int32_t s, int64_t w, int64_t *tmin, int64_t *tmax,
+                    int32_t cap);
+/* A DFA kernel entry: NFA state (bits 0-18), the inner loop's iteration count (bits 19-30, 0
+ * outside inner loops) and loop counter + 1 (bits 32-63, 0 outside counted loops). */
+#define RX_W_SHIFT 19
+#define RX_W_MASK (0xfffull << RX_W_SHIFT)
 static inline int32_t rx_thread_state(uint64_t v)
 {
-    return (int32_t)(v & 0x7fffffffu);
+    return (int32_t)(v & 0x7ffffu);
+}
+static inline uint32_t rx_thread_w(uint64_t v)
+{
+    return (uint32_t)((v >> RX_W_SHIFT) & 0xfffu);
 }
 static inline uint32_t rx_thread_c1(uint64_t v)
 {
