@@ -993,8 +993,8 @@ int mask_prepare_relax(struct grammar *g, struct err *e)
     }
     for (int32_t li = 0; li < n->n_loops; li++) {
         const struct rx_loop *L = &n->loops[li];
-        /* a region with inner loops: the relaxed DFA would ignore their max too */
-        bool ok = L->max >= 0 && L->cont >= 0 && L->cont < n->n && !L->n_inner && L->parent < 0;
+        /* an inner loop is its region's (its counts are exact in the relaxed DFA too) */
+        bool ok = L->max >= 0 && L->cont >= 0 && L->cont < n->n && L->parent < 0;
         if (ok && L->len)
             for (int32_t i = 0; i < L->hi - L->lo; i++)
                 if (L->tmax[i] < 0 || L->tmin[i] >= RX_TICKS_INF) ok = false;
@@ -1039,6 +1039,36 @@ int mask_prepare_relax(struct grammar *g, struct err *e)
     return 0;
 }
 
+/* The fewest / most ticks to region L's end of its body thread v (an inner loop's thread:
+ * by its iteration, rx_inner_ticks). */
+static int64_t body_tmin(const struct grammar *g, const struct rx_loop *L, uint64_t v)
+{
+    int32_t s = rx_thread_state(v);
+    if (rx_thread_w(v)) {
+        int32_t il = rx_nfa_inner_of(&g->nfa, s);
+        if (il >= 0) {
+            int64_t mn, mx;
+            rx_inner_ticks(&g->nfa.loops[il], s, rx_thread_w(v), &mn, &mx, L->min);
+            return mn;
+        }
+    }
+    return L->tmin[s - L->lo];
+}
+
+static int64_t body_tmax(const struct grammar *g, const struct rx_loop *L, uint64_t v)
+{
+    int32_t s = rx_thread_state(v);
+    if (rx_thread_w(v)) {
+        int32_t il = rx_nfa_inner_of(&g->nfa, s);
+        if (il >= 0) {
+            int64_t mn, mx;
+            rx_inner_ticks(&g->nfa.loops[il], s, rx_thread_w(v), &mn, &mx, L->min);
+            return mx;
+        }
+    }
+    return L->tmax[s - L->lo];
+}
+
 static int64_t relax_base(const struct grammar *g, const struct rx_loop *L)
 {
     return (int64_t)L->min + g->vi->max_depth + 2;
@@ -1076,7 +1106,7 @@ static const int32_t *rneed_get(struct grammar *g, uint32_t t, int32_t li)
         if (c1 <= 1) {
             x = RN_NEG;
         } else if (s >= L->lo && s < L->hi) {
-            x = L->len ? L->tmin[s - L->lo] : 1;
+            x = L->len ? body_tmin(g, L, v) : 1;
             body = true;
         } else {
             x = (int64_t)c1 - 1 - B;
@@ -1257,7 +1287,7 @@ out:
 /* Canonical form of relaxed root state t: per thread (structural hash without loop bounds,
  * body or past the exit), sorted, deduplicated, plus whether it accepts. The walk depends
  * only on it (needs are relative to the base count, bounds are not looked at). */
-static uint8_t *relax_key(struct grammar *g, uint32_t t, size_t *len, uint64_t *hash)
+static uint8_t *relax_key(struct grammar *g, uint32_t t, bool iv, size_t *len, uint64_t *hash)
 {
     const struct rx_dstate *st = &g->rdfa.st[t];
     size_t n = (size_t)st->n_kernel;
@@ -1268,6 +1298,23 @@ static uint8_t *relax_key(struct grammar *g, uint32_t t, size_t *len, uint64_t *
         int32_t s = rx_thread_state(st->kernel[i]);
         const uint64_t *fh = fh_get_x(g, s, FH_NO_BOUNDS);
         k[i] = (struct kent){fh[0], fh[1], 0, rx_thread_c1(st->kernel[i]) > 1 ? 2u : 1u};
+        /* an inner loop's thread (its bounds are not in fh): one class where no check of its
+         * count differs within a token and the ticks left do not depend on it (at least min,
+         * more than a token's iterations below max; not for interval walks, which compare the
+         * most ticks left); else its count and the loop's bounds */
+        uint32_t w = rx_thread_w(st->kernel[i]);
+        int32_t il = w ? rx_nfa_inner_of(&g->nfa, s) : -1;
+        if (il >= 0) {
+            const struct rx_loop *I = &g->nfa.loops[il];
+            int64_t P = g->ipass ? g->ipass[il] : -1;
+            bool cls = !iv && P >= 0 && w >= (uint32_t)I->min && (int64_t)w + P < I->max;
+            uint64_t x = cls ? 0xfffffff1u
+                             : (uint64_t)w | (uint64_t)(uint32_t)I->min << 12 |
+                                   (uint64_t)(uint32_t)I->max << 40;
+            x = (x + 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+            k[i].h0 ^= x ^ x >> 31;
+            k[i].h1 += x;
+        }
     }
     qsort(k, n, sizeof *k, cmp_kent);
     size_t w = 0;
@@ -1379,8 +1426,8 @@ static uint32_t relax_realize(struct grammar *g, uint32_t rs, int64_t rr, int64_
         if (!c1) {
             kb[nk++] = v;
         } else if (s >= L->lo && s < L->hi) {
-            if ((L->len ? L->tmin[s - L->lo] : 1) <= rr)
-                kb[nk++] = (uint64_t)(uint32_t)s | (uint64_t)(cabs + 1) << 32;
+            if ((L->len ? body_tmin(g, L, v) : 1) <= rr) /* (an inner count stays) */
+                kb[nk++] = (v & 0xffffffffu) | (uint64_t)(cabs + 1) << 32;
         } else if (c1 == 1 || (int64_t)c1 - 1 - B <= rr) {
             kb[nk++] = (uint64_t)(uint32_t)s;
         }
@@ -1465,7 +1512,7 @@ static struct rpay *relax_pay(struct matcher *m, uint32_t root, int32_t li)
     if (*slot) return *slot;
     size_t klen;
     uint64_t h;
-    uint8_t *key = relax_key(g, root, &klen, &h);
+    uint8_t *key = relax_key(g, root, false, &klen, &h);
     if (!key) return NULL;
     return pay_get(m, root, li, false, key, klen, h, slot);
 }
@@ -1506,12 +1553,15 @@ static int cmp_ivr(const void *x, const void *y)
     return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
-/* Interval of c' (at 0 ticks) where a relaxed thread (state s, counter c1) of loop L holds. */
-static struct ivr iv_thread(const struct rx_loop *L, int64_t B, int64_t d, int32_t s, uint32_t c1)
+/* Interval of c' (at 0 ticks) where a relaxed thread v (state s, counter c1) of loop L holds. */
+static struct ivr iv_thread(const struct grammar *g, const struct rx_loop *L, int64_t B, int64_t d,
+                            uint64_t v)
 {
+    int32_t s = rx_thread_state(v);
+    uint32_t c1 = rx_thread_c1(v);
     if (c1 <= 1) return (struct ivr){IV_NEG, IV_POS};
     if (s >= L->lo && s < L->hi) {
-        if (L->len) return (struct ivr){-(int64_t)L->tmax[s - L->lo], d - L->tmin[s - L->lo]};
+        if (L->len) return (struct ivr){-body_tmax(g, L, v), d - body_tmin(g, L, v)};
         return (struct ivr){IV_NEG, d - 1};
     }
     int64_t x = (int64_t)c1 - 1 - B; /* exit count relative to the node */
@@ -1543,8 +1593,7 @@ static const int32_t *riv_get(struct grammar *g, uint32_t t, int32_t li)
     if (!v) return NULL;
     int32_t n = 0;
     for (int32_t i = 0; i < st->n_kernel; i++) {
-        struct ivr x = iv_thread(L, B, d, rx_thread_state(st->kernel[i]),
-                                 rx_thread_c1(st->kernel[i]));
+        struct ivr x = iv_thread(g, L, B, d, st->kernel[i]);
         if (x.lo <= x.hi) v[n++] = x;
     }
     struct ivr acc = {1, 0};
@@ -1796,7 +1845,7 @@ static struct rpay *iv_pay(struct matcher *m, uint32_t root, int32_t li)
     if (*slot) return *slot;
     size_t klen;
     uint64_t h;
-    uint8_t *k0 = relax_key(g, root, &klen, &h);
+    uint8_t *k0 = relax_key(g, root, true, &klen, &h);
     uint8_t *key = k0 ? malloc(klen + 9) : NULL;
     if (!key) {
         free(k0);
@@ -1832,10 +1881,10 @@ static uint32_t iv_realize(struct grammar *g, uint32_t rs, int64_t cp, int64_t k
             kb[nk++] = v;
             continue;
         }
-        struct ivr x = iv_thread(L, B, d, s, c1);
+        struct ivr x = iv_thread(g, L, B, d, v);
         if (cp < x.lo - k || cp > x.hi - k) continue;
         if (c1 > 1 && s >= L->lo && s < L->hi)
-            kb[nk++] = (uint64_t)(uint32_t)s | (uint64_t)(cabs + 1) << 32;
+            kb[nk++] = (v & 0xffffffffu) | (uint64_t)(cabs + 1) << 32;
         else
             kb[nk++] = (uint64_t)(uint32_t)s;
     }
@@ -1947,7 +1996,7 @@ static int relax_entry(struct matcher *m, uint32_t s, struct inner_entry **out)
     int32_t nk = 0, na = 0;
     for (int32_t i = 0; i < st->n_kernel; i++) {
         uint64_t v = st->kernel[i];
-        uint32_t s1 = (uint32_t)rx_thread_state(v);
+        uint32_t s1 = (uint32_t)(v & 0xffffffffu); /* the state and an inner count */
         kb[nk++] = s1 | (uint64_t)(rx_thread_c1(v) ? B + 1 : 1) << 32;
     }
     for (int32_t i = 0; i < st->n_accept; i++)

@@ -1026,6 +1026,12 @@ static int region_ticks(struct rx_nfa *n, int32_t rid, int32_t end)
         int32_t c = il->cont;
         il->ctmin = c == end ? 0 : c >= lo && c < hi ? L->tmin[c - lo] : RX_TICKS_INF;
         il->ctmax = c == end ? 0 : c >= lo && c < hi ? L->tmax[c - lo] : -1;
+        /* the loop's CNT_END (no byte state, never a thread's place): its CNT_ENTER's values,
+         * so that the region's table holds no unreachable state */
+        if (il->lo - 1 >= lo && il->hi < hi) {
+            L->tmin[il->lo - 1 - lo] = L->tmin[il->hi - lo];
+            L->tmax[il->lo - 1 - lo] = L->tmax[il->hi - lo];
+        }
         for (int32_t s = il->lo; s < il->hi; s++) {
             int64_t mn, mx;
             rx_inner_ticks(il, s, 1, &mn, &mx, cap);
@@ -2042,7 +2048,7 @@ static int relax_fix(struct rx_dfa *d, const struct rx_dstate *st, int32_t *nk, 
     int32_t w = 0;
     for (int32_t i = 0; i < *nk; i++) {
         uint64_t v = d->kbuf[i];
-        if (TH_C1(v)) {
+        if (TH_C1(v) && !TH_W(v)) { /* (threads of an inner loop differ by their count) */
             if (d->mark[TH_S(v)] == d->gen) {
                 /* sorted by counter first: the kept one has the smaller counter */
                 if (d->rkeep[TH_S(v)] > 1 && TH_C1(v) != d->rkeep[TH_S(v)]) *merged = true;

@@ -253,6 +253,7 @@ Test(grammar_wordcount, masks_vs_oracle)
 {
     struct walker w;
     walker_init(&w, wc_toks, sizeof wc_toks / sizeof wc_toks[0]);
+    uint64_t relaxed = 0;
     for (size_t p = 0; p < sizeof wcs / sizeof wcs[0]; p++) {
         char ours[512], ref[512];
         wc_patterns(&wcs[p], ours, sizeof ours, ref, sizeof ref);
@@ -267,9 +268,13 @@ Test(grammar_wordcount, masks_vs_oracle)
         size_t maxb = (size_t)wcs[p].n * 2 + 40;
         if (maxb > 1400) maxb = 1400;
         int masks = walk_check(&w, g, ours, wc_status_v, &wcs[p], 15, maxb);
-        cr_log_info("/%s/: %d masks", ours, masks);
+        cr_log_info("/%s/: %d masks, %llu relaxed", ours, masks,
+                    (unsigned long long)g->relax_served);
+        relaxed += g->relax_served;
         grammar_free(g);
     }
+    /* near the region's max the relaxed walks serve (their inner counts kept exactly) */
+    cr_assert(relaxed > 0, "no relaxed walk served a word-count state");
     grammar_vocab_index_free(w.vi);
 }
 
