@@ -1258,12 +1258,16 @@ static int32_t emit(struct nbuild *B, int32_t x, int32_t next)
              * count such as (?:\S+\s+){0,49}) make a state per (copy, count) pair and each
              * copy's inner loops more: RX_NATIVE_COUNT */
             int32_t lim = lim0;
+            /* an inner counted loop: the threads' second counter (regex.h), for a composite
+             * body above RX_INNER_FROM (a word count) and any body above the copies a region
+             * holds. One level: inside an inner loop's body, or with a body that can be empty,
+             * copies up to the limit, then refused */
+            bool inner_ok = B->inner < 0 && max >= 0 && max <= RX_MAX_INNER &&
+                            !rx_ast_nullable(B->a, nd->a);
+            if (inner_ok && lim0 == RX_NATIVE_COUNT && (min > RX_INNER_FROM || max > RX_INNER_FROM))
+                return emit_counted(B, nd, min, max, next);
             if (min > lim || max > lim) {
-                /* an inner counted loop: the threads' second counter (regex.h). One level:
-                 * inside an inner loop's body, or with a body that can be empty, refused */
-                if (B->inner < 0 && max >= 0 && max <= RX_MAX_INNER &&
-                    !rx_ast_nullable(B->a, nd->a))
-                    return emit_counted(B, nd, min, max, next);
+                if (inner_ok) return emit_counted(B, nd, min, max, next);
                 err_set(B->e, ERR_UNSUPPORTED,
                         "regex: a repetition count above %d inside a length region "
                         "(pattern or format with minLength/maxLength) is not supported %s",

@@ -68,13 +68,17 @@ int32_t rx_copy(struct rx_ast *dst, const struct rx_ast *src, int32_t root);
  * NFA thread inside x carries an iteration counter (DFA states are sets of (state, counter)). */
 #define RX_NATIVE_COUNT 32
 /* Inside a length region repetitions are expanded up to this count (e.g. the {0,61} of a
- * hostname label in `format: email` with `maxLength`); above it (32 for a body with
- * repetitions of its own) the repetition becomes an inner counted loop (a word count
- * `(?:\S+\s+){0,99}`): its iteration count is a second counter of the thread (bits 19-30 of
- * a kernel entry, rx_thread_w) next to the region's ticks. Inner loops do not nest and their
- * count is at most RX_MAX_INNER. */
+ * hostname label in `format: email` with `maxLength`); above it, and above RX_INNER_FROM for a
+ * body with repetitions of its own (a word count `(?:\S+\s+){0,99}`), the repetition becomes
+ * an inner counted loop: its iteration count is a second counter of the thread (bits 19-30 of
+ * a kernel entry, rx_thread_w) next to the region's ticks. Inner loops do not nest (inside
+ * one, copies up to 32) and their count is at most RX_MAX_INNER. */
 #define RX_REGION_COUNT 64
 #define RX_MAX_INNER 4094
+/* A body with repetitions of its own repeated more than this inside a region is an inner loop
+ * already (copies of a word multiply the states each count meets; the second counter does
+ * not). */
+#define RX_INNER_FROM 8
 /* A length region is a loop (len = true) whose counter counts ticks instead of iterations:
  * CNT_ENTER starts it at 0, CNT_TICK adds one (a thread past max dies), CNT_END leaves the
  * region when the count is at least min. Inside a region repetitions are expanded (their
