@@ -1039,34 +1039,27 @@ int mask_prepare_relax(struct grammar *g, struct err *e)
     return 0;
 }
 
-/* The fewest / most ticks to region L's end of its body thread v (an inner loop's thread:
- * by its iteration, rx_inner_ticks). */
-static int64_t body_tmin(const struct grammar *g, const struct rx_loop *L, uint64_t v)
+/* The fewest (*mn) / most (*mx) ticks to region L's end of its body thread v (an inner loop's
+ * thread: by its iteration, rx_inner_ticks). */
+static void body_ticks(const struct grammar *g, const struct rx_loop *L, uint64_t v, int64_t *mn, int64_t *mx)
 {
     int32_t s = rx_thread_state(v);
     if (rx_thread_w(v)) {
         int32_t il = rx_nfa_inner_of(&g->nfa, s);
         if (il >= 0) {
-            int64_t mn, mx;
-            rx_inner_ticks(&g->nfa.loops[il], s, rx_thread_w(v), &mn, &mx, L->min);
-            return mn;
+            rx_inner_ticks(&g->nfa.loops[il], s, rx_thread_w(v), mn, mx, L->min);
+            return;
         }
     }
-    return L->tmin[s - L->lo];
+    *mn = L->tmin[s - L->lo];
+    *mx = L->tmax[s - L->lo];
 }
 
-static int64_t body_tmax(const struct grammar *g, const struct rx_loop *L, uint64_t v)
+static int64_t body_tmin(const struct grammar *g, const struct rx_loop *L, uint64_t v)
 {
-    int32_t s = rx_thread_state(v);
-    if (rx_thread_w(v)) {
-        int32_t il = rx_nfa_inner_of(&g->nfa, s);
-        if (il >= 0) {
-            int64_t mn, mx;
-            rx_inner_ticks(&g->nfa.loops[il], s, rx_thread_w(v), &mn, &mx, L->min);
-            return mx;
-        }
-    }
-    return L->tmax[s - L->lo];
+    int64_t mn, mx;
+    body_ticks(g, L, v, &mn, &mx);
+    return mn;
 }
 
 static int64_t relax_base(const struct grammar *g, const struct rx_loop *L)
@@ -1561,7 +1554,11 @@ static struct ivr iv_thread(const struct grammar *g, const struct rx_loop *L, in
     uint32_t c1 = rx_thread_c1(v);
     if (c1 <= 1) return (struct ivr){IV_NEG, IV_POS};
     if (s >= L->lo && s < L->hi) {
-        if (L->len) return (struct ivr){-body_tmax(g, L, v), d - body_tmin(g, L, v)};
+        if (L->len) {
+            int64_t mn, mx;
+            body_ticks(g, L, v, &mn, &mx);
+            return (struct ivr){-mx, d - mn};
+        }
         return (struct ivr){IV_NEG, d - 1};
     }
     int64_t x = (int64_t)c1 - 1 - B; /* exit count relative to the node */

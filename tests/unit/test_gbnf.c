@@ -13,6 +13,8 @@
 #include "base/buf.h"
 #include "grammar/gbnf.h"
 #include "grammar/grammar.h"
+#define GRAMMAR_TESTLIB_SEED 0x9e3779b97f4a7c15ull
+#include "grammar_testlib.h"
 
 /* Byte vocabulary: token 0 = eos (special), 1..255 = single bytes, then a few pieces. */
 static const char *pieces[] = {"- ", "\n- ", "int ", "return ", "1. ", "e4", "Nf3", "{\"",
@@ -91,15 +93,6 @@ static bool accepts(struct grammar *g, const char *s)
     return ok;
 }
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (uint32_t)rs;
-}
-
 /* Random walk under the mask (ends with eos when allowed, 1 in 3, or after max steps); returns
  * the text if the grammar accepted it, else NULL. Every sampled token must be consumable. */
 static char *walk(struct grammar *g, int max)
@@ -133,18 +126,12 @@ static char *walk(struct grammar *g, int max)
     return buf_steal(&out);
 }
 
-static bool pcre_full(const char *pat, const char *s)
+static bool pcre_whole(const char *pat, const char *s)
 {
-    int ec;
-    PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_UTF, &ec, &eo, NULL);
-    cr_assert(re, "pcre2 %s", pat);
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, strlen(s), 0, 0, md, NULL);
-    pcre2_match_data_free(md);
+    pcre2_code *re = pcre_full(pat);
+    bool ok = pcre_full_match(re, s, strlen(s));
     pcre2_code_free(re);
-    return rc >= 0;
+    return ok;
 }
 
 /* Walks until n accepted texts, each checked by check(); returns how many were found. */
@@ -171,12 +158,12 @@ static bool json_ok(const char *s)
 }
 static bool list_ok(const char *s)
 {
-    return pcre_full("(- [^\\r\\n\\x0b\\x0c\\x{85}\\x{2028}\\x{2029}]+\\n)+", s);
+    return pcre_whole("(- [^\\r\\n\\x0b\\x0c\\x{85}\\x{2028}\\x{2029}]+\\n)+", s);
 }
 static bool arith_ok(const char *s)
 {
     /* a line: expr "=" ws term "\n", with terms ident / num / parenthesized (any depth) */
-    return pcre_full("(?:(?<t>(?:[a-z][a-z0-9_]*|[0-9]+)[ \\t\\n]*|\\([ \\t\\n]*(?&e)\\)[ \\t\\n]*)"
+    return pcre_whole("(?:(?<t>(?:[a-z][a-z0-9_]*|[0-9]+)[ \\t\\n]*|\\([ \\t\\n]*(?&e)\\)[ \\t\\n]*)"
                      "(?<e>(?&t)(?:[-+*/](?&t))*)?)?"
                      "(?:(?&e)=[ \\t\\n]*(?&t)\\n)+",
                      s);
@@ -187,7 +174,7 @@ static bool chess_ok(const char *s)
                      "O-O(?:-O)?)[+#]?)";
     char pat[1024];
     snprintf(pat, sizeof pat, "1\\. %s %s\\n(?:[1-9][0-9]?\\. %s %s\\n)+", mv, mv, mv, mv);
-    return pcre_full(pat, s);
+    return pcre_whole(pat, s);
 }
 
 Test(gbnf, llama_cpp_examples_compile_accept_and_reject)

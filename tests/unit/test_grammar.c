@@ -10,6 +10,8 @@
 
 #include "grammar/grammar.h"
 #include "grammar/regex.h"
+#define GRAMMAR_TESTLIB_SEED 88172645463325252ull
+#include "grammar_testlib.h"
 
 /* ---- helpers ---- */
 
@@ -133,15 +135,6 @@ static const char *alphabet[] = {"a",  "b",  "c",  "d",  "e",  "f", "x", "y", "0
                                  "9",  " ",  "\n", "-",  ".",  "@", "(", ")", "é", "ü",
                                  "日", "本", "語", "\"", "\\", "A", "_", "%", "\t"};
 
-static uint64_t rng_state = 88172645463325252ull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)rng_state;
-}
-
 static pcre2_code *pcre_compile_full(const char *pat)
 {
     /* PCRE2 spells \uXXXX as \x{XXXX} */
@@ -168,18 +161,6 @@ static pcre2_code *pcre_compile_full(const char *pat)
                       PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
     cr_assert(re, "pcre2 rejects %s", pat);
     return re;
-}
-
-/* 1 full match, 2 viable prefix only, 0 neither */
-static int pcre_status(pcre2_code *re, const char *s, size_t n)
-{
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
-    int full = rc >= 0;
-    int prc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, PCRE2_PARTIAL_HARD, md, NULL);
-    pcre2_match_data_free(md);
-    if (full) return 1;
-    return (prc >= 0 || prc == PCRE2_ERROR_PARTIAL) ? 2 : 0;
 }
 
 static size_t random_string(char *buf, size_t cap, const char *pat)

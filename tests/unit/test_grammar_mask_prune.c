@@ -14,38 +14,8 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_int.h"
 #include "grammar/regex.h"
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)rng;
-}
-
-static pcre2_code *pcre_full(const char *pat)
-{
-    char wrapped[4200];
-    snprintf(wrapped, sizeof wrapped, "(?:%s)\\z", pat);
-    int ec;
-    PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)wrapped, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
-    cr_assert(re, "pcre2 rejects %s", pat);
-    return re;
-}
-
-/* 1 full match, 2 viable prefix only, 0 neither */
-static int pcre_status(pcre2_code *re, const char *s, size_t n)
-{
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    int full = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL) >= 0;
-    int prc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, PCRE2_PARTIAL_HARD, md, NULL);
-    pcre2_match_data_free(md);
-    if (full) return 1;
-    return (prc >= 0 || prc == PCRE2_ERROR_PARTIAL) ? 2 : 0;
-}
+#define GRAMMAR_TESTLIB_SEED 0x9e3779b97f4a7c15ull
+#include "grammar_testlib.h"
 
 /* A DFA over one pattern, pruning on or off. */
 struct one {

@@ -16,35 +16,7 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_int.h"
 #include "grammar/regex.h"
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)rng;
-}
-
-static pcre2_code *pcre_full(const char *pat)
-{
-    char wrapped[1024];
-    snprintf(wrapped, sizeof wrapped, "(?:%s)\\z", pat);
-    int ec;
-    PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)wrapped, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_ANCHORED | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
-    cr_assert(re, "pcre2 rejects %s", pat);
-    return re;
-}
-
-static bool pcre_full_match(pcre2_code *re, const char *s, size_t n)
-{
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    return rc >= 0;
-}
+#include "grammar_testlib.h"
 
 /* ---- the word-count family: (?L m,n: (?:W+ S+){a,b} W+ ), W = [a-z] | é, S = ' ' ---- */
 
@@ -371,19 +343,6 @@ Test(grammar_wordcount, refused_shapes)
  * compiles (before the second counter: "a repetition count above 32 inside a length region"),
  * and instances fed byte by byte are accepted or rejected as the schema says, escapes and
  * Unicode spaces included. */
-static bool engine_ok(const struct grammar *g, const char *s)
-{
-    struct err e = {0};
-    struct matcher *m = matcher_new(g, &e);
-    cr_assert(m, "%s", e.msg);
-    bool ok = true;
-    for (const unsigned char *p = (const unsigned char *)s; *p && ok; p++)
-        if (matcher_consume(m, *p)) ok = false;
-    if (ok) ok = matcher_accepting(m);
-    matcher_free(m);
-    return ok;
-}
-
 static char *words_json(int words, int wlen, const char *sep, int extra)
 {
     size_t cap = (size_t)words * (size_t)(wlen + 8) + (size_t)extra + 64;
@@ -450,13 +409,13 @@ Test(grammar_wordcount, jsonschema_o21053_shape)
         };
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             char *s = words_json(cases[c].words, cases[c].wlen, cases[c].sep, cases[c].extra);
-            cr_assert_eq(engine_ok(g, s), cases[c].ok, "K %d n %d case %zu (%.60s...): expected %d",
+            cr_assert_eq(engine_accepts(g, s), cases[c].ok, "K %d n %d case %zu (%.60s...): expected %d",
                          K, N, c, s, cases[c].ok);
             free(s);
         }
-        cr_assert(engine_ok(g, "\"a\\\"b c\\\\d\""), "escaped quote and backslash are \\S");
-        cr_assert(!engine_ok(g, "\" a\""), "a leading space");
-        cr_assert(!engine_ok(g, "\"a \""), "a trailing space");
+        cr_assert(engine_accepts(g, "\"a\\\"b c\\\\d\""), "escaped quote and backslash are \\S");
+        cr_assert(!engine_accepts(g, "\" a\""), "a leading space");
+        cr_assert(!engine_accepts(g, "\"a \""), "a trailing space");
         grammar_free(g);
     }
     grammar_vocab_index_free(vi);

@@ -556,6 +556,7 @@ Test(jsonschema, key_exclusion_exact)
  * checks that the engine compiles what we emit and agrees with it, greedy lexer included. */
 
 #include "grammar/grammar.h"
+#include "grammar_testlib.h"
 
 struct bytevocab {
     char bytes[256][2];
@@ -579,19 +580,6 @@ static void bv_init(struct bytevocab *v)
     struct err e = {0};
     v->vi = grammar_vocab_index_new(&v->gv, &e);
     cr_assert(v->vi, "%s", e.msg);
-}
-
-static bool engine_accepts(const struct grammar *g, const char *s)
-{
-    struct err e = {0};
-    struct matcher *m = matcher_new(g, &e);
-    cr_assert(m, "%s", e.msg);
-    bool ok = true;
-    for (const unsigned char *p = (const unsigned char *)s; *p && ok; p++)
-        if (matcher_consume(m, *p)) ok = false;
-    if (ok) ok = matcher_accepting(m);
-    matcher_free(m);
-    return ok;
 }
 
 static void engine_check(struct bytevocab *v, const char *schema, const char *const *good,

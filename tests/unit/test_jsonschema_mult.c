@@ -14,6 +14,7 @@
 #include "grammar/grammar.h"
 #include "grammar/jsonschema.h"
 #include "grammar/jsonschema_internal.h"
+#include "grammar_testlib.h"
 
 #define L(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -87,19 +88,6 @@ static struct bvocab *bvocab_new(void)
     return v;
 }
 
-static bool engine_ok(const struct grammar *g, const char *s)
-{
-    struct err e = {0};
-    struct matcher *m = matcher_new(g, &e);
-    cr_assert(m, "%s", e.msg);
-    bool ok = true;
-    for (const unsigned char *p = (const unsigned char *)s; *p && ok; p++)
-        if (matcher_consume(m, *p)) ok = false;
-    if (ok) ok = matcher_accepting(m);
-    matcher_free(m);
-    return ok;
-}
-
 static struct jsrx_dec dec(const char *s)
 {
     struct jsrx_dec d;
@@ -136,8 +124,8 @@ static bool diff(long long m, const char *lo, bool lo_excl, const char *hi, bool
         g = grammar_compile(v->vi, GRAMMAR_REGEX, rx.data, rx.len, &e);
         cr_assert(g, "engine rejects %s: %s", rx.data, e.msg);
     }
-#define OK(t) (re ? match(re, t) : engine_ok(g, t))
-#define BOTH(t) (re ? (match(re, t) == engine_ok(g, t) ? match(re, t) : -1) : engine_ok(g, t))
+#define OK(t) (re ? match(re, t) : engine_accepts(g, t))
+#define BOTH(t) (re ? (match(re, t) == engine_accepts(g, t) ? match(re, t) : -1) : engine_accepts(g, t))
     const long long W = 1300;
     for (long long x = -W; x <= W; x++) {
         bool in = x % m == 0 && (x > flo || (!lo_excl && x == flo)) &&
@@ -248,9 +236,9 @@ static void engine_check(const char *schema, const char *const *good, const char
     struct grammar *g = grammar_compile(v->vi, GRAMMAR_JSON_SCHEMA, schema, strlen(schema), &e);
     cr_assert(g, "engine rejects %s: %s", schema, e.msg);
     for (; good && *good; good++)
-        cr_expect(engine_ok(g, *good), "engine: %s should accept %s", schema, *good);
+        cr_expect(engine_accepts(g, *good), "engine: %s should accept %s", schema, *good);
     for (; bad && *bad; bad++)
-        cr_expect(!engine_ok(g, *bad), "engine: %s should reject %s", schema, *bad);
+        cr_expect(!engine_accepts(g, *bad), "engine: %s should reject %s", schema, *bad);
     grammar_free(g);
     grammar_vocab_index_free(v->vi);
     free(v);

@@ -14,6 +14,7 @@
 #include "base/err.h"
 #include "grammar/grammar.h"
 #include "grammar/jsonschema.h"
+#include "grammar_testlib.h"
 
 #define L(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -25,19 +26,6 @@ struct bvocab {
     struct grammar_vocab gv;
     struct grammar_vocab_index *vi;
 };
-
-static bool engine_ok(const struct grammar *g, const char *s)
-{
-    struct err e = {0};
-    struct matcher *m = matcher_new(g, &e);
-    cr_assert(m, "%s", e.msg);
-    bool ok = true;
-    for (const unsigned char *p = (const unsigned char *)s; *p && ok; p++)
-        if (matcher_consume(m, *p)) ok = false;
-    if (ok) ok = matcher_accepting(m);
-    matcher_free(m);
-    return ok;
-}
 
 static bool pcre_ok(pcre2_code *re, const char *s)
 {
@@ -75,11 +63,11 @@ static void check(const char *schema, const char *const *good, const char *const
     cr_assert(g, "engine rejects %s: %s", schema, e.msg);
     for (; good && *good; good++) {
         cr_expect(pcre_ok(re, *good), "%s should accept %s", schema, *good);
-        cr_expect(engine_ok(g, *good), "engine: %s should accept %s", schema, *good);
+        cr_expect(engine_accepts(g, *good), "engine: %s should accept %s", schema, *good);
     }
     for (; bad && *bad; bad++) {
         cr_expect(!pcre_ok(re, *bad), "%s should reject %s", schema, *bad);
-        cr_expect(!engine_ok(g, *bad), "engine: %s should reject %s", schema, *bad);
+        cr_expect(!engine_accepts(g, *bad), "engine: %s should reject %s", schema, *bad);
     }
     grammar_free(g);
     grammar_vocab_index_free(v->vi);
