@@ -128,8 +128,8 @@ void mm_set_amx_small_tiles(int m)
  * of the tiles. */
 static int amx_small(const struct mm_gemm_impl *g, int64_t n_tok)
 {
-    if (n_tok == 1) return g->amx_gemv1 && g_amx_gemv1;
-    return g->amx_gemvm && n_tok <= g_amx_small_max;
+    if (!g->amx_gemvm) return 0;
+    return n_tok == 1 ? g_amx_gemv1 : n_tok <= g_amx_small_max;
 }
 
 static enum mm_path choose_path(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok,
@@ -327,13 +327,9 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         return;
     }
     if (p->path == PATH_GEMM_AMX) {
-        if (!A->amx) { /* few tokens: same bits, no tiles (see plan) */
-            if (op->n_tok == 1)
-                j->g->amx_gemv1(W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
-                                A->ai, op->Y + (op->y_idx ? op->y_idx[0] : 0) * ys + r0);
-            else
-                j->g->amx_gemvm(W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
-                                A->ai, op->n_tok, op->Y, ys, op->y_idx, r0);
+        if (!A->amx) { /* few tokens: same bits, no tiles (see plan; m = 1 is amx_gemv1) */
+            j->g->amx_gemvm(W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai,
+                            op->n_tok, op->Y, ys, op->y_idx, r0);
             return;
         }
         /* a decode item spans several 16-row kernel tiles (see plan: long runs per thread) */

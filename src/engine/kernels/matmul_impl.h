@@ -60,14 +60,10 @@ struct mm_gemm_impl {
     void (*amx_kernel)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
                        int64_t cols, const uint8_t *bp, const float *dyp, int64_t n_tok, float *Y,
                        int64_t y_stride, const int32_t *y_idx, int64_t r0, void *tmp);
-    /* One token (m = 1) through amx_kernel's arithmetic on AVX-512, bit-identical to it: rows
-     * [0, nrows) of q8_0 W against the A8 row (aq, ad, ai: q, scales, per-block sums of q),
-     * y[r] = row r. NULL where amx_kernel is. */
-    void (*amx_gemv1)(const void *W, size_t w_stride, int64_t nrows, int64_t cols,
-                      const int8_t *aq, const float *ad, const int32_t *ai, float *y);
-    /* m tokens (any m >= 1; m = 1 is amx_gemv1) through the same arithmetic on AVX-512, each
-     * weight slab read once for up to 16 tokens, bit-identical to amx_kernel: rows [0, nrows) of
-     * q8_0 W against tokens [0, n_tok) of the A8 panel, outputs as gemv. NULL where amx_kernel is. */
+    /* m tokens (any m >= 1; m = 1 runs amx_gemv1, 16 rows as lanes) through amx_kernel's
+     * arithmetic on AVX-512, each weight slab read once for up to 16 tokens, bit-identical to
+     * amx_kernel: rows [0, nrows) of q8_0 W against tokens [0, n_tok) of the A8 panel, outputs
+     * as gemv. NULL where amx_kernel is. */
     void (*amx_gemvm)(const void *W, size_t w_stride, int64_t nrows, int64_t cols,
                       const int8_t *aq, const float *ad, const int32_t *ai, int64_t n_tok, float *Y,
                       int64_t y_stride, const int32_t *y_idx, int64_t r0);
