@@ -12,6 +12,9 @@
  * --amx-small M: on the AMX path, products of 2..M tokens run the AVX-512 small-m kernel
  *   (amx_gemvm) and larger ones the tiles (0: the tiles for every m >= 2; the same bits either
  *   way, so only the speed changes; default MM_AMX_SMALL_MAX_DEFAULT).
+ * --vnni-small M: on the packed VNNI path (AVX-512 without AMX), products of 1..M tokens of q8_0
+ *   run the direct small-m kernel (no weight panel) and larger ones pack + kernel (0: pack + kernel
+ *   for every m; the same bits either way; default MM_VNNI_SMALL_MAX_DEFAULT).
  * --amx-small-tiles M: inside that kernel, groups of >= M tokens per weight slab do their integer
  *   dots on the tiles, smaller ones with vpdpbusd (same bits; default MM_AMX_SMALL_TILES_DEFAULT).
  * Each test runs once to warm up, then r times; the median and the standard deviation are shown.
@@ -138,7 +141,7 @@ int main(int argc, char **argv)
         long *dst = NULL, lo = 0, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5] "
-                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--cache-type f16|f32] [--amx-small M] [--amx-small-tiles M]\n");
+                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--cache-type f16|f32] [--amx-small M] [--amx-small-tiles M] [--vnni-small M]\n");
             return 0;
         }
         if (!strcmp(a, "-m")) {
@@ -164,6 +167,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             tiles_min = (int)v;
+            continue;
+        }
+        if (!strcmp(a, "--vnni-small")) {
+            long v;
+            if (i + 1 >= argc || parse_int(argv[++i], 0, 512, &v)) {
+                fprintf(stderr, "lmserve-bench: bad value for --vnni-small (0..512)\n");
+                return 2;
+            }
+            mm_set_vnni_small_max(v);
             continue;
         }
         if (!strcmp(a, "--amx-small")) {

@@ -488,6 +488,140 @@ Test(matmul, amx_gemvm_equals_amx)
     mm_scratch_free(s);
 }
 
+/* On the packed VNNI path (CPUs without AMX; forced here with mm_set_amx(0) where there is AMX),
+ * q8_0 products of 1..64 tokens run the direct kernel (rows as lanes for m = 1, the slab transposed
+ * in registers for m >= 2, no weight panel): every output must have the bits of pack + kernel on
+ * the same tokens, of the token alone and of the token inside an 80-token batch (pack + kernel:
+ * past the direct kernel's default), for partial slabs (rows 1, 15, 17, 37, 161), a padded
+ * stride, 1/2/3/5 threads, and work items that split a matrix anywhere a thread count puts them.
+ * Skips with its reason where q8_0 does not run on the packed VNNI GEMM (AVX2 or arm64 CPUs). */
+Test(matmul, vnni_small_equals_packed)
+{
+    quant_init();
+    mm_set_amx(0);
+    const char *name = mm_gemm_name(GGML_TYPE_Q8_0);
+    if (strcmp(name, "vnni") != 0) {
+        mm_set_amx(1);
+        cr_skip_test("q8_0 runs on %s here, not the packed VNNI GEMM: nothing to compare", name);
+    }
+    rs = 14;
+    struct mm_scratch *s = mm_scratch_new();
+    static const int64_t colss[] = {32, 224, 1024}, rowss[] = {1, 15, 16, 17, 37, 161};
+    static const int nths[] = {1, 2, 3, 5};
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 20, 33, 64};
+    const int64_t big = 80, nm = (int64_t)(sizeof ms / sizeof ms[0]);
+    for (int ti = 0; ti < 4; ti++) {
+        int nth = nths[ti];
+        struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+        for (int ci = 0; ci < 3; ci++)
+            for (int ri = 0; ri < 6; ri++) {
+                if (nth > 1 && (ri + ci + ti) % 2) continue; /* keep the run short */
+                int64_t cols = colss[ci], rows = rowss[ri];
+                struct wmat m;
+                wmat_make(&m, GGML_TYPE_Q8_0, rows, cols, ri % 2 ? 6 : 0);
+                float *x = malloc((size_t)(big * cols) * 4);
+                float *ys = malloc((size_t)(big * rows) * 4), *yp = malloc((size_t)(big * rows) * 4),
+                      *yb = malloc((size_t)(big * rows) * 4), *y1 = malloc((size_t)rows * 4);
+                for (int64_t i = 0; i < big * cols; i++)
+                    x[i] = frand() * (i % 5 ? 1.f : 9.f);
+                struct err e;
+                mm_set_vnni_small_max(-1);
+                cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, x, big, yb, s, &e), 0);
+                for (int64_t k = 0; k < nm; k++) {
+                    int64_t mt = ms[k], t0 = (k * 7) % (big - mt + 1);
+                    const float *xm = x + t0 * cols;
+                    mm_set_vnni_small_max(mt);
+                    cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, xm, mt, ys, s, &e), 0);
+                    mm_set_vnni_small_max(0);
+                    cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride, xm, mt, yp, s, &e), 0);
+                    mm_set_vnni_small_max(-1);
+                    for (int64_t t = 0; t < mt; t++) {
+                        cr_assert_eq(mm_run(tp, GGML_TYPE_Q8_0, m.q, rows, cols, m.stride,
+                                            xm + t * cols, 1, y1, s, &e), 0);
+                        for (int64_t r = 0; r < rows; r++) {
+                            float got = ys[t * rows + r];
+                            cr_assert(memcmp(&got, &yp[t * rows + r], 4) == 0,
+                                      "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs pack + kernel %.9g",
+                                      nth, (long)cols, (long)rows, (long)mt, (long)t, (long)r, got,
+                                      yp[t * rows + r]);
+                            cr_assert(memcmp(&got, &yb[(t0 + t) * rows + r], 4) == 0,
+                                      "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs in a batch of %ld %.9g",
+                                      nth, (long)cols, (long)rows, (long)mt, (long)t, (long)r, got,
+                                      (long)big, yb[(t0 + t) * rows + r]);
+                            cr_assert(memcmp(&got, &y1[r], 4) == 0,
+                                      "threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs alone %.9g",
+                                      nth, (long)cols, (long)rows, (long)mt, (long)t, (long)r, got, y1[r]);
+                        }
+                    }
+                }
+                free(x), free(ys), free(yp), free(yb), free(y1);
+                wmat_free(&m);
+            }
+        if (tp) tp_free(tp);
+    }
+    mm_set_vnni_small_max(-1);
+    mm_set_amx(1);
+    mm_scratch_free(s);
+}
+
+/* q4_K, q5_K and q6_K products of one token on the packed VNNI path run the direct kernel (rows as
+ * lanes, scales decoded per superblock, no panel): each output must have the bits of pack + kernel
+ * on that token and of the token inside a 9-token batch (pack + kernel), for partial slabs, a
+ * padded stride, 1 and 3 threads. Skips with its reason where these types do not run on the
+ * packed VNNI GEMM. */
+Test(matmul, vnni_small_kquant_equals_packed)
+{
+    quant_init();
+    mm_set_amx(0);
+    const char *name = mm_gemm_name(GGML_TYPE_Q4_K);
+    if (strcmp(name, "vnni") != 0) {
+        mm_set_amx(1);
+        cr_skip_test("q4_K runs on %s here, not the packed VNNI GEMM: nothing to compare", name);
+    }
+    rs = 15;
+    struct mm_scratch *s = mm_scratch_new();
+    static const enum ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+    static const int64_t colss[] = {256, 768}, rowss[] = {1, 15, 16, 17, 37, 64};
+    for (int nth = 1; nth <= 3; nth += 2) {
+        struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+        for (int ti = 0; ti < 3; ti++)
+            for (int ci = 0; ci < 2; ci++)
+                for (int ri = 0; ri < 6; ri++) {
+                    int64_t cols = colss[ci], rows = rowss[ri];
+                    struct wmat m;
+                    wmat_make(&m, types[ti], rows, cols, ri % 2 ? 10 : 0);
+                    float *x = malloc((size_t)(9 * cols) * 4), *yb = malloc((size_t)(9 * rows) * 4),
+                          *ys = malloc((size_t)rows * 4), *yp = malloc((size_t)rows * 4);
+                    for (int64_t i = 0; i < 9 * cols; i++)
+                        x[i] = frand() * (i % 7 ? 1.f : 5.f);
+                    struct err e;
+                    cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x, 9, yb, s, &e), 0);
+                    for (int64_t t = 0; t < 9; t++) {
+                        mm_set_vnni_small_max(-1);
+                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x + t * cols, 1, ys, s, &e), 0);
+                        mm_set_vnni_small_max(0);
+                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x + t * cols, 1, yp, s, &e), 0);
+                        mm_set_vnni_small_max(-1);
+                        for (int64_t r = 0; r < rows; r++) {
+                            cr_assert(memcmp(&ys[r], &yp[r], 4) == 0,
+                                      "%s threads %d cols %ld rows %ld token %ld row %ld: %.9g vs pack + kernel %.9g",
+                                      quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
+                                      (long)t, (long)r, ys[r], yp[r]);
+                            cr_assert(memcmp(&ys[r], &yb[t * rows + r], 4) == 0,
+                                      "%s threads %d cols %ld rows %ld token %ld row %ld: %.9g vs in a batch of 9 %.9g",
+                                      quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
+                                      (long)t, (long)r, ys[r], yb[t * rows + r]);
+                        }
+                    }
+                    free(x), free(yb), free(ys), free(yp);
+                    wmat_free(&m);
+                }
+        if (tp) tp_free(tp);
+    }
+    mm_set_amx(1);
+    mm_scratch_free(s);
+}
+
 /* The vectorized K-quant tile packers (q4_K q5_K q6_K: scales, mins of 16 rows decoded at once per
  * superblock)
  * must give the scalar per-row packer's panels, so every result keeps its bits (batch invariance

@@ -114,6 +114,16 @@ void mm_set_amx_small_max(int64_t m)
 {
     g_amx_small_max = m < 0 ? MM_AMX_SMALL_MAX_DEFAULT : m;
 }
+static int64_t g_vnni_small_max = MM_VNNI_SMALL_MAX_DEFAULT;
+void mm_set_vnni_small_max(int64_t m)
+{
+    g_vnni_small_max = m < 0 ? MM_VNNI_SMALL_MAX_DEFAULT : m;
+}
+/* A packed-path op of n_tok tokens runs the direct kernel (no panel, the same bits). */
+static int vnni_small(const struct mm_gemm_impl *g, enum ggml_type wtype, int64_t n_tok)
+{
+    return g->small_supported && g->small_supported(wtype, n_tok) && n_tok <= g_vnni_small_max;
+}
 void mm_set_pack_vec(int on)
 {
     const struct mm_gemm_impl *g = gemm_impl();
@@ -344,6 +354,11 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
     if (p->path == PATH_GEMV_A8) {
         j->g->gemv(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad, A->ai,
                    op->n_tok, op->Y, ys, op->y_idx, r0);
+        return;
+    }
+    if (p->path == PATH_GEMM && vnni_small(j->g, op->wtype, op->n_tok)) {
+        j->g->small(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
+                    A->as, A->as16, op->n_tok, op->Y, ys, op->y_idx, r0);
         return;
     }
     if (p->path == PATH_GEMM) {

@@ -9,6 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <string.h>
+#include <stddef.h>
+#include <stdlib.h>
 
 #include "engine/kernels/fp16.h"
 #include "base/cpu.h"
@@ -1362,6 +1364,380 @@ static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, con
     if (cfg_m) tilem_release();
 }
 
+/* ------------------------------------------------------------ small m on the packed path */
+
+/* q8_0 products of a few tokens (decode m = 1, a lockstep batch, a speculative verify, a short
+ * prefill chunk) on CPUs without AMX, with no weight panel: the packed path's arithmetic exactly.
+ * pack + kernel compute, per row r, token t and 32-column block b, the exact int32 dot
+ * sum (w + 128) y of the unsigned quants (w ^ 0x80) with the token's int8 block, then
+ * f = cvt(dot) * d_r; acc = fma(f, d_t, acc); acc = fnmadd(128 * d_r, d_t * sum y, acc) in block
+ * order. Here the same integers come from the rows read in place and the same float steps follow
+ * with the same operands, so every output has the bits of pack + kernel (batch invariance: any
+ * m, any path; tested by matmul/vnni_small_equals_packed and the model invariance tests):
+ *  - m = 1: the 16 rows of a slab are the 16 lanes, each row's block dotted as 8 int32 partials
+ *    and reduced across lanes by integer adds (as amx_gemv1), no transpose;
+ *  - m >= 2: the slab's block transposed in registers to 16 rows x 4 bytes (slab_block: the
+ *    panel's layout, never stored), then per token 8 broadcast vpdpbusd, as the kernel does.
+ * The next slab is prefetched into L2 one block's share at a time (the panel packer's pattern). */
+/* The 16 row addresses p + r * ws of a slab (rows past n: row 0 again, never stored); for a full
+ * slab as base + index * {1,2,4} from ws, 3 ws, 5 ws, 7 ws. */
+AI void rows16(const uint8_t *p, size_t ws, int n, const uint8_t **rp)
+{
+    if (n == 16) {
+        const size_t w3 = 3 * ws, w5 = 5 * ws, w7 = 7 * ws;
+        const uint8_t *q = p + 8 * ws;
+        rp[0] = p, rp[1] = p + ws, rp[2] = p + 2 * ws, rp[3] = p + w3;
+        rp[4] = p + 4 * ws, rp[5] = p + w5, rp[6] = p + 2 * w3, rp[7] = p + w7;
+        rp[8] = q, rp[9] = q + ws, rp[10] = q + 2 * ws, rp[11] = q + w3;
+        rp[12] = q + 4 * ws, rp[13] = q + w5, rp[14] = q + 2 * w3, rp[15] = q + w7;
+        return;
+    }
+    for (int r = 0; r < 16; r++)
+        rp[r] = p + (size_t)(r < n ? r : 0) * ws;
+}
+
+/* 32 bytes at rp[2k] + o and rp[2k + 1] + o as one zmm (row 2k low, row 2k + 1 high). */
+AI __m512i pair_load(const uint8_t *const *rp, int k, size_t o)
+{
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[2 * k] + o))),
+        _mm256_loadu_si256((const __m256i *)(rp[2 * k + 1] + o)), 1);
+}
+
+/* v[k] = vpdpbusd partials of rows 2k (lanes 0-7) and 2k + 1 (lanes 8-15) -> the rows' sums of
+ * lanes 0-3 (columns 0-15) and 4-7 (columns 16-31) as pairs: m[0] rows 0-7, m[1] rows 8-15, lane
+ * 2i = row's half 0, 2i + 1 = half 1 (integer adds: exact in any order). */
+AI void reduce_pairs(const __m512i *v, __m512i *m)
+{
+    __m512i l0 = even_odd_add(v[0], v[1]), l1 = even_odd_add(v[2], v[3]);
+    __m512i l2 = even_odd_add(v[4], v[5]), l3 = even_odd_add(v[6], v[7]);
+    m[0] = even_odd_add(l0, l1), m[1] = even_odd_add(l2, l3);
+}
+
+/* The packed path's float steps for one block and one token with 16 rows as lanes: kern's chain
+ * (f = cvt(dot) * d_row; acc = fma(f, d_tok, acc); acc = fnmadd(m_row, d_tok * sum y, acc)). */
+AI __m512 step32(__m512 acc, __m512i dot, __m512 dx, __m512 mx, float ad, float as)
+{
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), dx);
+    acc = _mm512_fmadd_ps(f, _mm512_set1_ps(ad), acc);
+    return _mm512_fnmadd_ps(mx, _mm512_set1_ps(as), acc);
+}
+
+/* Prefetch of the weights one slab ahead (into L2), one 32-column block's share per block. */
+AI void pf_share(const uint8_t *next, int64_t b, size_t share)
+{
+    if (next)
+        for (size_t k = 0; k < share; k += 64)
+            _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
+}
+
+/* One block of a slab (row r's quants at rp[r]): the 16 rows' exact dots sum (w + 128) y in lanes
+ * 0..15. */
+AI __m512i gemv1_block_q8(const uint8_t *const *rp, size_t o, __m512i yb)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i v[8], m[2];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+        v[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(pair_load(rp, k, o), flip), yb);
+    reduce_pairs(v, m);
+    return even_odd_add(m[0], m[1]);
+}
+
+static void vnni_gemv1_q8(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
+                          const float *ad, const float *as, float *y)
+{
+    const int64_t nb = cols / 32;
+    const __m512 k128 = _mm512_set1_ps(128.f);
+    int32_t off[16];
+    for (int r = 0; r < 16; r++)
+        off[r] = (int32_t)((size_t)r * ws);
+    const __m512i voff = _mm512_loadu_si512(off);
+    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
+        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
+        const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
+        /* a partial slab (the last of a matrix whose rows are not a multiple of 16): its lanes
+         * past n read row 0 again (offset 0); never stored */
+        __m512i vo = voff;
+        if (n < 16) vo = _mm512_maskz_mov_epi32((__mmask16)((1u << n) - 1), voff);
+        const uint8_t *next = s0 + 16 < nrows ? slab + 16 * ws : NULL;
+        const size_t share = 16 * ws / (size_t)nb; /* bytes of the next slab per block */
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            pf_share(next, b, share);
+            const __m512i yb =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(aq + 32 * b)));
+            const uint8_t *rp[16];
+            if (n == 16) rows16(slab, ws, 16, rp);
+            else rows16(slab, ws, n, rp);
+            const __m512i dot = gemv1_block_q8(rp, 34 * b + 2, yb);
+            __m512i dh = _mm512_i32gather_epi32(vo, (const void *)(slab + 34 * b), 1);
+            __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+            acc = step32(acc, dot, dx, _mm512_mul_ps(dx, k128), ad[b], as[b]);
+        }
+        _mm512_mask_storeu_ps(y + s0, (__mmask16)((1u << n) - 1), acc);
+    }
+}
+
+/* One slab (n <= 16 rows; lanes past n read row 0 again and are never stored) x M tokens. */
+AI void vnni_slab_q8(const int M, const uint8_t *slab, size_t ws, int n, int64_t cols,
+                     const int8_t *aq, const float *ad, const float *as, float *const *yrow,
+                     const uint8_t *next)
+{
+    const int64_t nb = cols / 32;
+    const uint8_t *rp[16];
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) {
+        rp[r] = slab + (size_t)(r < n ? r : 0) * ws;
+        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+    }
+    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512 k128 = _mm512_set1_ps(128.f);
+    const size_t share = 16 * ws / (size_t)nb;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        if (next)
+            for (size_t k = 0; k < share; k += 64)
+                _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
+        __m512i w[8];
+        slab_block(rp, b, w); /* u8 = w ^ 0x80, the panel's 8 x (16 rows x 4 bytes) */
+        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + 34 * b), 1);
+        __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)), mx = _mm512_mul_ps(dx, k128);
+#pragma GCC unroll 16
+        for (int t = 0; t < M; t++) {
+            const int8_t *y = aq + t * cols + 32 * b;
+            __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                int32_t y4;
+                memcpy(&y4, y + 4 * g, 4);
+                s = _mm512_dpbusd_epi32(s, w[g], _mm512_set1_epi32(y4));
+            }
+            acc[t] = step32(acc[t], s, dx, mx, ad[t * nb + b], as[t * nb + b]);
+        }
+    }
+    const __mmask16 mask = (__mmask16)((1u << n) - 1);
+#pragma GCC unroll 16
+    for (int t = 0; t < M; t++)
+        _mm512_mask_storeu_ps(yrow[t], mask, acc[t]);
+}
+
+/* q4_K / q5_K, one token, rows as lanes: per superblock the 16 rows' d, dmin and 6-bit scales and
+ * mins from gathered dwords (pack_k4's operations: the same pd, pm bits), per 32-byte chunk of
+ * quants both nibbles' blocks (j = 2c, 2c + 1) from one load per row, then per block the exact
+ * int32 dots of the unsigned quants (as the panel holds them) and kern's float steps. */
+AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int n, int64_t cols,
+                      const int8_t *aq, const float *ad, const float *as, float *y,
+                      const uint8_t *next)
+{
+    const int64_t nsb = cols / 256;
+    const size_t bsz = t == GGML_TYPE_Q4_K ? sizeof(struct block_q4_K) : sizeof(struct block_q5_K);
+    const size_t qs_off = t == GGML_TYPE_Q4_K ? offsetof(struct block_q4_K, qs)
+                                              : offsetof(struct block_q5_K, qs);
+    int32_t off[16];
+    for (int r = 0; r < 16; r++)
+        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    const __m512i n15 = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const size_t share = 16 * ws / (size_t)(8 * nsb);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *base = slab + (size_t)i * bsz;
+        const uint8_t *rp[16];
+        rows16(base, ws, n, rp);
+        __m512i g0 = _mm512_i32gather_epi32(voff, (const void *)base, 1);
+        __m512i s0 = _mm512_i32gather_epi32(voff, (const void *)(base + 4), 1);
+        __m512i s1 = _mm512_i32gather_epi32(voff, (const void *)(base + 8), 1);
+        __m512i s2 = _mm512_i32gather_epi32(voff, (const void *)(base + 12), 1);
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+        __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+        for (int c = 0; c < 4; c++) {
+            __m512i x[8], qh[8];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                x[k] = pair_load(rp, k, qs_off + 32 * c);
+                if (t == GGML_TYPE_Q5_K) qh[k] = pair_load(rp, k, offsetof(struct block_q5_K, qh));
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * c + h;
+                const int64_t b = 8 * i + j;
+                pf_share(next, b, share);
+                const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(aq + 32 * b)));
+                __m512i v[8], m[2];
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    __m512i u = _mm512_and_si512(h ? _mm512_srli_epi16(x[k], 4) : x[k], n15);
+                    if (t == GGML_TYPE_Q5_K)
+                        u = _mm512_or_si512(u, _mm512_and_si512(_mm512_slli_epi16(_mm512_srli_epi16(qh[k], j), 4), b16));
+                    v[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, yb);
+                }
+                reduce_pairs(v, m);
+                __m512i dot = _mm512_add_epi32(_mm512_permutex2var_epi32(m[0], ie, m[1]),
+                                               _mm512_permutex2var_epi32(m[0], io, m[1]));
+                __m512i sc, mn;
+                if (j < 4) {
+                    sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
+                    mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
+                } else {
+                    const int k = j - 4;
+                    __m512i hi = _mm512_srli_epi32(s2, 8 * k);
+                    sc = _mm512_or_si512(
+                        _mm512_and_si512(hi, m4),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), m2), 4));
+                    mn = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi32(hi, 4), m4),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), m2), 4));
+                }
+                __m512 dx = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+                __m512 mx = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
+                acc = step32(acc, dot, dx, mx, ad[b], as[b]);
+            }
+        }
+    }
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1), acc);
+}
+
+/* q6_K, one token, rows as lanes: per superblock the 16 rows' d and signed scales from gathered
+ * dwords (pack_q6k's operations), per block the 6-bit unsigned quants (as the panel holds them),
+ * the exact int32 dots of each 16-column half, and kern16's float steps. */
+AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int n, int64_t cols, const int8_t *aq,
+                       const float *ad, const float *as16, float *y, const uint8_t *next)
+{
+    const int64_t nsb = cols / 256, nb = cols / 32;
+    const size_t bsz = sizeof(struct block_q6_K);
+    int32_t off[16];
+    for (int r = 0; r < 16; r++)
+        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 k32 = _mm512_set1_ps(32.f);
+    const size_t share = 16 * ws / (size_t)nb;
+    __m512 acc = _mm512_setzero_ps();
+    (void)nb;
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *base = slab + (size_t)i * bsz;
+        const uint8_t *rp[16];
+        rows16(base, ws, n, rp);
+        __m512i sg[4];
+        for (int q = 0; q < 4; q++)
+            sg[q] = _mm512_i32gather_epi32(voff, (const void *)(base + 192 + 4 * q), 1);
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+            _mm512_srli_epi32(_mm512_i32gather_epi32(voff, (const void *)(base + 206), 1), 16)));
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * i + j;
+            pf_share(next, b, share);
+            const int h = j / 4, k = j % 4;
+            const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(aq + 32 * b)));
+            __m512i v[8], m[2];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                __m512i lo = pair_load(rp, r, offsetof(struct block_q6_K, ql) + 64 * h + 32 * (k % 2));
+                if (k / 2) lo = _mm512_srli_epi16(lo, 4);
+                __m512i hi = _mm512_srli_epi16(pair_load(rp, r, offsetof(struct block_q6_K, qh) + 32 * h), 2 * k);
+                __m512i u = _mm512_or_si512(_mm512_and_si512(lo, n15),
+                                            _mm512_slli_epi16(_mm512_and_si512(hi, n3), 4));
+                v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, yb);
+            }
+            reduce_pairs(v, m);
+            __m512i dlo = _mm512_permutex2var_epi32(m[0], ie, m[1]);
+            __m512i dhi = _mm512_permutex2var_epi32(m[0], io, m[1]);
+            __m512 dx[2];
+            for (int u = 0; u < 2; u++) {
+                const int idx = 2 * j + u;
+                __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
+                dx[u] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+            }
+            /* kern16: f = fma(cvt(hi), dx1, cvt(lo) * dx0); acc = fma(f, d_t, acc); then the
+             * two halves' min terms */
+            __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), dx[1],
+                                       _mm512_mul_ps(_mm512_cvtepi32_ps(dlo), dx[0]));
+            acc = _mm512_fmadd_ps(f, _mm512_set1_ps(ad[b]), acc);
+            acc = _mm512_fnmadd_ps(_mm512_mul_ps(k32, dx[0]), _mm512_set1_ps(as16[2 * b]), acc);
+            acc = _mm512_fnmadd_ps(_mm512_mul_ps(k32, dx[1]), _mm512_set1_ps(as16[2 * b + 1]), acc);
+        }
+    }
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1), acc);
+}
+
+static void vnni_gemv1_kq(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                          const int8_t *aq, const float *ad, const float *as, const float *as16,
+                          float *y)
+{
+    const uint8_t *end = (const uint8_t *)W + (size_t)nrows * ws;
+    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
+        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
+        const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
+        const uint8_t *next = slab + 16 * ws < end ? slab + 16 * ws : NULL;
+        if (t == GGML_TYPE_Q6_K) {
+            if (n == 16) gemv1_q6k_slab(slab, ws, 16, cols, aq, ad, as16, y + s0, next);
+            else gemv1_q6k_slab(slab, ws, n, cols, aq, ad, as16, y + s0, next);
+        } else if (t == GGML_TYPE_Q4_K) {
+            if (n == 16) gemv1_k4_slab(GGML_TYPE_Q4_K, slab, ws, 16, cols, aq, ad, as, y + s0, next);
+            else gemv1_k4_slab(GGML_TYPE_Q4_K, slab, ws, n, cols, aq, ad, as, y + s0, next);
+        } else {
+            if (n == 16) gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, 16, cols, aq, ad, as, y + s0, next);
+            else gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, n, cols, aq, ad, as, y + s0, next);
+        }
+    }
+}
+
+static int small_supported(enum ggml_type t, int64_t n_tok)
+{
+    if (t == GGML_TYPE_Q8_0) return 1;
+    return n_tok == 1 && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K);
+}
+
+static void small(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
+                  const int8_t *aq, const float *ad, const float *as, const float *as16,
+                  int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx, int64_t r0)
+{
+    if (t != GGML_TYPE_Q8_0) { /* q4_K q5_K q6_K: one token only (small_supported) */
+        vnni_gemv1_kq(t, W, ws, nrows, cols, aq, ad, as, as16, Y + (y_idx ? y_idx[0] : 0) * ys + r0);
+        return;
+    }
+    if (n_tok == 1) {
+        vnni_gemv1_q8(W, ws, nrows, cols, aq, ad, as, Y + (y_idx ? y_idx[0] : 0) * ys + r0);
+        return;
+    }
+    const int64_t nb = cols / 32, ng = (n_tok + 15) / 16;
+    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
+        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
+        const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
+        for (int64_t G = 0, t0 = 0; G < ng; G++) {
+            const int64_t tt = n_tok / ng + (G < n_tok % ng);
+            float *yrow[16];
+            for (int64_t k = 0; k < tt; k++)
+                yrow[k] = Y + (y_idx ? y_idx[t0 + k] : t0 + k) * ys + r0 + s0;
+            const int8_t *a = aq + t0 * cols;
+            const float *d = ad + t0 * nb, *sm = as + t0 * nb;
+            const uint8_t *next = G == 0 && s0 + 16 < nrows ? slab + 16 * ws : NULL;
+            switch (tt) {
+#define VSLAB_CASE(M)                                                                              \
+    case M:                                                                                        \
+        vnni_slab_q8(M, slab, ws, n, cols, a, d, sm, yrow, next);                                  \
+        break;
+                VSLAB_CASE(16) VSLAB_CASE(15) VSLAB_CASE(14) VSLAB_CASE(13) VSLAB_CASE(12)
+                VSLAB_CASE(11) VSLAB_CASE(10) VSLAB_CASE(9) VSLAB_CASE(8) VSLAB_CASE(7)
+                VSLAB_CASE(6) VSLAB_CASE(5) VSLAB_CASE(4) VSLAB_CASE(3) VSLAB_CASE(2)
+#undef VSLAB_CASE
+            default:
+                vnni_slab_q8(1, slab, ws, n, cols, a, d, sm, yrow, next);
+                break;
+            }
+            t0 += tt;
+        }
+    }
+}
+
 static const struct mm_gemm_impl g_impl = {
     .name = "avx512-vnni",
     .supported = supported,
@@ -1374,6 +1750,8 @@ static const struct mm_gemm_impl g_impl = {
     .gemm_f_supported = gemm_f_supported,
     .gemm_f = gemm_f,
     .set_pack_vec = set_pack_vec,
+    .small_supported = small_supported,
+    .small = small,
 };
 
 static struct mm_gemm_impl g_impl_amx;
