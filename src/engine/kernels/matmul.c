@@ -358,7 +358,7 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
     }
     if (p->path == PATH_GEMM && vnni_small(j->g, op->wtype, op->n_tok)) {
         j->g->small(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
-                    A->as, A->as16, op->n_tok, op->Y, ys, op->y_idx, r0);
+                    A->as, A->as16, op->n_tok, op->Y, ys, op->y_idx, r0, j->s->panel[ith]);
         return;
     }
     if (p->path == PATH_GEMM) {

@@ -1075,14 +1075,11 @@ static void amx_gemv1(const void *W, size_t ws, int64_t nrows, int64_t cols, con
  * acc), amx_kernel's chain. The transpose is paid once per block for all m tokens (the per-token
  * cost is 8 vpdpbusd and the scale steps, no cross-lane reduction as in amx_gemv1). More than 16
  * tokens: groups of at most 16 per slab, the slab's weights from L1/L2 for the second group. */
-AI void slab_block(const uint8_t *const *rp, int64_t b, __m512i *w)
+/* a[r] = rows r (low half) and r + 8 (high half) of a block -> w[g] = (16 rows x 4 bytes) of
+ * columns 4g..4g + 3, made unsigned (w ^ 0x80) */
+AI void transpose_flip(const __m512i *a, __m512i *w)
 {
-    __m512i a[8], t[8], u[8];
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
-        a[r] = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[r] + 34 * b + 2))),
-            _mm256_loadu_si256((const __m256i *)(rp[r + 8] + 34 * b + 2)), 1);
+    __m512i t[8], u[8];
 #pragma GCC unroll 4
     for (int r = 0; r < 8; r += 2) {
         t[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
@@ -1103,6 +1100,17 @@ AI void slab_block(const uint8_t *const *rp, int64_t b, __m512i *w)
         w[j] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[j], ia, u[j + 4]), flip);
         w[j + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[j], ib, u[j + 4]), flip);
     }
+}
+
+AI void slab_block(const uint8_t *const *rp, int64_t b, __m512i *w)
+{
+    __m512i a[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+        a[r] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[r] + 34 * b + 2))),
+            _mm256_loadu_si256((const __m256i *)(rp[r + 8] + 34 * b + 2)), 1);
+    transpose_flip(a, w);
 }
 
 /* One slab (n <= 16 rows at slab, lanes past n read row 0 again and are never stored) x M tokens
@@ -1379,29 +1387,60 @@ static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, con
  *  - m >= 2: the slab's block transposed in registers to 16 rows x 4 bytes (slab_block: the
  *    panel's layout, never stored), then per token 8 broadcast vpdpbusd, as the kernel does.
  * The next slab is prefetched into L2 one block's share at a time (the panel packer's pattern). */
-/* The 16 row addresses p + r * ws of a slab (rows past n: row 0 again, never stored); for a full
- * slab as base + index * {1,2,4} from ws, 3 ws, 5 ws, 7 ws. */
-AI void rows16(const uint8_t *p, size_t ws, int n, const uint8_t **rp)
+/* Rows of a full 16-row slab: row r at p + r * ws. The direct kernels address a row as
+ * base + index * {1,2,4} from ws, 3 ws, 5 ws, 7 ws (six registers for sixteen rows): written as
+ * plain C, GCC hoists the sixteen row bases out of the block loop, where they do not fit the
+ * general registers and come back from xmm spills and lea chains every block. */
+struct slab_rows {
+    const uint8_t *p;
+    size_t ws, w3, w5, w7;
+};
+
+AI struct slab_rows slab_rows(const uint8_t *p, size_t ws)
 {
-    if (n == 16) {
-        const size_t w3 = 3 * ws, w5 = 5 * ws, w7 = 7 * ws;
-        const uint8_t *q = p + 8 * ws;
-        rp[0] = p, rp[1] = p + ws, rp[2] = p + 2 * ws, rp[3] = p + w3;
-        rp[4] = p + 4 * ws, rp[5] = p + w5, rp[6] = p + 2 * w3, rp[7] = p + w7;
-        rp[8] = q, rp[9] = q + ws, rp[10] = q + 2 * ws, rp[11] = q + w3;
-        rp[12] = q + 4 * ws, rp[13] = q + w5, rp[14] = q + 2 * w3, rp[15] = q + w7;
-        return;
-    }
-    for (int r = 0; r < 16; r++)
-        rp[r] = p + (size_t)(r < n ? r : 0) * ws;
+    return (struct slab_rows){p, ws, 3 * ws, 5 * ws, 7 * ws};
 }
 
-/* 32 bytes at rp[2k] + o and rp[2k + 1] + o as one zmm (row 2k low, row 2k + 1 high). */
-AI __m512i pair_load(const uint8_t *const *rp, int k, size_t o)
+/* 32 bytes of row r (0..15) at offset o. The weights are read-only while a product runs, so the
+ * load needs no memory operand for the compiler. */
+AI __m256i ld_row(const struct slab_rows *s, int r, size_t o)
 {
-    return _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[2 * k] + o))),
-        _mm256_loadu_si256((const __m256i *)(rp[2 * k + 1] + o)), 1);
+    const uint8_t *b = s->p + o;
+    if (r >= 8) b += 8 * s->ws;
+    __m512i v;
+    switch (r & 7) {
+    case 0:
+        __asm__("vmovdqu64 (%1), %t0" : "=v"(v) : "r"(b));
+        break;
+    case 1:
+        __asm__("vmovdqu64 (%1,%2,1), %t0" : "=v"(v) : "r"(b), "r"(s->ws));
+        break;
+    case 2:
+        __asm__("vmovdqu64 (%1,%2,2), %t0" : "=v"(v) : "r"(b), "r"(s->ws));
+        break;
+    case 3:
+        __asm__("vmovdqu64 (%1,%2,1), %t0" : "=v"(v) : "r"(b), "r"(s->w3));
+        break;
+    case 4:
+        __asm__("vmovdqu64 (%1,%2,4), %t0" : "=v"(v) : "r"(b), "r"(s->ws));
+        break;
+    case 5:
+        __asm__("vmovdqu64 (%1,%2,1), %t0" : "=v"(v) : "r"(b), "r"(s->w5));
+        break;
+    case 6:
+        __asm__("vmovdqu64 (%1,%2,2), %t0" : "=v"(v) : "r"(b), "r"(s->w3));
+        break;
+    default:
+        __asm__("vmovdqu64 (%1,%2,1), %t0" : "=v"(v) : "r"(b), "r"(s->w7));
+        break;
+    }
+    return _mm512_castsi512_si256(v);
+}
+
+/* Rows 2k (low half) and 2k + 1 (high half) at offset o as one zmm. */
+AI __m512i pair_load(const struct slab_rows *s, int k, size_t o)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(s, 2 * k, o)), ld_row(s, 2 * k + 1, o), 1);
 }
 
 /* v[k] = vpdpbusd partials of rows 2k (lanes 0-7) and 2k + 1 (lanes 8-15) -> the rows' sums of
@@ -1431,21 +1470,22 @@ AI void pf_share(const uint8_t *next, int64_t b, size_t share)
             _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
 }
 
-/* One block of a slab (row r's quants at rp[r]): the 16 rows' exact dots sum (w + 128) y in lanes
- * 0..15. */
-AI __m512i gemv1_block_q8(const uint8_t *const *rp, size_t o, __m512i yb)
+/* One block of a full slab (quants at offset o): the 16 rows' exact dots sum (w + 128) y in
+ * lanes 0..15. */
+AI __m512i gemv1_block_q8(const struct slab_rows *sr, size_t o, __m512i yb)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512i v[8], m[2];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
-        v[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(pair_load(rp, k, o), flip), yb);
+        v[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(pair_load(sr, k, o), flip), yb);
     reduce_pairs(v, m);
     return even_odd_add(m[0], m[1]);
 }
 
-static void vnni_gemv1_q8(const void *W, size_t ws, int64_t nrows, int64_t cols, const int8_t *aq,
-                          const float *ad, const float *as, float *y)
+/* q8_0, one token, one full slab (16 rows at slab). */
+AI void gemv1_q8_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
+                      const float *ad, const float *as, float *y, const uint8_t *next)
 {
     const int64_t nb = cols / 32;
     const __m512 k128 = _mm512_set1_ps(128.f);
@@ -1453,83 +1493,70 @@ static void vnni_gemv1_q8(const void *W, size_t ws, int64_t nrows, int64_t cols,
     for (int r = 0; r < 16; r++)
         off[r] = (int32_t)((size_t)r * ws);
     const __m512i voff = _mm512_loadu_si512(off);
-    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
-        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
-        const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
-        /* a partial slab (the last of a matrix whose rows are not a multiple of 16): its lanes
-         * past n read row 0 again (offset 0); never stored */
-        __m512i vo = voff;
-        if (n < 16) vo = _mm512_maskz_mov_epi32((__mmask16)((1u << n) - 1), voff);
-        const uint8_t *next = s0 + 16 < nrows ? slab + 16 * ws : NULL;
-        const size_t share = 16 * ws / (size_t)nb; /* bytes of the next slab per block */
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            pf_share(next, b, share);
-            const __m512i yb =
-                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(aq + 32 * b)));
-            const uint8_t *rp[16];
-            if (n == 16) rows16(slab, ws, 16, rp);
-            else rows16(slab, ws, n, rp);
-            const __m512i dot = gemv1_block_q8(rp, 34 * b + 2, yb);
-            __m512i dh = _mm512_i32gather_epi32(vo, (const void *)(slab + 34 * b), 1);
-            __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
-            acc = step32(acc, dot, dx, _mm512_mul_ps(dx, k128), ad[b], as[b]);
-        }
-        _mm512_mask_storeu_ps(y + s0, (__mmask16)((1u << n) - 1), acc);
+    const struct slab_rows sr = slab_rows(slab, ws);
+    const size_t share = 16 * ws / (size_t)nb; /* bytes of the next slab per block */
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        pf_share(next, b, share);
+        const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(aq + 32 * b)));
+        const __m512i dot = gemv1_block_q8(&sr, 34 * (size_t)b + 2, yb);
+        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + 34 * b), 1);
+        __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+        acc = step32(acc, dot, dx, _mm512_mul_ps(dx, k128), ad[b], as[b]);
     }
+    _mm512_storeu_ps(y, acc);
 }
 
-/* One slab (n <= 16 rows; lanes past n read row 0 again and are never stored) x M tokens. */
-AI void vnni_slab_q8(const int M, const uint8_t *slab, size_t ws, int n, int64_t cols,
-                     const int8_t *aq, const float *ad, const float *as, float *const *yrow,
-                     const uint8_t *next)
+/* q8_0, M tokens (2..16), one full slab: the block transposed in registers (the panel's layout,
+ * never stored), then kern's per-token steps. */
+AI void vnni_slab_q8(const int M, const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
+                     const float *ad, const float *as, float *const *yrow, const uint8_t *next)
 {
     const int64_t nb = cols / 32;
-    const uint8_t *rp[16];
     int32_t off[16];
-    for (int r = 0; r < 16; r++) {
-        rp[r] = slab + (size_t)(r < n ? r : 0) * ws;
-        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
-    }
+    for (int r = 0; r < 16; r++)
+        off[r] = (int32_t)((size_t)r * ws);
     const __m512i voff = _mm512_loadu_si512(off);
     const __m512 k128 = _mm512_set1_ps(128.f);
+    const struct slab_rows sr = slab_rows(slab, ws);
     const size_t share = 16 * ws / (size_t)nb;
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int t = 0; t < M; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        if (next)
-            for (size_t k = 0; k < share; k += 64)
-                _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
-        __m512i w[8];
-        slab_block(rp, b, w); /* u8 = w ^ 0x80, the panel's 8 x (16 rows x 4 bytes) */
+        pf_share(next, b, share);
+        __m512i a[8], w[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, 34 * (size_t)b + 2)),
+                                      ld_row(&sr, r + 8, 34 * (size_t)b + 2), 1);
+        transpose_flip(a, w); /* u8 = w ^ 0x80, the panel's 8 x (16 rows x 4 bytes) */
         __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + 34 * b), 1);
         __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)), mx = _mm512_mul_ps(dx, k128);
 #pragma GCC unroll 16
         for (int t = 0; t < M; t++) {
             const int8_t *y = aq + t * cols + 32 * b;
-            __m512i s = _mm512_setzero_si512();
+            __m512i d = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
                 int32_t y4;
                 memcpy(&y4, y + 4 * g, 4);
-                s = _mm512_dpbusd_epi32(s, w[g], _mm512_set1_epi32(y4));
+                d = _mm512_dpbusd_epi32(d, w[g], _mm512_set1_epi32(y4));
             }
-            acc[t] = step32(acc[t], s, dx, mx, ad[t * nb + b], as[t * nb + b]);
+            acc[t] = step32(acc[t], d, dx, mx, ad[t * nb + b], as[t * nb + b]);
         }
     }
-    const __mmask16 mask = (__mmask16)((1u << n) - 1);
 #pragma GCC unroll 16
     for (int t = 0; t < M; t++)
-        _mm512_mask_storeu_ps(yrow[t], mask, acc[t]);
+        _mm512_storeu_ps(yrow[t], acc[t]);
 }
 
 /* q4_K / q5_K, one token, rows as lanes: per superblock the 16 rows' d, dmin and 6-bit scales and
  * mins from gathered dwords (pack_k4's operations: the same pd, pm bits), per 32-byte chunk of
  * quants both nibbles' blocks (j = 2c, 2c + 1) from one load per row, then per block the exact
  * int32 dots of the unsigned quants (as the panel holds them) and kern's float steps. */
-AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int n, int64_t cols,
+AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int64_t cols,
                       const int8_t *aq, const float *ad, const float *as, float *y,
                       const uint8_t *next)
 {
@@ -1539,7 +1566,7 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int n, i
                                               : offsetof(struct block_q5_K, qs);
     int32_t off[16];
     for (int r = 0; r < 16; r++)
-        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+        off[r] = (int32_t)((size_t)r * ws);
     const __m512i voff = _mm512_loadu_si512(off);
     const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
     const __m512i n15 = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16);
@@ -1549,8 +1576,7 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int n, i
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *base = slab + (size_t)i * bsz;
-        const uint8_t *rp[16];
-        rows16(base, ws, n, rp);
+        const struct slab_rows sr = slab_rows(base, ws);
         __m512i g0 = _mm512_i32gather_epi32(voff, (const void *)base, 1);
         __m512i s0 = _mm512_i32gather_epi32(voff, (const void *)(base + 4), 1);
         __m512i s1 = _mm512_i32gather_epi32(voff, (const void *)(base + 8), 1);
@@ -1561,8 +1587,8 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int n, i
             __m512i x[8], qh[8];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
-                x[k] = pair_load(rp, k, qs_off + 32 * c);
-                if (t == GGML_TYPE_Q5_K) qh[k] = pair_load(rp, k, offsetof(struct block_q5_K, qh));
+                x[k] = pair_load(&sr, k, qs_off + 32 * c);
+                if (t == GGML_TYPE_Q5_K) qh[k] = pair_load(&sr, k, offsetof(struct block_q5_K, qh));
             }
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
@@ -1601,20 +1627,20 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int n, i
             }
         }
     }
-    _mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1), acc);
+    _mm512_storeu_ps(y, acc);
 }
 
 /* q6_K, one token, rows as lanes: per superblock the 16 rows' d and signed scales from gathered
  * dwords (pack_q6k's operations), per block the 6-bit unsigned quants (as the panel holds them),
  * the exact int32 dots of each 16-column half, and kern16's float steps. */
-AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int n, int64_t cols, const int8_t *aq,
+AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
                        const float *ad, const float *as16, float *y, const uint8_t *next)
 {
     const int64_t nsb = cols / 256, nb = cols / 32;
     const size_t bsz = sizeof(struct block_q6_K);
     int32_t off[16];
     for (int r = 0; r < 16; r++)
-        off[r] = (int32_t)((size_t)(r < n ? r : 0) * ws);
+        off[r] = (int32_t)((size_t)r * ws);
     const __m512i voff = _mm512_loadu_si512(off);
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -1625,8 +1651,7 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int n, int64_t cols, cons
     (void)nb;
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *base = slab + (size_t)i * bsz;
-        const uint8_t *rp[16];
-        rows16(base, ws, n, rp);
+        const struct slab_rows sr = slab_rows(base, ws);
         __m512i sg[4];
         for (int q = 0; q < 4; q++)
             sg[q] = _mm512_i32gather_epi32(voff, (const void *)(base + 192 + 4 * q), 1);
@@ -1640,9 +1665,9 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int n, int64_t cols, cons
             __m512i v[8], m[2];
 #pragma GCC unroll 8
             for (int r = 0; r < 8; r++) {
-                __m512i lo = pair_load(rp, r, offsetof(struct block_q6_K, ql) + 64 * h + 32 * (k % 2));
+                __m512i lo = pair_load(&sr, r, offsetof(struct block_q6_K, ql) + 64 * h + 32 * (k % 2));
                 if (k / 2) lo = _mm512_srli_epi16(lo, 4);
-                __m512i hi = _mm512_srli_epi16(pair_load(rp, r, offsetof(struct block_q6_K, qh) + 32 * h), 2 * k);
+                __m512i hi = _mm512_srli_epi16(pair_load(&sr, r, offsetof(struct block_q6_K, qh) + 32 * h), 2 * k);
                 __m512i u = _mm512_or_si512(_mm512_and_si512(lo, n15),
                                             _mm512_slli_epi16(_mm512_and_si512(hi, n3), 4));
                 v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, yb);
@@ -1665,29 +1690,7 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int n, int64_t cols, cons
             acc = _mm512_fnmadd_ps(_mm512_mul_ps(k32, dx[1]), _mm512_set1_ps(as16[2 * b + 1]), acc);
         }
     }
-    _mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1), acc);
-}
-
-static void vnni_gemv1_kq(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
-                          const int8_t *aq, const float *ad, const float *as, const float *as16,
-                          float *y)
-{
-    const uint8_t *end = (const uint8_t *)W + (size_t)nrows * ws;
-    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
-        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
-        const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
-        const uint8_t *next = slab + 16 * ws < end ? slab + 16 * ws : NULL;
-        if (t == GGML_TYPE_Q6_K) {
-            if (n == 16) gemv1_q6k_slab(slab, ws, 16, cols, aq, ad, as16, y + s0, next);
-            else gemv1_q6k_slab(slab, ws, n, cols, aq, ad, as16, y + s0, next);
-        } else if (t == GGML_TYPE_Q4_K) {
-            if (n == 16) gemv1_k4_slab(GGML_TYPE_Q4_K, slab, ws, 16, cols, aq, ad, as, y + s0, next);
-            else gemv1_k4_slab(GGML_TYPE_Q4_K, slab, ws, n, cols, aq, ad, as, y + s0, next);
-        } else {
-            if (n == 16) gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, 16, cols, aq, ad, as, y + s0, next);
-            else gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, n, cols, aq, ad, as, y + s0, next);
-        }
-    }
+    _mm512_storeu_ps(y, acc);
 }
 
 static int small_supported(enum ggml_type t, int64_t n_tok)
@@ -1696,22 +1699,28 @@ static int small_supported(enum ggml_type t, int64_t n_tok)
     return n_tok == 1 && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K);
 }
 
+/* Full slabs of rows [0, nrows) run the direct kernels (m = 1: q8_0, q4_K, q5_K, q6_K; m = 2..16
+ * per token group: q8_0); a last partial slab (a matrix whose rows are not a multiple of 16) runs
+ * pack + kernel on the thread's panel, which gives the same bits. */
 static void small(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
                   const int8_t *aq, const float *ad, const float *as, const float *as16,
-                  int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx, int64_t r0)
+                  int64_t n_tok, float *Y, int64_t ys, const int32_t *y_idx, int64_t r0,
+                  uint8_t *panel)
 {
-    if (t != GGML_TYPE_Q8_0) { /* q4_K q5_K q6_K: one token only (small_supported) */
-        vnni_gemv1_kq(t, W, ws, nrows, cols, aq, ad, as, as16, Y + (y_idx ? y_idx[0] : 0) * ys + r0);
-        return;
-    }
-    if (n_tok == 1) {
-        vnni_gemv1_q8(W, ws, nrows, cols, aq, ad, as, Y + (y_idx ? y_idx[0] : 0) * ys + r0);
-        return;
-    }
-    const int64_t nb = cols / 32, ng = (n_tok + 15) / 16;
-    for (int64_t s0 = 0; s0 < nrows; s0 += 16) {
-        const int n = nrows - s0 < 16 ? (int)(nrows - s0) : 16;
+    const int64_t nb = cols / 32, full = nrows / 16 * 16;
+    const uint8_t *end = (const uint8_t *)W + (size_t)full * ws;
+    for (int64_t s0 = 0; s0 < full; s0 += 16) {
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
+        const uint8_t *next = slab + 16 * ws < end ? slab + 16 * ws : NULL;
+        if (n_tok == 1) {
+            float *y = Y + (y_idx ? y_idx[0] : 0) * ys + r0 + s0;
+            if (t == GGML_TYPE_Q8_0) gemv1_q8_slab(slab, ws, cols, aq, ad, as, y, next);
+            else if (t == GGML_TYPE_Q6_K) gemv1_q6k_slab(slab, ws, cols, aq, ad, as16, y, next);
+            else if (t == GGML_TYPE_Q4_K) gemv1_k4_slab(GGML_TYPE_Q4_K, slab, ws, cols, aq, ad, as, y, next);
+            else gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, cols, aq, ad, as, y, next);
+            continue;
+        }
+        const int64_t ng = (n_tok + 15) / 16;
         for (int64_t G = 0, t0 = 0; G < ng; G++) {
             const int64_t tt = n_tok / ng + (G < n_tok % ng);
             float *yrow[16];
@@ -1719,22 +1728,30 @@ static void small(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int
                 yrow[k] = Y + (y_idx ? y_idx[t0 + k] : t0 + k) * ys + r0 + s0;
             const int8_t *a = aq + t0 * cols;
             const float *d = ad + t0 * nb, *sm = as + t0 * nb;
-            const uint8_t *next = G == 0 && s0 + 16 < nrows ? slab + 16 * ws : NULL;
+            const uint8_t *nx = G == 0 ? next : NULL;
             switch (tt) {
 #define VSLAB_CASE(M)                                                                              \
     case M:                                                                                        \
-        vnni_slab_q8(M, slab, ws, n, cols, a, d, sm, yrow, next);                                  \
+        vnni_slab_q8(M, slab, ws, cols, a, d, sm, yrow, nx);                                       \
         break;
                 VSLAB_CASE(16) VSLAB_CASE(15) VSLAB_CASE(14) VSLAB_CASE(13) VSLAB_CASE(12)
                 VSLAB_CASE(11) VSLAB_CASE(10) VSLAB_CASE(9) VSLAB_CASE(8) VSLAB_CASE(7)
                 VSLAB_CASE(6) VSLAB_CASE(5) VSLAB_CASE(4) VSLAB_CASE(3) VSLAB_CASE(2)
 #undef VSLAB_CASE
             default:
-                vnni_slab_q8(1, slab, ws, n, cols, a, d, sm, yrow, next);
+                vnni_slab_q8(1, slab, ws, cols, a, d, sm, yrow, nx);
                 break;
             }
             t0 += tt;
         }
+    }
+    if (full < nrows) {
+        const int sub = sub16(t);
+        float *pd = (float *)(panel + (size_t)cols * MM_TILE_ROWS);
+        float *pm = pd + nb * MM_TILE_ROWS * (sub ? 2 : 1);
+        pack(t, (const uint8_t *)W + (size_t)full * ws, ws, nrows - full, cols, panel, pd, pm);
+        kernel(panel, pd, pm, cols, aq, ad, as, as16, sub, n_tok, Y, ys, y_idx, r0 + full,
+               (int)(nrows - full));
     }
 }
 

@@ -77,13 +77,14 @@ struct mm_gemm_impl {
                    int64_t n_tok, float *Y, int64_t y_stride, const int32_t *y_idx, int64_t r0);
     /* The packed path's products of few tokens with no panel (CPUs without AMX): rows
      * [0, nrows) of W against tokens [0, n_tok) of the A8 panel, outputs as gemv, each output
-     * the bits of pack + kernel (m = 1: rows as lanes; m >= 2: the slab transposed in registers).
+     * the bits of pack + kernel (m = 1: rows as lanes; m >= 2: the slab transposed in registers);
+     * a last partial 16-row slab runs pack + kernel on panel (the thread's, as for PATH_GEMM).
      * NULL small_supported, or 0 for a type and token count: pack + kernel only. */
     int (*small_supported)(enum ggml_type wtype, int64_t n_tok);
     void (*small)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
                   int64_t cols, const int8_t *aq, const float *ad, const float *as,
                   const float *as16, int64_t n_tok, float *Y, int64_t y_stride,
-                  const int32_t *y_idx, int64_t r0);
+                  const int32_t *y_idx, int64_t r0, uint8_t *panel);
 };
 
 /* The AVX2 tiles' software prefetch distance (bytes) before mm_calibrate() measured one. */
