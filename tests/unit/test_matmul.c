@@ -564,11 +564,12 @@ Test(matmul, vnni_small_equals_packed)
     mm_scratch_free(s);
 }
 
-/* q4_K, q5_K and q6_K products of one token on the packed VNNI path run the direct kernel (rows as
- * lanes, scales decoded per superblock, no panel): each output must have the bits of pack + kernel
- * on that token and of the token inside a 9-token batch (pack + kernel), for partial slabs, a
- * padded stride, 1 and 3 threads. Skips with its reason where these types do not run on the
- * packed VNNI GEMM. */
+/* q4_K, q5_K and q6_K products of 1..16 tokens on the packed VNNI path run the direct kernels
+ * (m = 1: rows as lanes; m >= 2: the slab's quants transposed in registers, token groups of <= 8;
+ * scales decoded per superblock, no panel): each output must have the bits of pack + kernel on the
+ * same tokens, of the token alone and of the token inside a 24-token batch (pack + kernel), for
+ * partial slabs, a padded stride, 1 and 3 threads. Skips with its reason where these types do not
+ * run on the packed VNNI GEMM. */
 Test(matmul, vnni_small_kquant_equals_packed)
 {
     quant_init();
@@ -582,6 +583,8 @@ Test(matmul, vnni_small_kquant_equals_packed)
     struct mm_scratch *s = mm_scratch_new();
     static const enum ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
     static const int64_t colss[] = {256, 768}, rowss[] = {1, 15, 16, 17, 37, 64};
+    static const int64_t ms[] = {1, 2, 3, 5, 8, 9, 16};
+    const int64_t big = 24, nm = (int64_t)(sizeof ms / sizeof ms[0]);
     for (int nth = 1; nth <= 3; nth += 2) {
         struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
         for (int ti = 0; ti < 3; ti++)
@@ -590,34 +593,47 @@ Test(matmul, vnni_small_kquant_equals_packed)
                     int64_t cols = colss[ci], rows = rowss[ri];
                     struct wmat m;
                     wmat_make(&m, types[ti], rows, cols, ri % 2 ? 10 : 0);
-                    float *x = malloc((size_t)(9 * cols) * 4), *yb = malloc((size_t)(9 * rows) * 4),
-                          *ys = malloc((size_t)rows * 4), *yp = malloc((size_t)rows * 4);
-                    for (int64_t i = 0; i < 9 * cols; i++)
+                    float *x = malloc((size_t)(big * cols) * 4), *yb = malloc((size_t)(big * rows) * 4),
+                          *ys = malloc((size_t)(16 * rows) * 4), *yp = malloc((size_t)(16 * rows) * 4),
+                          *y1 = malloc((size_t)rows * 4);
+                    for (int64_t i = 0; i < big * cols; i++)
                         x[i] = frand() * (i % 7 ? 1.f : 5.f);
                     struct err e;
-                    cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x, 9, yb, s, &e), 0);
-                    for (int64_t t = 0; t < 9; t++) {
-                        mm_set_vnni_small_max(-1);
-                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x + t * cols, 1, ys, s, &e), 0);
+                    mm_set_vnni_small_max(-1);
+                    cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x, big, yb, s, &e), 0);
+                    for (int64_t k = 0; k < nm; k++) {
+                        int64_t mt = ms[k], t0 = (k * 5) % (big - mt + 1);
+                        const float *xm = x + t0 * cols;
+                        mm_set_vnni_small_max(mt);
+                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, xm, mt, ys, s, &e), 0);
                         mm_set_vnni_small_max(0);
-                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, x + t * cols, 1, yp, s, &e), 0);
+                        cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, xm, mt, yp, s, &e), 0);
                         mm_set_vnni_small_max(-1);
-                        for (int64_t r = 0; r < rows; r++) {
-                            cr_assert(memcmp(&ys[r], &yp[r], 4) == 0,
-                                      "%s threads %d cols %ld rows %ld token %ld row %ld: %.9g vs pack + kernel %.9g",
-                                      quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
-                                      (long)t, (long)r, ys[r], yp[r]);
-                            cr_assert(memcmp(&ys[r], &yb[t * rows + r], 4) == 0,
-                                      "%s threads %d cols %ld rows %ld token %ld row %ld: %.9g vs in a batch of 9 %.9g",
-                                      quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
-                                      (long)t, (long)r, ys[r], yb[t * rows + r]);
+                        for (int64_t t = 0; t < mt; t++) {
+                            cr_assert_eq(mm_run(tp, types[ti], m.q, rows, cols, m.stride, xm + t * cols, 1, y1, s, &e), 0);
+                            for (int64_t r = 0; r < rows; r++) {
+                                float got = ys[t * rows + r];
+                                cr_assert(memcmp(&got, &yp[t * rows + r], 4) == 0,
+                                          "%s threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs pack + kernel %.9g",
+                                          quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
+                                          (long)mt, (long)t, (long)r, got, yp[t * rows + r]);
+                                cr_assert(memcmp(&got, &yb[(t0 + t) * rows + r], 4) == 0,
+                                          "%s threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs in a batch of %ld %.9g",
+                                          quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
+                                          (long)mt, (long)t, (long)r, got, (long)big, yb[(t0 + t) * rows + r]);
+                                cr_assert(memcmp(&got, &y1[r], 4) == 0,
+                                          "%s threads %d cols %ld rows %ld m %ld token %ld row %ld: %.9g vs alone %.9g",
+                                          quant_traits(types[ti])->name, nth, (long)cols, (long)rows,
+                                          (long)mt, (long)t, (long)r, got, y1[r]);
+                            }
                         }
                     }
-                    free(x), free(yb), free(ys), free(yp);
+                    free(x), free(yb), free(ys), free(yp), free(y1);
                     wmat_free(&m);
                 }
         if (tp) tp_free(tp);
     }
+    mm_set_vnni_small_max(-1);
     mm_set_amx(1);
     mm_scratch_free(s);
 }
@@ -635,6 +651,7 @@ Test(matmul, packed_kquant_vector_pack_equals_scalar)
     if (strcmp(name, "vnni") != 0 && strcmp(name, "amx") != 0)
         cr_skip_test("q4_K runs on %s here, not the packed AVX-512 GEMM: nothing to compare", name);
     rs = 13;
+    mm_set_vnni_small_max(0); /* every m through the packer (the direct kernels have no panel) */
     struct mm_scratch *s = mm_scratch_new();
     static const enum ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
     static const int64_t colss[] = {256, 768}, rowss[] = {1, 15, 17, 37};
@@ -670,5 +687,6 @@ Test(matmul, packed_kquant_vector_pack_equals_scalar)
                 }
         if (tp) tp_free(tp);
     }
+    mm_set_vnni_small_max(-1);
     mm_scratch_free(s);
 }

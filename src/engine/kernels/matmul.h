@@ -75,10 +75,11 @@ void mm_set_amx_small_max(int64_t m);
  * vpdpbusd; the same bits either way. Negative: the default. */
 #define MM_AMX_SMALL_TILES_DEFAULT 6
 void mm_set_amx_small_tiles(int m);
-/* Packed-path (VNNI, no AMX) products of 1..m tokens of a type with a direct kernel (q8_0) run it
- * (no weight panel; the same bits as pack + kernel); 0: always pack + kernel; negative: the
- * default (MM_VNNI_SMALL_MAX_DEFAULT, chosen by measurement, docs/kernels.md). */
-#define MM_VNNI_SMALL_MAX_DEFAULT 16
+/* Packed-path (VNNI, no AMX) products of 1..m tokens of a type with a direct kernel (q8_0 up to
+ * 64 tokens; q4_K, q5_K, q6_K up to 8) run it (no weight panel; the same bits as pack + kernel);
+ * 0: always pack + kernel; negative: the default (MM_VNNI_SMALL_MAX_DEFAULT, chosen by
+ * measurement, docs/kernels.md). */
+#define MM_VNNI_SMALL_MAX_DEFAULT 32
 void mm_set_vnni_small_max(int64_t m);
 /* AVX-512 packed GEMM: 1 (default) packs K-quant weight tiles with the vectorized scale decoders,
  * 0 with the scalar per-row path; the panels (and so every result) are the same (tests). */

@@ -1089,8 +1089,8 @@ static void amx_gemv1(const void *W, size_t ws, int64_t nrows, int64_t cols, con
  * cost is 8 vpdpbusd and the scale steps, no cross-lane reduction as in amx_gemv1). More than 16
  * tokens: groups of at most 16 per slab, the slab's weights from L1/L2 for the second group. */
 /* a[r] = rows r (low half) and r + 8 (high half) of a block -> w[g] = (16 rows x 4 bytes) of
- * columns 4g..4g + 3, made unsigned (w ^ 0x80) */
-AI void transpose_flip(const __m512i *a, __m512i *w)
+ * columns 4g..4g + 3 (the panel's layout), made unsigned (w ^ 0x80) when flip (q8_0) */
+AI void transpose_rows(const __m512i *a, __m512i *w, const int flip)
 {
     __m512i t[8], u[8];
 #pragma GCC unroll 4
@@ -1107,11 +1107,12 @@ AI void transpose_flip(const __m512i *a, __m512i *w)
     }
     const __m512i ia = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
     const __m512i ib = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i fl = _mm512_set1_epi8((char)0x80);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        w[j] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[j], ia, u[j + 4]), flip);
-        w[j + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[j], ib, u[j + 4]), flip);
+        w[j] = _mm512_permutex2var_epi64(u[j], ia, u[j + 4]);
+        w[j + 4] = _mm512_permutex2var_epi64(u[j], ib, u[j + 4]);
+        if (flip) w[j] = _mm512_xor_si512(w[j], fl), w[j + 4] = _mm512_xor_si512(w[j + 4], fl);
     }
 }
 
@@ -1123,7 +1124,7 @@ AI void slab_block(const uint8_t *const *rp, int64_t b, __m512i *w)
         a[r] = _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[r] + 34 * b + 2))),
             _mm256_loadu_si256((const __m256i *)(rp[r + 8] + 34 * b + 2)), 1);
-    transpose_flip(a, w);
+    transpose_rows(a, w, 1);
 }
 
 /* One slab (n <= 16 rows at slab, lanes past n read row 0 again and are never stored) x M tokens
@@ -1387,6 +1388,9 @@ static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, con
 
 /* ------------------------------------------------------------ small m on the packed path */
 
+/* the most tokens the direct kernels take (mm_set_vnni_small_max is clamped to it) */
+#define MM_SMALL_MAX_TOK 64
+
 /* q8_0 products of a few tokens (decode m = 1, a lockstep batch, a speculative verify, a short
  * prefill chunk) on CPUs without AMX, with no weight panel: the packed path's arithmetic exactly.
  * pack + kernel compute, per row r, token t and 32-column block b, the exact int32 dot
@@ -1513,10 +1517,123 @@ AI void gemv1_q8_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_t
     _mm512_storeu_ps(y, acc);
 }
 
-/* q8_0, M tokens (2..16), one full slab: the block transposed in registers (the panel's layout,
- * never stored), then kern's per-token steps. */
-AI void vnni_slab_q8(const int M, const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
-                     const float *ad, const float *as, float *const *yrow, const uint8_t *next)
+/* kern's and kern16's work for one block and M <= 8 tokens, on the block's 512-byte panel pb (in
+ * L1, written just before): the same loops, so the same integers and the same float steps. */
+AI void blk_tokens(const int M, const uint8_t *pb, __m512 dx, __m512 mx, const int8_t *ab,
+                   int64_t cols, const float *ad, const float *as, int64_t nb, int64_t b,
+                   __m512 *acc)
+{
+    __m512i acci[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acci[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        const __m512i w = _mm512_load_si512(pb + 64 * g);
+#pragma GCC unroll 8
+        for (int t = 0; t < M; t++) {
+            int32_t a4;
+            memcpy(&a4, ab + t * cols + 4 * g, 4);
+            acci[t] = _mm512_dpbusd_epi32(acci[t], w, _mm512_set1_epi32(a4));
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc[t] = step32(acc[t], acci[t], dx, mx, ad[t * nb + b], as[t * nb + b]);
+}
+
+AI void blk16_tokens(const int M, const uint8_t *pb, const __m512 *dx, const __m512 *mx,
+                     const int8_t *ab, int64_t cols, const float *ad, const float *as16, int64_t nb,
+                     int64_t b, __m512 *acc)
+{
+    __m512i lo[8], hi[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        lo[t] = hi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        const __m512i w0 = _mm512_load_si512(pb + 64 * g), w1 = _mm512_load_si512(pb + 64 * (g + 4));
+#pragma GCC unroll 8
+        for (int t = 0; t < M; t++) {
+            int32_t a0, a1;
+            memcpy(&a0, ab + t * cols + 4 * g, 4);
+            memcpy(&a1, ab + t * cols + 16 + 4 * g, 4);
+            lo[t] = _mm512_dpbusd_epi32(lo[t], w0, _mm512_set1_epi32(a0));
+            hi[t] = _mm512_dpbusd_epi32(hi[t], w1, _mm512_set1_epi32(a1));
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++) {
+        __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), dx[1],
+                                   _mm512_mul_ps(_mm512_cvtepi32_ps(lo[t]), dx[0]));
+        acc[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(ad[t * nb + b]), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(mx[0], _mm512_set1_ps(as16[t * 2 * nb + 2 * b]), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(mx[1], _mm512_set1_ps(as16[t * 2 * nb + 2 * b + 1]), acc[t]);
+    }
+}
+
+/* transpose_rows' output to a 512-byte block panel */
+AI void store_block(const __m512i *w, uint8_t *pb)
+{
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++)
+        _mm512_store_si512(pb + 64 * g, w[g]);
+}
+
+/* All n tokens (2..MM_SMALL_MAX_TOK) of one block, in groups of 8 (the last one smaller):
+ * acc[t] is token t's accumulator (memory when there are several groups, registers otherwise). */
+AI void blk_groups(const uint8_t *pb, __m512 dx, __m512 mx, const int8_t *ab, int64_t n,
+                   int64_t cols, const float *ad, const float *as, int64_t nb, int64_t b,
+                   __m512 *acc)
+{
+    for (int64_t t0 = 0; t0 < n; t0 += 8) {
+        const int64_t m = n - t0 < 8 ? n - t0 : 8;
+        const int8_t *a = ab + t0 * cols;
+        const float *d = ad + t0 * nb, *s = as + t0 * nb;
+        switch (m) {
+#define BLK_CASE(M)                                                                                \
+    case M:                                                                                        \
+        blk_tokens(M, pb, dx, mx, a, cols, d, s, nb, b, acc + t0);                                 \
+        break;
+            BLK_CASE(8) BLK_CASE(7) BLK_CASE(6) BLK_CASE(5) BLK_CASE(4) BLK_CASE(3) BLK_CASE(2)
+#undef BLK_CASE
+        default:
+            blk_tokens(1, pb, dx, mx, a, cols, d, s, nb, b, acc + t0);
+            break;
+        }
+    }
+}
+
+AI void blk16_groups(const uint8_t *pb, const __m512 *dx, const __m512 *mx, const int8_t *ab,
+                     int64_t n, int64_t cols, const float *ad, const float *as16, int64_t nb,
+                     int64_t b, __m512 *acc)
+{
+    for (int64_t t0 = 0; t0 < n; t0 += 8) {
+        const int64_t m = n - t0 < 8 ? n - t0 : 8;
+        const int8_t *a = ab + t0 * cols;
+        const float *d = ad + t0 * nb, *s = as16 + t0 * 2 * nb;
+        switch (m) {
+#define BLK_CASE(M)                                                                                \
+    case M:                                                                                        \
+        blk16_tokens(M, pb, dx, mx, a, cols, d, s, nb, b, acc + t0);                               \
+        break;
+            BLK_CASE(8) BLK_CASE(7) BLK_CASE(6) BLK_CASE(5) BLK_CASE(4) BLK_CASE(3) BLK_CASE(2)
+#undef BLK_CASE
+        default:
+            blk16_tokens(1, pb, dx, mx, a, cols, d, s, nb, b, acc + t0);
+            break;
+        }
+    }
+}
+
+/* q8_0, n tokens (2..MM_SMALL_MAX_TOK), one full slab: per block the 16 rows transposed in
+ * registers to the panel's layout and stored to a 512-byte block panel in L1 (pack + kernel's
+ * panel is 16 bytes per column: 16-48 KB), then kern's loops for it. MG = 1: n <= 8 tokens, a
+ * compile-time constant, their accumulators in registers; MG = 2: any n, groups of 8 per block,
+ * the accumulators in memory. */
+AI void vnni_slab_q8(const int MG, const uint8_t *slab, size_t ws, int64_t cols, int64_t n,
+                     const int8_t *aq, const float *ad, const float *as, float *const *yrow,
+                     const uint8_t *next)
 {
     const int64_t nb = cols / 32;
     int32_t off[16];
@@ -1526,9 +1643,9 @@ AI void vnni_slab_q8(const int M, const uint8_t *slab, size_t ws, int64_t cols, 
     const __m512 k128 = _mm512_set1_ps(128.f);
     const struct slab_rows sr = slab_rows(slab, ws);
     const size_t share = 16 * ws / (size_t)nb;
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int t = 0; t < M; t++)
+    _Alignas(64) uint8_t pb[512];
+    __m512 acc[MM_SMALL_MAX_TOK];
+    for (int64_t t = 0; t < n; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         pf_share(next, b, share);
@@ -1537,24 +1654,14 @@ AI void vnni_slab_q8(const int M, const uint8_t *slab, size_t ws, int64_t cols, 
         for (int r = 0; r < 8; r++)
             a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, 34 * (size_t)b + 2)),
                                       ld_row(&sr, r + 8, 34 * (size_t)b + 2), 1);
-        transpose_flip(a, w); /* u8 = w ^ 0x80, the panel's 8 x (16 rows x 4 bytes) */
+        transpose_rows(a, w, 1); /* u8 = w ^ 0x80 */
+        store_block(w, pb);
         __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + 34 * b), 1);
-        __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)), mx = _mm512_mul_ps(dx, k128);
-#pragma GCC unroll 16
-        for (int t = 0; t < M; t++) {
-            const int8_t *y = aq + t * cols + 32 * b;
-            __m512i d = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) {
-                int32_t y4;
-                memcpy(&y4, y + 4 * g, 4);
-                d = _mm512_dpbusd_epi32(d, w[g], _mm512_set1_epi32(y4));
-            }
-            acc[t] = step32(acc[t], d, dx, mx, ad[t * nb + b], as[t * nb + b]);
-        }
+        __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+        if (MG == 1) blk_tokens((int)n, pb, dx, _mm512_mul_ps(dx, k128), aq + 32 * b, cols, ad, as, nb, b, acc);
+        else blk_groups(pb, dx, _mm512_mul_ps(dx, k128), aq + 32 * b, n, cols, ad, as, nb, b, acc);
     }
-#pragma GCC unroll 16
-    for (int t = 0; t < M; t++)
+    for (int64_t t = 0; t < n; t++)
         _mm512_storeu_ps(yrow[t], acc[t]);
 }
 
@@ -1699,10 +1806,127 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_
     _mm512_storeu_ps(y, acc);
 }
 
+/* q4_K / q5_K / q6_K, n tokens (2..MM_SMALL_MAX_TOK; MG as vnni_slab_q8), one full slab: per superblock the scales as the gemv1
+ * kernels decode them (pack_k4 / pack_q6k's operations), per block the 16 rows' unsigned quants
+ * transposed in registers to the panel's layout and stored to a 512-byte block panel in L1, then
+ * kern's (q4_K, q5_K) or kern16's (q6_K: the two 16-column halves' dots apart) loops for it. */
+AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws, int64_t cols,
+                  int64_t n, const int8_t *aq, const float *ad, const float *as,
+                  const float *as16, float *const *yrow, const uint8_t *next)
+{
+    const int64_t nsb = cols / 256, nb = cols / 32;
+    const size_t bsz = t == GGML_TYPE_Q4_K   ? sizeof(struct block_q4_K)
+                       : t == GGML_TYPE_Q5_K ? sizeof(struct block_q5_K)
+                                             : sizeof(struct block_q6_K);
+    int32_t off[16];
+    for (int r = 0; r < 16; r++)
+        off[r] = (int32_t)((size_t)r * ws);
+    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3), b16 = _mm512_set1_epi8(16);
+    const __m512 k32 = _mm512_set1_ps(32.f);
+    const size_t share = 16 * ws / (size_t)nb;
+    _Alignas(64) uint8_t pb[512];
+    __m512 acc[MM_SMALL_MAX_TOK];
+    for (int64_t k = 0; k < n; k++)
+        acc[k] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *base = slab + (size_t)i * bsz;
+        const struct slab_rows sr = slab_rows(base, ws);
+        __m512i s0, s1, s2, sg[4];
+        __m512 d, dmin;
+        if (t == GGML_TYPE_Q6_K) {
+            for (int q = 0; q < 4; q++)
+                sg[q] = _mm512_i32gather_epi32(voff, (const void *)(base + 192 + 4 * q), 1);
+            d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+                _mm512_srli_epi32(_mm512_i32gather_epi32(voff, (const void *)(base + 206), 1), 16)));
+            dmin = d;
+            s0 = s1 = s2 = sg[0];
+        } else {
+            __m512i g0 = _mm512_i32gather_epi32(voff, (const void *)base, 1);
+            s0 = _mm512_i32gather_epi32(voff, (const void *)(base + 4), 1);
+            s1 = _mm512_i32gather_epi32(voff, (const void *)(base + 8), 1);
+            s2 = _mm512_i32gather_epi32(voff, (const void *)(base + 12), 1);
+            d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+            dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+            sg[0] = sg[1] = sg[2] = sg[3] = s0;
+        }
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * i + j;
+            pf_share(next, b, share);
+            __m512i a[8], w[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                __m512i u;
+                if (t == GGML_TYPE_Q6_K) {
+                    const int h = j / 4, k = j % 4;
+                    const size_t ol = offsetof(struct block_q6_K, ql) + 64 * h + 32 * (k % 2);
+                    const size_t oh = offsetof(struct block_q6_K, qh) + 32 * h;
+                    __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, ol)), ld_row(&sr, r + 8, ol), 1);
+                    __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, oh)), ld_row(&sr, r + 8, oh), 1);
+                    if (k / 2) lo = _mm512_srli_epi16(lo, 4);
+                    hi = _mm512_srli_epi16(hi, 2 * k);
+                    u = _mm512_or_si512(_mm512_and_si512(lo, n15), _mm512_slli_epi16(_mm512_and_si512(hi, n3), 4));
+                } else {
+                    const size_t oq = (t == GGML_TYPE_Q4_K ? offsetof(struct block_q4_K, qs)
+                                                           : offsetof(struct block_q5_K, qs)) + 32 * (j / 2);
+                    u = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, oq)), ld_row(&sr, r + 8, oq), 1);
+                    if (j % 2) u = _mm512_srli_epi16(u, 4);
+                    u = _mm512_and_si512(u, n15);
+                    if (t == GGML_TYPE_Q5_K) {
+                        const size_t oh = offsetof(struct block_q5_K, qh);
+                        __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, oh)), ld_row(&sr, r + 8, oh), 1);
+                        u = _mm512_or_si512(u, _mm512_and_si512(_mm512_slli_epi16(_mm512_srli_epi16(qh, j), 4), b16));
+                    }
+                }
+                a[r] = u;
+            }
+            transpose_rows(a, w, 0);
+            store_block(w, pb);
+            if (t == GGML_TYPE_Q6_K) {
+                __m512 dx[2], mx[2];
+                for (int u = 0; u < 2; u++) {
+                    const int idx = 2 * j + u;
+                    __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
+                    dx[u] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+                    mx[u] = _mm512_mul_ps(k32, dx[u]);
+                }
+                if (MG == 1) blk16_tokens((int)n, pb, dx, mx, aq + 32 * b, cols, ad, as16, nb, b, acc);
+                else blk16_groups(pb, dx, mx, aq + 32 * b, n, cols, ad, as16, nb, b, acc);
+            } else {
+                __m512i sc, mn;
+                if (j < 4) {
+                    sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
+                    mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
+                } else {
+                    const int k = j - 4;
+                    __m512i hi = _mm512_srli_epi32(s2, 8 * k);
+                    sc = _mm512_or_si512(
+                        _mm512_and_si512(hi, m4),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), m2), 4));
+                    mn = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi32(hi, 4), m4),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), m2), 4));
+                }
+                __m512 dx = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+                __m512 mx = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
+                if (MG == 1) blk_tokens((int)n, pb, dx, mx, aq + 32 * b, cols, ad, as, nb, b, acc);
+                else blk_groups(pb, dx, mx, aq + 32 * b, n, cols, ad, as, nb, b, acc);
+            }
+        }
+    }
+    for (int64_t k = 0; k < n; k++)
+        _mm512_storeu_ps(yrow[k], acc[k]);
+}
+
+
+/* q8_0 up to MM_SMALL_MAX_TOK tokens; the K-quants up to 8 (one register-resident group: with
+ * their scale vectors, groups in memory measured slower than pack + kernel, e.g. Q4_K_M m = 16
+ * 162-169 vs 103-120 CPU ms per step on one thread of the Zen 5 VM) */
 static int small_supported(enum ggml_type t, int64_t n_tok)
 {
-    if (t == GGML_TYPE_Q8_0) return 1;
-    return n_tok == 1 && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K);
+    if (t == GGML_TYPE_Q8_0) return n_tok <= MM_SMALL_MAX_TOK;
+    return n_tok <= 8 && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K);
 }
 
 /* Full slabs of rows [0, nrows) run the direct kernels (m = 1: q8_0, q4_K, q5_K, q6_K; m = 2..16
@@ -1726,29 +1950,38 @@ static void small(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int
             else gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, cols, aq, ad, as, y, next);
             continue;
         }
-        const int64_t ng = (n_tok + 15) / 16;
-        for (int64_t G = 0, t0 = 0; G < ng; G++) {
-            const int64_t tt = n_tok / ng + (G < n_tok % ng);
-            float *yrow[16];
-            for (int64_t k = 0; k < tt; k++)
-                yrow[k] = Y + (y_idx ? y_idx[t0 + k] : t0 + k) * ys + r0 + s0;
-            const int8_t *a = aq + t0 * cols;
-            const float *d = ad + t0 * nb, *sm = as + t0 * nb;
-            const uint8_t *nx = G == 0 ? next : NULL;
-            switch (tt) {
+        /* one pass over the slab for all n tokens: with n <= 8 the tokens' accumulators are
+         * registers (the group size a compile-time constant), past that they live in memory and
+         * the block panel serves groups of 8 */
+        float *yrow[MM_SMALL_MAX_TOK];
+        for (int64_t k = 0; k < n_tok; k++)
+            yrow[k] = Y + (y_idx ? y_idx[k] : k) * ys + r0 + s0;
+        if (t == GGML_TYPE_Q8_0) {
+            switch (n_tok) {
 #define VSLAB_CASE(M)                                                                              \
     case M:                                                                                        \
-        vnni_slab_q8(M, slab, ws, cols, a, d, sm, yrow, nx);                                       \
+        vnni_slab_q8(1, slab, ws, cols, M, aq, ad, as, yrow, next);                                \
         break;
-                VSLAB_CASE(16) VSLAB_CASE(15) VSLAB_CASE(14) VSLAB_CASE(13) VSLAB_CASE(12)
-                VSLAB_CASE(11) VSLAB_CASE(10) VSLAB_CASE(9) VSLAB_CASE(8) VSLAB_CASE(7)
-                VSLAB_CASE(6) VSLAB_CASE(5) VSLAB_CASE(4) VSLAB_CASE(3) VSLAB_CASE(2)
+                VSLAB_CASE(8) VSLAB_CASE(7) VSLAB_CASE(6) VSLAB_CASE(5) VSLAB_CASE(4)
+                VSLAB_CASE(3) VSLAB_CASE(2)
 #undef VSLAB_CASE
             default:
-                vnni_slab_q8(1, slab, ws, cols, a, d, sm, yrow, nx);
+                vnni_slab_q8(2, slab, ws, cols, n_tok, aq, ad, as, yrow, next);
                 break;
             }
-            t0 += tt;
+        } else {
+            switch (n_tok) {
+#define KSLAB_CASE(M)                                                                              \
+    case M:                                                                                        \
+        kq_slab_m(1, t, slab, ws, cols, M, aq, ad, as, as16, yrow, next);                          \
+        break;
+                KSLAB_CASE(8) KSLAB_CASE(7) KSLAB_CASE(6) KSLAB_CASE(5) KSLAB_CASE(4)
+                KSLAB_CASE(3) KSLAB_CASE(2)
+#undef KSLAB_CASE
+            default:
+                kq_slab_m(2, t, slab, ws, cols, n_tok, aq, ad, as, as16, yrow, next);
+                break;
+            }
         }
     }
     if (full < nrows) {
