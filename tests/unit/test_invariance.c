@@ -217,13 +217,14 @@ Test(invariance, matmul_stream_tuning_settings)
             for (size_t pi = 0; pi < sizeof pfs / sizeof pfs[0]; pi++)
                 for (size_t ri = 0; ri < sizeof rows_set / sizeof rows_set[0]; ri++) {
                     mm_set_stream_tuning(pfs[pi], rows_set[ri]);
+                    mm_set_pf_slabs((int)(pi + ri) % 5); /* AVX-512 direct kernels: 0..4 slabs */
                     for (int64_t m = 1; m <= M; m += M - 1) {
                         for (int64_t i = 0; i < m * rows; i++)
                             Y[i] = NAN;
                         cr_assert_eq(mm_run(tp, ty[ti], W, rows, cols, 0, X, m, Y, s, &e), 0, "%s", e.msg);
                         cr_assert(memcmp(Y, ref, (size_t)(m * rows) * 4) == 0,
-                                  "%s: prefetch %d, %d-row items, %d threads, m = %ld differs",
-                                  tr->name, pfs[pi], rows_set[ri], nth, (long)m);
+                                  "%s: prefetch %d / %d slabs, %d-row items, %d threads, m = %ld differs",
+                                  tr->name, pfs[pi], (int)(pi + ri) % 5, rows_set[ri], nth, (long)m);
                     }
                 }
             tp_free(tp);
@@ -231,6 +232,7 @@ Test(invariance, matmul_stream_tuning_settings)
         free(W), free(row), free(X), free(ref), free(Y);
     }
     mm_set_stream_tuning(4096, 128);
+    mm_set_pf_slabs(1);
     mm_scratch_free(s);
 }
 

@@ -317,6 +317,10 @@ Test(matmul, calibration_cached_and_result_neutral)
               "item rows %d", c->item_rows);
     cr_assert(strstr(c->sweep, "rows 32 ") && strstr(c->sweep, "rows 512 "), "sweep: %s", c->sweep);
     if (c->prefetch >= 0) cr_assert(strstr(c->sweep, "pf 0 ") && strstr(c->sweep, "pf 16384 "), "%s", c->sweep);
+    cr_assert(c->pf_slabs >= -1 && c->pf_slabs <= 4 && c->pf_slabs != 3, "slabs %d", c->pf_slabs);
+    if (c->pf_slabs >= 0) cr_assert(strstr(c->sweep, "slabs 0 ") && strstr(c->sweep, "slabs 4 "), "%s", c->sweep);
+    /* the AVX-512 direct kernels are calibrated wherever q8_0 decode runs them */
+    if (strcmp(mm_gemm_name(GGML_TYPE_Q8_0), "vnni") == 0) cr_assert(c->pf_slabs >= 0, "%s", c->sweep);
     cr_assert(c->gbs > 0 && c->ms > 0);
     double ms = c->ms;
     cr_assert_eq(mm_calibrate(tp), c);

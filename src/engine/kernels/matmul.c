@@ -649,6 +649,12 @@ static void cal_append(char *buf, size_t cap, const char *fmt, double a, double 
     if (n < cap) snprintf(buf + n, cap - n, fmt, a, b);
 }
 
+void mm_set_pf_slabs(int slabs)
+{
+    pthread_once(&g_impl_once, probe);
+    if (slabs >= 0 && g_impl && g_impl->set_pf_slabs) g_impl->set_pf_slabs(slabs);
+}
+
 void mm_set_stream_tuning(int prefetch_bytes, int item_rows)
 {
     pthread_once(&g_impl_once, probe);
@@ -660,8 +666,10 @@ void mm_set_stream_tuning(int prefetch_bytes, int item_rows)
 const struct mm_calib *mm_calibrate(struct threadpool *tp)
 {
     static const int pfs[] = {0, 1024, 2048, 4096, 8192, 16384};
+    static const int slabs[] = {0, 1, 2, 4};
     static const int rows[] = {32, 64, 128, 256, 512};
     enum { NPF = sizeof pfs / sizeof pfs[0], NROWS = sizeof rows / sizeof rows[0] };
+    enum { NSLAB = sizeof slabs / sizeof slabs[0] };
     pthread_mutex_lock(&g_cal_mu);
     if (g_cal.done) goto out;
     pthread_once(&g_impl_once, probe);
@@ -672,6 +680,7 @@ const struct mm_calib *mm_calibrate(struct threadpool *tp)
     struct mm_scratch *s = mm_scratch_new();
     g_cal.done = 1;
     g_cal.prefetch = -1;
+    g_cal.pf_slabs = -1;
     g_cal.item_rows = (int)g_gemv_rows;
     if (!W || !x || !y || !s) {
         snprintf(g_cal.sweep, sizeof g_cal.sweep, "skipped: out of memory");
@@ -704,6 +713,29 @@ const struct mm_calib *mm_calibrate(struct threadpool *tp)
         g_cal.prefetch = pfs[bi];
         g_tile->set_prefetch(pfs[bi]);
     }
+    /* AVX-512 without AMX: the direct kernels' prefetch distance in slabs */
+    const struct mm_gemm_impl *gi = gemm_impl();
+    if (gi && gi->set_pf_slabs && choose_path(gi, GGML_TYPE_Q8_0, 1, CAL_COLS) == PATH_GEMM &&
+        vnni_small(gi, GGML_TYPE_Q8_0, 1)) {
+        int sdef = 0;
+        for (int i = 0; i < NSLAB; i++) best[i] = 1e30;
+        for (int r = 0; r < CAL_ROUNDS; r++)
+            for (int i = 0; i < NSLAB; i++) {
+                gi->set_pf_slabs(slabs[i]);
+                if (cal_pass(tp, W, x, y, s, &sec)) goto fail;
+                if (sec < best[i]) best[i] = sec;
+            }
+        for (int i = 0; i < NSLAB; i++) {
+            if (slabs[i] == MM_PF_SLABS_DEFAULT) sdef = i;
+            cal_append(g_cal.sweep, sizeof g_cal.sweep, "slabs %.0f %.1f, ", slabs[i],
+                       (double)bytes / best[i] / 1e9);
+        }
+        int bi = sdef;
+        for (int i = 0; i < NSLAB; i++)
+            if (best[i] < best[bi] * 0.97 && best[i] < best[sdef] * 0.97) bi = i;
+        g_cal.pf_slabs = slabs[bi];
+        gi->set_pf_slabs(slabs[bi]);
+    }
     int rdef = 0;
     for (int i = 0; i < NROWS; i++) best[i] = 1e30;
     for (int r = 0; r < CAL_ROUNDS; r++)
@@ -729,8 +761,10 @@ const struct mm_calib *mm_calibrate(struct threadpool *tp)
 fail:
     snprintf(g_cal.sweep, sizeof g_cal.sweep, "skipped: the calibration product failed");
     if (g_tile && g_tile->set_prefetch) g_tile->set_prefetch(MM2_PF_DEFAULT);
+    if (g_impl && g_impl->set_pf_slabs) g_impl->set_pf_slabs(MM_PF_SLABS_DEFAULT);
     __atomic_store_n(&g_gemv_rows, MM_GEMV_TILE_ROWS, __ATOMIC_RELAXED);
     g_cal.prefetch = -1;
+    g_cal.pf_slabs = -1;
     g_cal.item_rows = MM_GEMV_TILE_ROWS;
 done:
     g_cal.ms = (cal_now() - t_start) * 1e3;

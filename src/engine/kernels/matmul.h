@@ -89,7 +89,8 @@ void mm_set_pack_vec(int on);
 void mm_set_tiles(int on);
 /* Startup calibration (cached per process, thread-safe): measures, on a decode-shaped q8_0
  * product larger than the last-level cache, the settings that only move data and never change a
- * result — the AVX2 tiles' software prefetch distance and the rows per decode work item — and
+ * result — the AVX2 tiles' software prefetch distance (AVX-512: the direct small-m kernels' distance
+ * in 16-row slabs) and the rows per decode work item — and
  * installs the fastest. The first call takes one sweep (33 passes over 37.9 MB: tens of ms quiet, a few
  * hundred on a loaded machine);
  * later calls return the cached result. Results are bitwise the same for any setting. */
@@ -97,6 +98,7 @@ struct mm_calib {
     int done;
     int prefetch;  /* bytes chosen; -1: not applicable on this CPU (no AVX2 tile path) */
     int item_rows; /* rows per decode work item chosen */
+    int pf_slabs;  /* AVX-512 direct kernels' prefetch distance in slabs; -1: not on this CPU */
     double gbs;    /* the chosen setting's weight bytes per process CPU second (GB/s) */
     double ms;     /* wall time the calibration took */
     char sweep[512]; /* every candidate's GB per CPU second, for the log */
@@ -105,6 +107,9 @@ const struct mm_calib *mm_calibrate(struct threadpool *tp);
 /* Sets the two knobs by hand (tests, sweeps): prefetch bytes (ignored without the AVX2 tiles; < 0
  * keeps the current value) and rows per decode work item (16..4096, a multiple of 16; <= 0 keeps). */
 void mm_set_stream_tuning(int prefetch_bytes, int item_rows);
+/* The AVX-512 direct small-m kernels' prefetch distance in 16-row slabs (0: none; tests, sweeps;
+ * ignored elsewhere). */
+void mm_set_pf_slabs(int slabs);
 
 /* Weight bytes the products of this process have read so far (per op: rows x the row size; an
  * MoE layer's ops name only the routed experts' slices), for benchmarks: bytes read per token. */

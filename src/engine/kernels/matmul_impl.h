@@ -85,8 +85,12 @@ struct mm_gemm_impl {
                   int64_t cols, const int8_t *aq, const float *ad, const float *as,
                   const float *as16, int64_t n_tok, float *Y, int64_t y_stride,
                   const int32_t *y_idx, int64_t r0, uint8_t *panel);
+    /* small's software prefetch distance in 16-row slabs (0: none; mm_calibrate sets it) */
+    void (*set_pf_slabs)(int slabs);
 };
 
+/* The AVX-512 direct small-m kernels' prefetch distance (16-row slabs) before mm_calibrate(). */
+#define MM_PF_SLABS_DEFAULT 1
 /* The AVX2 tiles' software prefetch distance (bytes) before mm_calibrate() measured one. */
 #define MM2_PF_DEFAULT 4096
 
