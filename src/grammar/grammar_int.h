@@ -69,8 +69,12 @@ struct grammar {
     uint64_t *fh;      /* per NFA state: structural hash of the automaton reachable from it
                         * (2 words; 0,0 = not computed yet) */
     uint64_t *fhr;     /* the same with loop bounds left out (relaxed walks' keys) */
-    uint64_t *fho;     /* the same with the bounds of the state's own loop left out (mask.c) */
-    uint64_t *fhw;     /* the same with its inner loop's bounds left out too */
+    struct fh_vent *fhv; /* the same with one loop's (and its inner loop's) bounds left out:
+                          * (state, skip, skip2) -> hash, open addressing (fhash.c) */
+    uint32_t fhv_cap, fhv_n;
+    int32_t *fh_scc;     /* per NFA state: its strongly connected component (fhash.c) */
+    int32_t *fh_ws;      /* fhash.c: states waiting for their successors' hashes */
+    size_t fh_ws_n, fh_ws_cap;
     int32_t *ipass;    /* per loop: for an inner loop, the most iterations a token's bytes can
                         * complete (mask_prepare_relax; -1: unknown, no class for its count) */
     int32_t *fh_queue, *fh_local;
@@ -337,6 +341,16 @@ int mask_prewarm(struct grammar *g, struct err *e);
  * and the matching cleanup. */
 int mask_prepare_relax(struct grammar *g, struct err *e);
 void mask_free_relax(struct grammar *g);
+
+/* fhash.c: the structural hash of NFA state q (the automaton reachable from q; equal hashes,
+ * equal futures) into out. skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's
+ * kind and whether it is bounded stay in), or a loop whose bounds alone are left out, with
+ * skip2 >= 0 another (its inner loop). Memoized per grammar; counts against the mask budget
+ * (g->dfa.work). 0, or -1 on no memory. Caller holds g->mu. */
+#define FH_ALL_BOUNDS (-1)
+#define FH_NO_BOUNDS (-2)
+int fh_hash(struct grammar *g, int32_t q, int32_t skip, int32_t skip2, uint64_t out[2]);
+void fh_free(struct grammar *g);
 
 /* lark.c: parses lark source into g (terms, productions, start_prod). g is zeroed and has vi set
  * on entry. Returns 0 or fills e (message names the construct and line). */

@@ -431,111 +431,6 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
     walk_inner_at(m, ib, 0, s0);
 }
 
-/* Structural hash of the automaton reachable from NFA state q (breadth-first, successors
- * numbered in discovery order): equal hashes mean isomorphic automata, hence equal futures, even
- * for states of different terminals or grammars. Terminal ids are left out (walks only need to
- * know that a lexeme can end). Memoized per state. Caller holds g->mu. */
-#define FH_ALL_BOUNDS (-1) /* every loop's bounds hashed */
-#define FH_NO_BOUNDS (-2)  /* none */
-static const uint64_t *fh_get_x2(struct grammar *g, int32_t q, int32_t skip, int32_t skip2);
-
-static const uint64_t *fh_get(struct grammar *g, int32_t q)
-{
-    return fh_get_x2(g, q, FH_ALL_BOUNDS, -1);
-}
-
-static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip)
-{
-    return fh_get_x2(g, q, skip, -1);
-}
-
-/* skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's kind and whether it is
- * bounded stay in), or a loop whose bounds alone are left out (q's own loop: memoized in
- * g->fho, allocated on first use); skip2 >= 0 (with skip >= 0): the bounds of q's inner loop
- * left out too (memoized in g->fhw). NULL on no memory. */
-static const uint64_t *fh_get_x2(struct grammar *g, int32_t q, int32_t skip, int32_t skip2)
-{
-    const struct rx_nfa *n = &g->nfa;
-    uint64_t **memo = skip2 >= 0 ? &g->fhw : &g->fho;
-    if (skip >= 0 && !*memo) {
-        *memo = calloc(((size_t)n->n + 1) * 2, sizeof **memo);
-        if (!*memo) return NULL;
-    }
-    uint64_t *h = &(skip == FH_NO_BOUNDS ? g->fhr : skip >= 0 ? *memo : g->fh)[2 * (size_t)q];
-    if (h[0] | h[1]) return h;
-    if (++g->fh_gen == 0) {
-        memset(g->fh_stamp, 0, ((size_t)n->n + 1) * sizeof *g->fh_stamp);
-        g->fh_gen = 1;
-    }
-    uint64_t a = 1469598103934665603ull, b = 0x243f6a8885a308d3ull;
-#define FHMIX(v)                                                                                   \
-    do {                                                                                           \
-        uint64_t v_ = (v);                                                                         \
-        a = (a ^ v_) * 1099511628211ull;                                                           \
-        b = (b ^ (v_ + 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;                            \
-        b ^= b >> 29;                                                                              \
-    } while (0)
-    int32_t head = 0, tail = 0;
-    g->fh_stamp[q] = g->fh_gen;
-    g->fh_local[q] = tail;
-    g->fh_queue[tail++] = q;
-    while (head < tail) {
-        const struct rx_nstate *st = &n->s[g->fh_queue[head++]];
-        int32_t succ[2] = {-1, -1};
-        FHMIX((uint64_t)st->kind << 16 | (uint64_t)st->lo << 8 | st->hi);
-        switch (st->kind) {
-        case NS_BYTE:
-        case NS_EPS:
-        case NS_BOL:
-        case NS_EOL:
-            succ[0] = st->out;
-            break;
-        case NS_SPLIT:
-            succ[0] = st->out;
-            succ[1] = st->out2;
-            break;
-        case NS_CNT_ENTER:
-        case NS_CNT_END: {
-            const struct rx_loop *L = &n->loops[st->loop];
-            if (skip == FH_NO_BOUNDS || skip == st->loop || (skip2 >= 0 && skip2 == st->loop))
-                FHMIX((uint64_t)(L->max < 0) + 11);
-            else
-                FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
-            FHMIX((uint64_t)L->len + 3 + (L->parent >= 0 ? 16 : 0));
-            succ[0] = L->body;
-            succ[1] = L->cont;
-            break;
-        }
-        case NS_CNT_TICK: {
-            const struct rx_loop *L = &n->loops[st->loop];
-            if (skip == FH_NO_BOUNDS || skip == st->loop || (skip2 >= 0 && skip2 == st->loop))
-                FHMIX((uint64_t)(L->max < 0) + 11);
-            else
-                FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
-            succ[0] = st->out;
-            break;
-        }
-        default:
-            break; /* ACCEPT */
-        }
-        for (int k = 0; k < 2; k++) {
-            int32_t o = succ[k];
-            if (o < 0) continue;
-            if (g->fh_stamp[o] != g->fh_gen) {
-                g->fh_stamp[o] = g->fh_gen;
-                g->fh_local[o] = tail;
-                g->fh_queue[tail++] = o;
-            }
-            FHMIX((uint64_t)g->fh_local[o] + 7);
-        }
-    }
-#undef FHMIX
-    g->dfa.work += (uint64_t)tail; /* mask budget: the walk over the reachable automaton */
-    h[0] = a | 1;
-    h[1] = b;
-    return h;
-}
-
 /* Canonical form of lexer state s: its NFA threads as (structural hash of the automaton
  * reachable from the thread, loop counter class), sorted and deduplicated, plus whether s
  * accepts. Two states with the same form (in any grammars on this vocabulary) have the same
@@ -576,7 +471,12 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
     for (size_t i = 0; i < n; i++) {
         uint64_t v = kern[i];
         int32_t st = rx_thread_state(v);
-        const uint64_t *fh = fh_get((struct grammar *)g, st);
+        uint64_t fh[2];
+        if (fh_hash((struct grammar *)g, st, FH_ALL_BOUNDS, -1, fh)) {
+            free(key);
+            free(kern);
+            return NULL;
+        }
         if (g->dfa.work_limit && g->dfa.work > g->dfa.work_limit) {
             ((struct grammar *)g)->dfa.over_work = true;
             free(key);
@@ -627,13 +527,11 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
                            (int64_t)wq + P < I->max;
                 }
                 if (cc == 0xfffffff1u || dist || (cc == 0xfffffff0u && !L->len)) {
-                    const uint64_t *fo = fh_get_x2((struct grammar *)g, st, li, wfar ? il : -1);
-                    if (!fo) {
+                    if (fh_hash((struct grammar *)g, st, li, wfar ? il : -1, fh)) {
                         free(key);
                         free(kern);
                         return NULL;
                     }
-                    fh = fo;
                 }
                 if (il >= 0) {
                     uint64_t x = wfar ? 0xfffffff1u : wq;
@@ -794,8 +692,7 @@ void mask_free_relax(struct grammar *g)
 {
     free(g->agr);
     free(g->ash);
-    free(g->fho);
-    free(g->fhw);
+    fh_free(g);
     free(g->ipass);
     for (int32_t i = 0; i < g->rpay_cap; i++)
         rpay_free(g->rpay[i]);
@@ -1289,7 +1186,11 @@ static uint8_t *relax_key(struct grammar *g, uint32_t t, bool iv, size_t *len, u
     struct kent *k = (struct kent *)key;
     for (size_t i = 0; i < n; i++) {
         int32_t s = rx_thread_state(st->kernel[i]);
-        const uint64_t *fh = fh_get_x(g, s, FH_NO_BOUNDS);
+        uint64_t fh[2];
+        if (fh_hash(g, s, FH_NO_BOUNDS, -1, fh)) {
+            free(key);
+            return NULL;
+        }
         k[i] = (struct kent){fh[0], fh[1], 0, rx_thread_c1(st->kernel[i]) > 1 ? 2u : 1u};
         /* an inner loop's thread (its bounds are not in fh): one class where no check of its
          * count differs within a token and the ticks left do not depend on it (at least min,
