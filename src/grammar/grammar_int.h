@@ -137,6 +137,12 @@ struct shared_inner {
     int32_t n_list;
     uint32_t *nodes;
     uint32_t n_nodes;
+    /* references (under the vocabulary's mutex): the shared cache's, and one per inner entry or
+     * walk using it; freed at 0, so the cache can drop it while grammars still use it */
+    int32_t refs;
+    bool shared;  /* was published in the shared cache (the grammars' memory accounting) */
+    bool hit;     /* found since the cache last made room (shared_evict's second chance) */
+    size_t bytes; /* counted in sh_bytes while in the cache */
 };
 
 /* The reference automaton of whole subtrees (mask.c): well-formed UTF-8 (U+0000..U+10FFFF
@@ -232,6 +238,8 @@ struct grammar_vocab_index {
     struct shared_inner **sh;
     uint32_t sh_cap, sh_n;
     size_t sh_bytes;
+    size_t sh_max_bytes; /* SHARED_CACHE_MAX_BYTES; past it the walks are dropped, not the new */
+    uint64_t sh_evictions; /* statistics: times the walks were dropped */
     struct rdata **rsh; /* relaxed walks, open addressing by hash (same mutex, same budget) */
     uint32_t rsh_cap, rsh_n;
     int32_t *specials; /* ids of special tokens */
@@ -257,7 +265,7 @@ struct inner_entry {
     int32_t n_list;
     uint32_t *bound; /* pairs (node, accepting state before the node's byte) */
     uint32_t n_bound;
-    struct shared_inner *own; /* payload owned here when it could not be shared */
+    struct shared_inner *own; /* the payload, one reference held here (mask_release) */
 };
 
 #ifndef INNER_CACHE_MAX_BYTES /* per grammar; beyond it the grammar's entries are flushed */
@@ -341,6 +349,8 @@ int mask_prewarm(struct grammar *g, struct err *e);
  * and the matching cleanup. */
 int mask_prepare_relax(struct grammar *g, struct err *e);
 void mask_free_relax(struct grammar *g);
+/* Drops one reference to inner-walk payload x (freed with the last). Any thread. */
+void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x);
 
 /* fhash.c: the structural hash of NFA state q (the automaton reachable from q; equal hashes,
  * equal futures) into out. skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's

@@ -565,6 +565,10 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
     return key;
 }
 
+static void payload_free(struct shared_inner *x);
+
+/* The published payload with this key, with a reference for the caller (mask_release), or
+ * NULL. */
 static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const uint8_t *key,
                                         size_t len, uint64_t h)
 {
@@ -574,6 +578,8 @@ static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const ui
         struct shared_inner *x = vi->sh[j];
         if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
             r = x;
+            x->refs++; /* the caller's */
+            x->hit = true;
             break;
         }
     }
@@ -581,12 +587,61 @@ static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const ui
     return r;
 }
 
-/* Publishes x (takes ownership) unless over budget; returns false if not published. */
+void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x)
+{
+    if (!x) return;
+    pthread_mutex_lock(&vi->mu);
+    int32_t r = --x->refs;
+    pthread_mutex_unlock(&vi->mu);
+    if (r == 0) payload_free(x);
+}
+
+/* Makes room in the full shared cache: drops the walks nobody found since the last time (the
+ * walks of one schema's states), then, if that freed less than half, every walk; the others
+ * lose their mark (second chance). A dropped walk lives on while an inner entry holds it. The
+ * relaxed walks stay (few; their grammars point into them). Caller holds vi->mu. */
+static void shared_evict(struct grammar_vocab_index *vi)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        struct shared_inner **keep = vi->sh;
+        uint32_t cap = vi->sh_cap;
+        struct shared_inner **n = calloc(cap, sizeof *n);
+        if (!n) pass = 1; /* no memory for the new table: drop everything in place */
+        for (uint32_t i = 0; i < cap; i++) {
+            struct shared_inner *x = keep[i];
+            if (!x) continue;
+            if (n && pass == 0 && x->hit) {
+                x->hit = false;
+                uint32_t j = (uint32_t)x->hash & (cap - 1);
+                while (n[j])
+                    j = (j + 1) & (cap - 1);
+                n[j] = x;
+                continue;
+            }
+            vi->sh_bytes -= x->bytes;
+            vi->sh_n--;
+            keep[i] = NULL;
+            if (--x->refs == 0) payload_free(x);
+        }
+        if (n) {
+            free(vi->sh);
+            vi->sh = n;
+        }
+        if (vi->sh_bytes <= vi->sh_max_bytes / 2) break;
+    }
+    vi->sh_evictions++;
+}
+
+/* Publishes x (the cache takes a reference of its own) unless over budget; returns false if
+ * not published. A full cache drops its walks first (shared_evict): a long-running server meets
+ * new schemas for ever, and a cache that only grew made every new state a trie walk once full
+ * (MaskBench in one process: ~1,900 schemas). */
 static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
 {
     bool ok = false;
     pthread_mutex_lock(&vi->mu);
-    if (vi->sh_bytes + bytes > SHARED_CACHE_MAX_BYTES) goto out;
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes && vi->sh_n) shared_evict(vi);
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
     if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
         uint32_t nc = vi->sh_cap * 2;
         struct shared_inner **n = calloc(nc, sizeof *n);
@@ -608,6 +663,9 @@ static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, s
     vi->sh[j] = x;
     vi->sh_n++;
     vi->sh_bytes += bytes;
+    x->bytes = bytes;
+    x->shared = true;
+    x->refs++;
     ok = true;
 out:
     pthread_mutex_unlock(&vi->mu);
@@ -1248,7 +1306,7 @@ static bool rshared_add(struct grammar_vocab_index *vi, struct rdata *x)
                    (size_t)x->n_grp * sizeof *x->grp;
     bool ok = false;
     pthread_mutex_lock(&vi->mu);
-    if (vi->sh_bytes + bytes > SHARED_CACHE_MAX_BYTES) goto out;
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
     if ((vi->rsh_n + 1) * 2 > vi->rsh_cap) {
         uint32_t nc = vi->rsh_cap ? vi->rsh_cap * 2 : 64;
         struct rdata **n = calloc(nc, sizeof *n);
@@ -1803,6 +1861,7 @@ static int iv_fill(struct grammar *g, struct rpay *p, int64_t c, int32_t li, uin
     size_t words = ((size_t)g->vi->n_tokens + 31) / 32;
     uint32_t *bits = calloc(words + 1, sizeof *bits);
     struct shared_inner *own = calloc(1, sizeof *own);
+    if (own) own->refs = 1;
     e->bound = malloc(((size_t)x->n_b * 2 + 1) * sizeof *e->bound);
     if (!bits || !own || !e->bound) goto fail;
     for (uint32_t gi = 0; gi < x->n_grp; gi++) {
@@ -2016,7 +2075,9 @@ static int payload_finish(struct grammar_vocab_index *vi, struct shared_inner *x
     x->hash = h;
     x->key = key;
     x->key_len = klen;
-    if (!shared_add(vi, x, bytes)) e->own = x;
+    x->refs = 1; /* e's */
+    e->own = x;
+    (void)shared_add(vi, x, bytes);
     return 0;
 }
 
@@ -2230,9 +2291,9 @@ fail:
 }
 
 /* The walk of the subtree under root child c from state t (= s after c's byte), c's own tokens
- * included: cached and shared by (canonical form of t, c). Returns the payload, published or
- * (*priv) to be freed by the caller; NULL on failure. */
-static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, bool *priv)
+ * included: cached and shared by (canonical form of t, c). Returns the payload with a reference
+ * for the caller (mask_release); NULL on failure. */
+static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c)
 {
     struct grammar_vocab_index *vi = (struct grammar_vocab_index *)m->g->vi;
     size_t klen;
@@ -2242,7 +2303,6 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, b
     memcpy(key + klen, &c, 4);
     klen += 4;
     h = (h ^ c) * 1099511628211ull | 1;
-    *priv = false;
     struct shared_inner *x = shared_find(vi, key, klen, h);
     if (x) {
         free(key);
@@ -2267,8 +2327,8 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, b
     x->hash = h;
     x->key = key;
     x->key_len = klen;
-    if (!shared_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4))
-        *priv = true;
+    x->refs = 1; /* the caller's */
+    (void)shared_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4);
     return x;
 fail:
     free(ib.list);
@@ -2319,9 +2379,8 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         uint32_t t = rx_dfa_next(d, s, tn[c].byte);
         size_t need = n_cand + 1;
         struct shared_inner *sub = NULL;
-        bool priv = false;
         if (t != RX_DEAD) {
-            sub = sub_get(m, t, c, &priv);
+            sub = sub_get(m, t, c);
             if (!sub) goto fail;
             for (int32_t i = 0; i < sub->n_list; i++)
                 bits[sub->list[i] >> 5] |= 1u << (sub->list[i] & 31);
@@ -2333,7 +2392,7 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
             cap_cand = need * 2 + 64;
             uint32_t *nc = realloc(cand, cap_cand * sizeof *nc);
             if (!nc) {
-                if (priv) payload_free(sub);
+                mask_release(vi, sub);
                 goto fail;
             }
             cand = nc;
@@ -2344,7 +2403,7 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         } else {
             cand[n_cand++] = c; /* the lexeme ends right at the root */
         }
-        if (priv) payload_free(sub);
+        mask_release(vi, sub);
     }
     if (keep_boundaries(vi, d, s, cand, n_cand, e, x, &g->trie_steps) || d->over_work) goto fail;
     free(cand);
@@ -2373,7 +2432,7 @@ static void inner_flush(struct grammar *g)
     for (int32_t i = 0; i < g->inner_cap; i++) {
         struct inner_entry *x = g->inner[i];
         if (!x) continue;
-        payload_free(x->own);
+        mask_release((struct grammar_vocab_index *)g->vi, x->own);
         free(x->bound);
         free(x);
         g->inner[i] = NULL;
@@ -2403,7 +2462,7 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     if (rrc < 0) return NULL;
     if (rrc > 0) {
         g->inner_bytes += sizeof *re + (size_t)re->n_bound * 8 +
-                          (re->own ? (((size_t)g->vi->n_tokens + 31) / 32) * 4 : 0);
+                          (re->own && !re->own->shared ? (((size_t)g->vi->n_tokens + 31) / 32) * 4 : 0);
         g->inner[s] = re;
         g->relax_served++;
         return re;
@@ -2435,7 +2494,9 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     }
     if (x) {
         free(key);
+        e->own = x; /* shared_find's reference */
         if (localize(m, x, s, e) || g->dfa.over_work) {
+            mask_release(vi, x);
             free(e->bound);
             free(e);
             return NULL;
@@ -2474,7 +2535,7 @@ done:
     e->bits = x->bits;
     e->list = x->list;
     e->n_list = x->n_list;
-    g->inner_bytes += sizeof *e + (size_t)e->n_bound * 8 + (e->own ? words * 4 : 0);
+    g->inner_bytes += sizeof *e + (size_t)e->n_bound * 8 + (!e->own->shared ? words * 4 : 0);
     g->inner[s] = e;
     return e;
 }
