@@ -17,6 +17,13 @@
  * CNT_END only leaves the region (its count is the region's, not iterations) and its CNT_ENTER
  * only enters the body, so the states of a pattern in a length region are not one component.
  *
+ * A component of more than FH_BIG_SCC states (a key automaton's `(…)*` with counts written out,
+ * the issue-10 regex's loop) would cost its size for every state hashed, and a mask may meet
+ * dozens of new ones (Github_easy---o78130: ~36 of a 2,800-state loop, about half of its
+ * costliest masks' CPU). Its states get a hash of their own instead — this grammar's id on the
+ * vocabulary and the state — exact (the same state, the same future) but shared with no other
+ * grammar, and so does every state that leads into such a component.
+ *
  * Variants (the counter classes of mask.c's keys leave some loops' bounds out): FH_ALL_BOUNDS
  * (memo g->fh), FH_NO_BOUNDS (g->fhr) and (skip, skip2) for the bounds of one loop and of its
  * inner loop left out (an open-addressing map, g->fhv). Caller holds g->mu. */
@@ -24,6 +31,8 @@
 #include <string.h>
 
 #include "grammar/grammar_int.h"
+
+#define FH_BIG_SCC 1024 /* states of a component hashed by identity, not by structure */
 
 /* Successors of st for the hash, slot by slot (-1: none). */
 static void fh_succ(const struct rx_nfa *n, const struct rx_nstate *st, int32_t o[2])
@@ -113,8 +122,13 @@ static int fh_scc_build(struct grammar *g)
             if (csp && low[v] < low[cs[csp - 1]]) low[cs[csp - 1]] = low[v];
         }
     }
+    int32_t *size = calloc((size_t)n_scc + 1, sizeof *size);
+    if (!size) goto out;
+    for (size_t i = 0; i < N; i++)
+        size[scc[i]]++;
     g->dfa.work += N; /* mask budget: once per grammar */
     g->fh_scc = scc;
+    g->fh_scc_n = size;
     scc = NULL;
     rc = 0;
 out:
@@ -206,6 +220,20 @@ static int fh_component(struct grammar *g, int32_t q, int32_t skip, int32_t skip
         g->fh_gen = 1;
     }
     uint64_t a = 1469598103934665603ull, b = 0x243f6a8885a308d3ull;
+    if (g->fh_scc_n[scc[q]] > FH_BIG_SCC) {
+        if (!g->fh_gid) {
+            struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
+            pthread_mutex_lock(&vi->mu);
+            g->fh_gid = ++vi->gid_next;
+            pthread_mutex_unlock(&vi->mu);
+        }
+        uint64_t x = (g->fh_gid * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(uint32_t)q << 20) ^
+                     (uint64_t)(uint32_t)(skip + 3) ^ (uint64_t)(uint32_t)(skip2 + 1) << 40;
+        g->dfa.work++;
+        out[0] = (x * 0xff51afd7ed558ccdull) | 1;
+        out[1] = (x ^ x >> 31) * 0xc4ceb9fe1a85ec53ull ^ 0x5851f42d4c957f2dull;
+        return 1;
+    }
 #define FHMIX(v)                                                                                   \
     do {                                                                                           \
         uint64_t v_ = (v);                                                                         \
@@ -314,9 +342,11 @@ int fh_hash(struct grammar *g, int32_t q, int32_t skip, int32_t skip2, uint64_t 
 void fh_free(struct grammar *g)
 {
     free(g->fh_scc);
+    free(g->fh_scc_n);
     free(g->fhv);
     free(g->fh_ws);
     g->fh_scc = NULL;
+    g->fh_scc_n = NULL;
     g->fhv = NULL;
     g->fh_ws = NULL;
     g->fhv_cap = g->fhv_n = 0;

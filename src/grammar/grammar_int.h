@@ -73,6 +73,8 @@ struct grammar {
                           * (state, skip, skip2) -> hash, open addressing (fhash.c) */
     uint32_t fhv_cap, fhv_n;
     int32_t *fh_scc;     /* per NFA state: its strongly connected component (fhash.c) */
+    int32_t *fh_scc_n;   /* per component: its states */
+    uint64_t fh_gid;     /* fhash.c: this grammar's id on its vocabulary (0: none yet) */
     int32_t *fh_ws;      /* fhash.c: states waiting for their successors' hashes */
     size_t fh_ws_n, fh_ws_cap;
     int32_t *ipass;    /* per loop: for an inner loop, the most iterations a token's bytes can
@@ -240,6 +242,7 @@ struct grammar_vocab_index {
     size_t sh_bytes;
     size_t sh_max_bytes; /* SHARED_CACHE_MAX_BYTES; past it the walks are dropped, not the new */
     uint64_t sh_evictions; /* statistics: times the walks were dropped */
+    uint64_t gid_next;     /* fhash.c: grammar ids for hashes that are this grammar's own */
     struct rdata **rsh; /* relaxed walks, open addressing by hash (same mutex, same budget) */
     uint32_t rsh_cap, rsh_n;
     int32_t *specials; /* ids of special tokens */

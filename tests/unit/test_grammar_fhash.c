@@ -5,7 +5,9 @@
  * reachable from each thread was quadratic; and masks of grammars whose states look alike
  * inside a loop but differ after it (so a hash that lost what follows a component would share
  * their walks) against PCRE2's viable-prefix test, in one grammar and across grammars on one
- * vocabulary (the shared cache). */
+ * vocabulary (the shared cache); and a component of thousands of states, whose states hash by
+ * identity (grammar, state): linear work, and two such grammars on one vocabulary, alike but for
+ * the letter that ends each word, keep their own walks. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <criterion/criterion.h>
 #include <pcre2.h>
@@ -164,6 +166,85 @@ Test(grammar_fhash, alike_loops_vs_pcre2, .timeout = 120)
         check_masks(g, re, pats[p].rx);
         grammar_free(g);
         pcre2_code_free(re);
+    }
+    grammar_vocab_index_free(vi);
+}
+
+/* "(?:W1|W2|...)*" over the 4-letter words of [a-d] ending in `end`: one loop of ~1,500 NFA
+ * states (the cost of hashing each of its states by structure) */
+static char *word_loop(char end)
+{
+    size_t cap = 256 * 8 + 16, l = 0;
+    char *rx = malloc(cap);
+    cr_assert(rx);
+    l += (size_t)snprintf(rx + l, cap - l, "\"(?:");
+    for (int w = 0; w < 256; w++)
+        l += (size_t)snprintf(rx + l, cap - l, "%s%c%c%c%c%c", w ? "|" : "", 'a' + (w & 3),
+                              'a' + (w >> 2 & 3), 'a' + (w >> 4 & 3), 'a' + (w >> 6 & 3), end);
+    snprintf(rx + l, cap - l, ")*\"");
+    return rx;
+}
+
+/* Hashed by structure, each new state of the loop cost the loop: ~1,500 steps per thread and
+ * dozens of threads per mask (634,786 steps of mask work along these 61 masks with every state
+ * hashed by structure; 34,601 by identity). */
+Test(grammar_fhash, big_component_hashed_by_identity)
+{
+    struct grammar_vocab_index *vi = vocab();
+    char *rx = word_loop('x');
+    struct err e = {0};
+    struct grammar *g = grammar_compile(vi, GRAMMAR_REGEX, rx, strlen(rx), &e);
+    cr_assert(g, "%s", e.msg);
+    struct matcher *m = matcher_new(g, &e);
+    cr_assert(m);
+    const char *text = "\"abcdxdcbaxaaaaxbbbbxccccxddddxabadxcacbxdbdbxacacxbdbdxcadbx";
+    uint64_t work = 0;
+    for (size_t i = 0; text[i]; i++) {
+        uint32_t mask[1];
+        matcher_mask(m, mask);
+        work += matcher_last_work(m);
+        char one[2] = {text[i], 0};
+        int t = -1;
+        for (int k = 1; k < NT; k++)
+            if (!strcmp(toks[k], one)) t = k;
+        cr_assert(t > 0 && (mask[0] >> t & 1), "\"%c\" not allowed at %zu", text[i], i);
+        cr_assert_eq(matcher_consume(m, t), 0);
+    }
+    cr_log_info("mask work along %zu bytes of a 256-word loop: %llu", strlen(text),
+                (unsigned long long)work);
+    cr_assert(work < 150000, "mask work %llu", (unsigned long long)work);
+    matcher_free(m);
+    grammar_free(g);
+    free(rx);
+    grammar_vocab_index_free(vi);
+}
+
+Test(grammar_fhash, big_components_of_two_grammars_vs_pcre2, .timeout = 120)
+{
+    struct grammar_vocab_index *vi = vocab();
+    struct err e = {0};
+    for (int k = 0; k < 2; k++) { /* x then y: the same NFA state numbers, other futures */
+        char *rx = word_loop(k ? 'y' : 'x');
+        struct grammar *g = grammar_compile(vi, GRAMMAR_REGEX, rx, strlen(rx), &e);
+        cr_assert(g, "%s", e.msg);
+        pcre2_code *re = pcre_full(rx);
+        check_masks(g, re, k ? "word loop y" : "word loop x");
+        pcre2_code_free(re);
+        /* g stays alive: its walks stay in the shared cache for the next grammar to (not) find */
+        if (k) grammar_free(g);
+        else {
+            struct grammar *keep = g;
+            char *rx2 = word_loop('y');
+            struct grammar *g2 = grammar_compile(vi, GRAMMAR_REGEX, rx2, strlen(rx2), &e);
+            cr_assert(g2, "%s", e.msg);
+            pcre2_code *re2 = pcre_full(rx2);
+            check_masks(g2, re2, "word loop y next to x");
+            pcre2_code_free(re2);
+            grammar_free(g2);
+            free(rx2);
+            grammar_free(keep);
+        }
+        free(rx);
     }
     grammar_vocab_index_free(vi);
 }
