@@ -77,7 +77,7 @@ static int fh_scc_build(struct grammar *g)
     int32_t *idx = malloc((N + 1) * sizeof *idx);
     int32_t *low = malloc((N + 1) * sizeof *low);
     int32_t *stk = malloc((N + 1) * sizeof *stk);
-    int32_t *cs = malloc((N + 1) * sizeof *cs);   /* call stack: states */
+    int32_t *cs = malloc((N + 1) * sizeof *cs);     /* call stack: states */
     uint8_t *slot = malloc((N + 1) * sizeof *slot); /* next successor slot per state on it */
     int rc = -1;
     if (!scc || !idx || !low || !stk || !cs || !slot) goto out;

@@ -2461,8 +2461,9 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     int rrc = relax_entry(m, s, &re);
     if (rrc < 0) return NULL;
     if (rrc > 0) {
+        bool priv = re->own && !re->own->shared; /* a payload of its own: its bits count */
         g->inner_bytes += sizeof *re + (size_t)re->n_bound * 8 +
-                          (re->own && !re->own->shared ? (((size_t)g->vi->n_tokens + 31) / 32) * 4 : 0);
+                          (priv ? (((size_t)g->vi->n_tokens + 31) / 32) * 4 : 0);
         g->inner[s] = re;
         g->relax_served++;
         return re;

@@ -20,8 +20,8 @@
 #define GRAMMAR_TESTLIB_SEED 0x6a09e667f3bcc909ull
 #include "grammar_testlib.h"
 
-static const char *toks[] = {"<eos>", "a", "b", "c", "d", "e", "x", "y", "\"", "bc", "bx",
-                             "x\"", "cy\"", "é", "bé", "ax", "ey", "dd", "\"\"", "xa", "ab"};
+static const char *toks[] = {"<eos>", "a",    "b", "c",  "d",  "e",  "x",  "y",    "\"", "bc", "bx",
+                             "x\"",   "cy\"", "é", "bé", "ax", "ey", "dd", "\"\"", "xa", "ab"};
 #define NT ((int)(sizeof toks / sizeof toks[0]))
 
 static struct grammar_vocab_index *vocab(void)
@@ -156,8 +156,9 @@ Test(grammar_fhash, alike_loops_vs_pcre2, .timeout = 120)
     char region_pcre[1024];
     size_t rl = 0;
     for (int i = 0; i <= 11; i++)
-        rl += (size_t)snprintf(region_pcre + rl, sizeof region_pcre - rl, "%s[a-e]{%d}x[b-d]{%d,%d}",
-                               i ? "|" : "\"(?:", i, i < 3 ? 3 - i : 0, 11 - i);
+        rl +=
+            (size_t)snprintf(region_pcre + rl, sizeof region_pcre - rl, "%s[a-e]{%d}x[b-d]{%d,%d}",
+                             i ? "|" : "\"(?:", i, i < 3 ? 3 - i : 0, 11 - i);
     snprintf(region_pcre + rl, sizeof region_pcre - rl, ")\"");
     for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
         pcre2_code *re = pcre_full(pats[p].pcre ? pats[p].pcre : region_pcre);
@@ -231,7 +232,8 @@ Test(grammar_fhash, big_components_of_two_grammars_vs_pcre2, .timeout = 120)
         check_masks(g, re, k ? "word loop y" : "word loop x");
         pcre2_code_free(re);
         /* g stays alive: its walks stay in the shared cache for the next grammar to (not) find */
-        if (k) grammar_free(g);
+        if (k)
+            grammar_free(g);
         else {
             struct grammar *keep = g;
             char *rx2 = word_loop('y');

@@ -18,8 +18,8 @@
 #define GRAMMAR_TESTLIB_SEED 0xbb67ae8584caa73bull
 #include "grammar_testlib.h"
 
-static const char *toks[] = {"<eos>", "a", "b", "c", "d", "e", "x", "@", "\"", "bc", "bx",
-                             "x\"", "ab", "a@", "cx", "é", "bé", "dd", "@b", "eee"};
+static const char *toks[] = {"<eos>", "a",   "b",  "c",  "d",  "e", "x",  "@",  "\"", "bc",
+                             "bx",    "x\"", "ab", "a@", "cx", "é", "bé", "dd", "@b", "eee"};
 #define NT ((int)(sizeof toks / sizeof toks[0]))
 
 static int tok_id(const char *t)
