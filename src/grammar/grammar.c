@@ -157,13 +157,7 @@ static void grammar_destroy(struct grammar *g)
     for (int32_t i = 0; i < g->inner_cap; i++) {
         struct inner_entry *x = g->inner[i];
         if (!x) continue;
-        if (x->own) {
-            free(x->own->key);
-            free(x->own->bits);
-            free(x->own->list);
-            free(x->own->nodes);
-            free(x->own);
-        }
+        mask_release((struct grammar_vocab_index *)g->vi, x->own);
         free(x->bound);
         free(x);
     }

@@ -69,8 +69,14 @@ struct grammar {
     uint64_t *fh;      /* per NFA state: structural hash of the automaton reachable from it
                         * (2 words; 0,0 = not computed yet) */
     uint64_t *fhr;     /* the same with loop bounds left out (relaxed walks' keys) */
-    uint64_t *fho;     /* the same with the bounds of the state's own loop left out (mask.c) */
-    uint64_t *fhw;     /* the same with its inner loop's bounds left out too */
+    struct fh_vent *fhv; /* the same with one loop's (and its inner loop's) bounds left out:
+                          * (state, skip, skip2) -> hash, open addressing (fhash.c) */
+    uint32_t fhv_cap, fhv_n;
+    int32_t *fh_scc;     /* per NFA state: its strongly connected component (fhash.c) */
+    int32_t *fh_scc_n;   /* per component: its states */
+    uint64_t fh_gid;     /* fhash.c: this grammar's id on its vocabulary (0: none yet) */
+    int32_t *fh_ws;      /* fhash.c: states waiting for their successors' hashes */
+    size_t fh_ws_n, fh_ws_cap;
     int32_t *ipass;    /* per loop: for an inner loop, the most iterations a token's bytes can
                         * complete (mask_prepare_relax; -1: unknown, no class for its count) */
     int32_t *fh_queue, *fh_local;
@@ -133,6 +139,12 @@ struct shared_inner {
     int32_t n_list;
     uint32_t *nodes;
     uint32_t n_nodes;
+    /* references (under the vocabulary's mutex): the shared cache's, and one per inner entry or
+     * walk using it; freed at 0, so the cache can drop it while grammars still use it */
+    int32_t refs;
+    bool shared;  /* was published in the shared cache (the grammars' memory accounting) */
+    bool hit;     /* found since the cache last made room (shared_evict's second chance) */
+    size_t bytes; /* counted in sh_bytes while in the cache */
 };
 
 /* The reference automaton of whole subtrees (mask.c): well-formed UTF-8 (U+0000..U+10FFFF
@@ -228,6 +240,9 @@ struct grammar_vocab_index {
     struct shared_inner **sh;
     uint32_t sh_cap, sh_n;
     size_t sh_bytes;
+    size_t sh_max_bytes; /* SHARED_CACHE_MAX_BYTES; past it the walks are dropped, not the new */
+    uint64_t sh_evictions; /* statistics: times the walks were dropped */
+    uint64_t gid_next;     /* fhash.c: grammar ids for hashes that are this grammar's own */
     struct rdata **rsh; /* relaxed walks, open addressing by hash (same mutex, same budget) */
     uint32_t rsh_cap, rsh_n;
     int32_t *specials; /* ids of special tokens */
@@ -253,7 +268,7 @@ struct inner_entry {
     int32_t n_list;
     uint32_t *bound; /* pairs (node, accepting state before the node's byte) */
     uint32_t n_bound;
-    struct shared_inner *own; /* payload owned here when it could not be shared */
+    struct shared_inner *own; /* the payload, one reference held here (mask_release) */
 };
 
 #ifndef INNER_CACHE_MAX_BYTES /* per grammar; beyond it the grammar's entries are flushed */
@@ -337,6 +352,18 @@ int mask_prewarm(struct grammar *g, struct err *e);
  * and the matching cleanup. */
 int mask_prepare_relax(struct grammar *g, struct err *e);
 void mask_free_relax(struct grammar *g);
+/* Drops one reference to inner-walk payload x (freed with the last). Any thread. */
+void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x);
+
+/* fhash.c: the structural hash of NFA state q (the automaton reachable from q; equal hashes,
+ * equal futures) into out. skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's
+ * kind and whether it is bounded stay in), or a loop whose bounds alone are left out, with
+ * skip2 >= 0 another (its inner loop). Memoized per grammar; counts against the mask budget
+ * (g->dfa.work). 0, or -1 on no memory. Caller holds g->mu. */
+#define FH_ALL_BOUNDS (-1)
+#define FH_NO_BOUNDS (-2)
+int fh_hash(struct grammar *g, int32_t q, int32_t skip, int32_t skip2, uint64_t out[2]);
+void fh_free(struct grammar *g);
 
 /* lark.c: parses lark source into g (terms, productions, start_prod). g is zeroed and has vi set
  * on entry. Returns 0 or fills e (message names the construct and line). */

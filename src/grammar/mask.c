@@ -431,111 +431,6 @@ static void walk_inner(struct matcher *m, struct inner_build *ib, uint32_t s0)
     walk_inner_at(m, ib, 0, s0);
 }
 
-/* Structural hash of the automaton reachable from NFA state q (breadth-first, successors
- * numbered in discovery order): equal hashes mean isomorphic automata, hence equal futures, even
- * for states of different terminals or grammars. Terminal ids are left out (walks only need to
- * know that a lexeme can end). Memoized per state. Caller holds g->mu. */
-#define FH_ALL_BOUNDS (-1) /* every loop's bounds hashed */
-#define FH_NO_BOUNDS (-2)  /* none */
-static const uint64_t *fh_get_x2(struct grammar *g, int32_t q, int32_t skip, int32_t skip2);
-
-static const uint64_t *fh_get(struct grammar *g, int32_t q)
-{
-    return fh_get_x2(g, q, FH_ALL_BOUNDS, -1);
-}
-
-static const uint64_t *fh_get_x(struct grammar *g, int32_t q, int32_t skip)
-{
-    return fh_get_x2(g, q, skip, -1);
-}
-
-/* skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's kind and whether it is
- * bounded stay in), or a loop whose bounds alone are left out (q's own loop: memoized in
- * g->fho, allocated on first use); skip2 >= 0 (with skip >= 0): the bounds of q's inner loop
- * left out too (memoized in g->fhw). NULL on no memory. */
-static const uint64_t *fh_get_x2(struct grammar *g, int32_t q, int32_t skip, int32_t skip2)
-{
-    const struct rx_nfa *n = &g->nfa;
-    uint64_t **memo = skip2 >= 0 ? &g->fhw : &g->fho;
-    if (skip >= 0 && !*memo) {
-        *memo = calloc(((size_t)n->n + 1) * 2, sizeof **memo);
-        if (!*memo) return NULL;
-    }
-    uint64_t *h = &(skip == FH_NO_BOUNDS ? g->fhr : skip >= 0 ? *memo : g->fh)[2 * (size_t)q];
-    if (h[0] | h[1]) return h;
-    if (++g->fh_gen == 0) {
-        memset(g->fh_stamp, 0, ((size_t)n->n + 1) * sizeof *g->fh_stamp);
-        g->fh_gen = 1;
-    }
-    uint64_t a = 1469598103934665603ull, b = 0x243f6a8885a308d3ull;
-#define FHMIX(v)                                                                                   \
-    do {                                                                                           \
-        uint64_t v_ = (v);                                                                         \
-        a = (a ^ v_) * 1099511628211ull;                                                           \
-        b = (b ^ (v_ + 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;                            \
-        b ^= b >> 29;                                                                              \
-    } while (0)
-    int32_t head = 0, tail = 0;
-    g->fh_stamp[q] = g->fh_gen;
-    g->fh_local[q] = tail;
-    g->fh_queue[tail++] = q;
-    while (head < tail) {
-        const struct rx_nstate *st = &n->s[g->fh_queue[head++]];
-        int32_t succ[2] = {-1, -1};
-        FHMIX((uint64_t)st->kind << 16 | (uint64_t)st->lo << 8 | st->hi);
-        switch (st->kind) {
-        case NS_BYTE:
-        case NS_EPS:
-        case NS_BOL:
-        case NS_EOL:
-            succ[0] = st->out;
-            break;
-        case NS_SPLIT:
-            succ[0] = st->out;
-            succ[1] = st->out2;
-            break;
-        case NS_CNT_ENTER:
-        case NS_CNT_END: {
-            const struct rx_loop *L = &n->loops[st->loop];
-            if (skip == FH_NO_BOUNDS || skip == st->loop || (skip2 >= 0 && skip2 == st->loop))
-                FHMIX((uint64_t)(L->max < 0) + 11);
-            else
-                FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
-            FHMIX((uint64_t)L->len + 3 + (L->parent >= 0 ? 16 : 0));
-            succ[0] = L->body;
-            succ[1] = L->cont;
-            break;
-        }
-        case NS_CNT_TICK: {
-            const struct rx_loop *L = &n->loops[st->loop];
-            if (skip == FH_NO_BOUNDS || skip == st->loop || (skip2 >= 0 && skip2 == st->loop))
-                FHMIX((uint64_t)(L->max < 0) + 11);
-            else
-                FHMIX((uint64_t)(uint32_t)L->min << 32 | (uint32_t)L->max);
-            succ[0] = st->out;
-            break;
-        }
-        default:
-            break; /* ACCEPT */
-        }
-        for (int k = 0; k < 2; k++) {
-            int32_t o = succ[k];
-            if (o < 0) continue;
-            if (g->fh_stamp[o] != g->fh_gen) {
-                g->fh_stamp[o] = g->fh_gen;
-                g->fh_local[o] = tail;
-                g->fh_queue[tail++] = o;
-            }
-            FHMIX((uint64_t)g->fh_local[o] + 7);
-        }
-    }
-#undef FHMIX
-    g->dfa.work += (uint64_t)tail; /* mask budget: the walk over the reachable automaton */
-    h[0] = a | 1;
-    h[1] = b;
-    return h;
-}
-
 /* Canonical form of lexer state s: its NFA threads as (structural hash of the automaton
  * reachable from the thread, loop counter class), sorted and deduplicated, plus whether s
  * accepts. Two states with the same form (in any grammars on this vocabulary) have the same
@@ -576,7 +471,12 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
     for (size_t i = 0; i < n; i++) {
         uint64_t v = kern[i];
         int32_t st = rx_thread_state(v);
-        const uint64_t *fh = fh_get((struct grammar *)g, st);
+        uint64_t fh[2];
+        if (fh_hash((struct grammar *)g, st, FH_ALL_BOUNDS, -1, fh)) {
+            free(key);
+            free(kern);
+            return NULL;
+        }
         if (g->dfa.work_limit && g->dfa.work > g->dfa.work_limit) {
             ((struct grammar *)g)->dfa.over_work = true;
             free(key);
@@ -627,13 +527,11 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
                            (int64_t)wq + P < I->max;
                 }
                 if (cc == 0xfffffff1u || dist || (cc == 0xfffffff0u && !L->len)) {
-                    const uint64_t *fo = fh_get_x2((struct grammar *)g, st, li, wfar ? il : -1);
-                    if (!fo) {
+                    if (fh_hash((struct grammar *)g, st, li, wfar ? il : -1, fh)) {
                         free(key);
                         free(kern);
                         return NULL;
                     }
-                    fh = fo;
                 }
                 if (il >= 0) {
                     uint64_t x = wfar ? 0xfffffff1u : wq;
@@ -667,6 +565,10 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
     return key;
 }
 
+static void payload_free(struct shared_inner *x);
+
+/* The published payload with this key, with a reference for the caller (mask_release), or
+ * NULL. */
 static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const uint8_t *key,
                                         size_t len, uint64_t h)
 {
@@ -676,6 +578,8 @@ static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const ui
         struct shared_inner *x = vi->sh[j];
         if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
             r = x;
+            x->refs++; /* the caller's */
+            x->hit = true;
             break;
         }
     }
@@ -683,12 +587,61 @@ static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const ui
     return r;
 }
 
-/* Publishes x (takes ownership) unless over budget; returns false if not published. */
+void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x)
+{
+    if (!x) return;
+    pthread_mutex_lock(&vi->mu);
+    int32_t r = --x->refs;
+    pthread_mutex_unlock(&vi->mu);
+    if (r == 0) payload_free(x);
+}
+
+/* Makes room in the full shared cache: drops the walks nobody found since the last time (the
+ * walks of one schema's states), then, if that freed less than half, every walk; the others
+ * lose their mark (second chance). A dropped walk lives on while an inner entry holds it. The
+ * relaxed walks stay (few; their grammars point into them). Caller holds vi->mu. */
+static void shared_evict(struct grammar_vocab_index *vi)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        struct shared_inner **keep = vi->sh;
+        uint32_t cap = vi->sh_cap;
+        struct shared_inner **n = calloc(cap, sizeof *n);
+        if (!n) pass = 1; /* no memory for the new table: drop everything in place */
+        for (uint32_t i = 0; i < cap; i++) {
+            struct shared_inner *x = keep[i];
+            if (!x) continue;
+            if (n && pass == 0 && x->hit) {
+                x->hit = false;
+                uint32_t j = (uint32_t)x->hash & (cap - 1);
+                while (n[j])
+                    j = (j + 1) & (cap - 1);
+                n[j] = x;
+                continue;
+            }
+            vi->sh_bytes -= x->bytes;
+            vi->sh_n--;
+            keep[i] = NULL;
+            if (--x->refs == 0) payload_free(x);
+        }
+        if (n) {
+            free(vi->sh);
+            vi->sh = n;
+        }
+        if (vi->sh_bytes <= vi->sh_max_bytes / 2) break;
+    }
+    vi->sh_evictions++;
+}
+
+/* Publishes x (the cache takes a reference of its own) unless over budget; returns false if
+ * not published. A full cache drops its walks first (shared_evict): a long-running server meets
+ * new schemas for ever, and a cache that only grew made every new state a trie walk once full
+ * (MaskBench in one process: ~1,900 schemas). */
 static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
 {
     bool ok = false;
     pthread_mutex_lock(&vi->mu);
-    if (vi->sh_bytes + bytes > SHARED_CACHE_MAX_BYTES) goto out;
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes && vi->sh_n) shared_evict(vi);
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
     if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
         uint32_t nc = vi->sh_cap * 2;
         struct shared_inner **n = calloc(nc, sizeof *n);
@@ -710,6 +663,9 @@ static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, s
     vi->sh[j] = x;
     vi->sh_n++;
     vi->sh_bytes += bytes;
+    x->bytes = bytes;
+    x->shared = true;
+    x->refs++;
     ok = true;
 out:
     pthread_mutex_unlock(&vi->mu);
@@ -794,8 +750,7 @@ void mask_free_relax(struct grammar *g)
 {
     free(g->agr);
     free(g->ash);
-    free(g->fho);
-    free(g->fhw);
+    fh_free(g);
     free(g->ipass);
     for (int32_t i = 0; i < g->rpay_cap; i++)
         rpay_free(g->rpay[i]);
@@ -1289,7 +1244,11 @@ static uint8_t *relax_key(struct grammar *g, uint32_t t, bool iv, size_t *len, u
     struct kent *k = (struct kent *)key;
     for (size_t i = 0; i < n; i++) {
         int32_t s = rx_thread_state(st->kernel[i]);
-        const uint64_t *fh = fh_get_x(g, s, FH_NO_BOUNDS);
+        uint64_t fh[2];
+        if (fh_hash(g, s, FH_NO_BOUNDS, -1, fh)) {
+            free(key);
+            return NULL;
+        }
         k[i] = (struct kent){fh[0], fh[1], 0, rx_thread_c1(st->kernel[i]) > 1 ? 2u : 1u};
         /* an inner loop's thread (its bounds are not in fh): one class where no check of its
          * count differs within a token and the ticks left do not depend on it (at least min,
@@ -1347,7 +1306,7 @@ static bool rshared_add(struct grammar_vocab_index *vi, struct rdata *x)
                    (size_t)x->n_grp * sizeof *x->grp;
     bool ok = false;
     pthread_mutex_lock(&vi->mu);
-    if (vi->sh_bytes + bytes > SHARED_CACHE_MAX_BYTES) goto out;
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
     if ((vi->rsh_n + 1) * 2 > vi->rsh_cap) {
         uint32_t nc = vi->rsh_cap ? vi->rsh_cap * 2 : 64;
         struct rdata **n = calloc(nc, sizeof *n);
@@ -1902,6 +1861,7 @@ static int iv_fill(struct grammar *g, struct rpay *p, int64_t c, int32_t li, uin
     size_t words = ((size_t)g->vi->n_tokens + 31) / 32;
     uint32_t *bits = calloc(words + 1, sizeof *bits);
     struct shared_inner *own = calloc(1, sizeof *own);
+    if (own) own->refs = 1;
     e->bound = malloc(((size_t)x->n_b * 2 + 1) * sizeof *e->bound);
     if (!bits || !own || !e->bound) goto fail;
     for (uint32_t gi = 0; gi < x->n_grp; gi++) {
@@ -2115,7 +2075,9 @@ static int payload_finish(struct grammar_vocab_index *vi, struct shared_inner *x
     x->hash = h;
     x->key = key;
     x->key_len = klen;
-    if (!shared_add(vi, x, bytes)) e->own = x;
+    x->refs = 1; /* e's */
+    e->own = x;
+    (void)shared_add(vi, x, bytes);
     return 0;
 }
 
@@ -2329,9 +2291,9 @@ fail:
 }
 
 /* The walk of the subtree under root child c from state t (= s after c's byte), c's own tokens
- * included: cached and shared by (canonical form of t, c). Returns the payload, published or
- * (*priv) to be freed by the caller; NULL on failure. */
-static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, bool *priv)
+ * included: cached and shared by (canonical form of t, c). Returns the payload with a reference
+ * for the caller (mask_release); NULL on failure. */
+static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c)
 {
     struct grammar_vocab_index *vi = (struct grammar_vocab_index *)m->g->vi;
     size_t klen;
@@ -2341,7 +2303,6 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, b
     memcpy(key + klen, &c, 4);
     klen += 4;
     h = (h ^ c) * 1099511628211ull | 1;
-    *priv = false;
     struct shared_inner *x = shared_find(vi, key, klen, h);
     if (x) {
         free(key);
@@ -2366,8 +2327,8 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, b
     x->hash = h;
     x->key = key;
     x->key_len = klen;
-    if (!shared_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4))
-        *priv = true;
+    x->refs = 1; /* the caller's */
+    (void)shared_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4);
     return x;
 fail:
     free(ib.list);
@@ -2418,9 +2379,8 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         uint32_t t = rx_dfa_next(d, s, tn[c].byte);
         size_t need = n_cand + 1;
         struct shared_inner *sub = NULL;
-        bool priv = false;
         if (t != RX_DEAD) {
-            sub = sub_get(m, t, c, &priv);
+            sub = sub_get(m, t, c);
             if (!sub) goto fail;
             for (int32_t i = 0; i < sub->n_list; i++)
                 bits[sub->list[i] >> 5] |= 1u << (sub->list[i] & 31);
@@ -2432,7 +2392,7 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
             cap_cand = need * 2 + 64;
             uint32_t *nc = realloc(cand, cap_cand * sizeof *nc);
             if (!nc) {
-                if (priv) payload_free(sub);
+                mask_release(vi, sub);
                 goto fail;
             }
             cand = nc;
@@ -2443,7 +2403,7 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         } else {
             cand[n_cand++] = c; /* the lexeme ends right at the root */
         }
-        if (priv) payload_free(sub);
+        mask_release(vi, sub);
     }
     if (keep_boundaries(vi, d, s, cand, n_cand, e, x, &g->trie_steps) || d->over_work) goto fail;
     free(cand);
@@ -2472,7 +2432,7 @@ static void inner_flush(struct grammar *g)
     for (int32_t i = 0; i < g->inner_cap; i++) {
         struct inner_entry *x = g->inner[i];
         if (!x) continue;
-        payload_free(x->own);
+        mask_release((struct grammar_vocab_index *)g->vi, x->own);
         free(x->bound);
         free(x);
         g->inner[i] = NULL;
@@ -2501,8 +2461,9 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     int rrc = relax_entry(m, s, &re);
     if (rrc < 0) return NULL;
     if (rrc > 0) {
+        bool priv = re->own && !re->own->shared; /* a payload of its own: its bits count */
         g->inner_bytes += sizeof *re + (size_t)re->n_bound * 8 +
-                          (re->own ? (((size_t)g->vi->n_tokens + 31) / 32) * 4 : 0);
+                          (priv ? (((size_t)g->vi->n_tokens + 31) / 32) * 4 : 0);
         g->inner[s] = re;
         g->relax_served++;
         return re;
@@ -2534,7 +2495,9 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     }
     if (x) {
         free(key);
+        e->own = x; /* shared_find's reference */
         if (localize(m, x, s, e) || g->dfa.over_work) {
+            mask_release(vi, x);
             free(e->bound);
             free(e);
             return NULL;
@@ -2573,7 +2536,7 @@ done:
     e->bits = x->bits;
     e->list = x->list;
     e->n_list = x->n_list;
-    g->inner_bytes += sizeof *e + (size_t)e->n_bound * 8 + (e->own ? words * 4 : 0);
+    g->inner_bytes += sizeof *e + (size_t)e->n_bound * 8 + (!e->own->shared ? words * 4 : 0);
     g->inner[s] = e;
     return e;
 }

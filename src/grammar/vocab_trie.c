@@ -258,6 +258,7 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
     }
     if (whole_subtrees_index(vi, stack)) goto nomem;
     vi->sh_cap = 1024;
+    vi->sh_max_bytes = SHARED_CACHE_MAX_BYTES;
     vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
     if (!vi->sh) {
         vi->sh_cap = 0;

@@ -1,0 +1,186 @@
+/* The vocabulary's shared walk cache when it is full (mask.c shared_add / shared_evict,
+ * docs/grammar.md "Sharing and threads"): it drops its walks and goes on publishing, so a walk
+ * done after the cache filled up is still found by the next grammar (it used to stay full for
+ * good: every new state a trie walk), and a walk dropped from the cache lives on while a
+ * grammar's inner entry still uses it (masks of a grammar compiled before the evictions stay
+ * exact, checked against PCRE2's viable-prefix test); a walk found since the last eviction
+ * survives the next one (second chance). A small cache (sh_max_bytes) on a small vocabulary
+ * makes the evictions happen. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <criterion/criterion.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "grammar/grammar_int.h"
+#define GRAMMAR_TESTLIB_SEED 0xbb67ae8584caa73bull
+#include "grammar_testlib.h"
+
+static const char *toks[] = {"<eos>", "a",   "b",  "c",  "d",  "e", "x",  "@",  "\"", "bc",
+                             "bx",    "x\"", "ab", "a@", "cx", "é", "bé", "dd", "@b", "eee"};
+#define NT ((int)(sizeof toks / sizeof toks[0]))
+
+static int tok_id(const char *t)
+{
+    for (int i = 1; i < NT; i++)
+        if (!strcmp(toks[i], t)) return i;
+    cr_assert_fail("no token %s", t);
+    return -1;
+}
+
+static struct grammar *compile(struct grammar_vocab_index *vi, const char *rx)
+{
+    struct err e = {0};
+    struct grammar *g = grammar_compile(vi, GRAMMAR_REGEX, rx, strlen(rx), &e);
+    cr_assert(g, "%s: %s", rx, e.msg);
+    return g;
+}
+
+/* Trie nodes visited by the mask after consuming the tokens of path (NULL-terminated). */
+static uint64_t trie_after(struct grammar *g, const char *const *path)
+{
+    struct err e = {0};
+    struct matcher *m = matcher_new(g, &e);
+    cr_assert(m);
+    uint32_t mask[1];
+    for (int i = 0; path[i]; i++)
+        cr_assert_eq(matcher_consume(m, tok_id(path[i])), 0, "consume %s", path[i]);
+    matcher_mask(m, mask);
+    uint64_t t = matcher_last_trie_steps(m);
+    matcher_free(m);
+    return t;
+}
+
+/* Masks along random token walks against PCRE2's viable-prefix test. */
+static void check_masks(struct grammar *g, const char *pcre, int walks)
+{
+    pcre2_code *re = pcre_full(pcre);
+    struct err e = {0};
+    for (int w = 0; w < walks; w++) {
+        struct matcher *m = matcher_new(g, &e);
+        cr_assert(m);
+        char prefix[400] = "";
+        size_t pl = 0;
+        for (int step = 0; step < 40; step++) {
+            uint32_t mask[1];
+            matcher_mask(m, mask);
+            int allowed[NT], na = 0;
+            for (int t = 0; t < NT; t++) {
+                bool in = mask[0] >> t & 1, ref;
+                size_t tl = strlen(toks[t]);
+                if (t == 0) {
+                    ref = pcre_status(re, prefix, pl) == 1;
+                } else {
+                    char s[500];
+                    memcpy(s, prefix, pl);
+                    memcpy(s + pl, toks[t], tl);
+                    ref = pcre_status(re, s, pl + tl) != 0;
+                }
+                cr_assert_eq(in, ref, "/%s/ after \"%s\": token \"%s\" mask %d, pcre2 %d", pcre,
+                             prefix, toks[t], in, ref);
+                if (in && t) allowed[na++] = t;
+            }
+            if (!na) break;
+            int t = allowed[rnd() % (uint32_t)na];
+            cr_assert_eq(matcher_consume(m, t), 0);
+            size_t tl = strlen(toks[t]);
+            memcpy(prefix + pl, toks[t], tl);
+            pl += tl;
+            prefix[pl] = 0;
+            if (pl > 300) break;
+        }
+        matcher_free(m);
+    }
+    pcre2_code_free(re);
+}
+
+Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
+{
+    const char *tp[NT];
+    uint32_t tl[NT];
+    bool sp[NT] = {true};
+    for (int i = 0; i < NT; i++) {
+        tp[i] = toks[i];
+        tl[i] = (uint32_t)strlen(toks[i]);
+    }
+    struct grammar_vocab gv = {NT, tp, tl, sp, 0};
+    struct err e = {0};
+    struct grammar_vocab_index *vi = grammar_vocab_index_new(&gv, &e);
+    cr_assert(vi, "%s", e.msg);
+    vi->sh_max_bytes = 4096;
+
+    /* compiled before the evictions, used after them */
+    struct grammar *g0 = compile(vi, "[a-e]*@[b-dé]*x");
+    check_masks(g0, "[a-e]*@[b-dé]*x", 5);
+
+    /* fill the cache many times over: grammars with futures of their own */
+    char rx[256], pc[256];
+    for (int i = 1; i <= 60; i++) {
+        snprintf(rx, sizeof rx, "(?:[a-e]{%d}@[b-d]{1,%d}x)+", i % 7 + 1, i);
+        struct grammar *g = compile(vi, rx);
+        check_masks(g, rx, 2);
+        grammar_free(g);
+    }
+    cr_log_info("evictions %llu, cache %zu bytes, %u walks", (unsigned long long)vi->sh_evictions,
+                vi->sh_bytes, vi->sh_n);
+    cr_assert(vi->sh_evictions > 0, "the cache never filled up: the test proves nothing");
+
+    /* a walk done now is found by the next grammar (not when the cache stays full) */
+    int pairs = 0;
+    for (int i = 0; i < 8; i++) {
+        snprintf(rx, sizeof rx, "[a-e]*@(?:[b-d]|é)*x{%d}", i + 2);
+        const char *path[] = {"a", "@", "b", NULL};
+        uint64_t ev = vi->sh_evictions;
+        struct grammar *g1 = compile(vi, rx), *g2 = compile(vi, rx);
+        uint64_t t1 = trie_after(g1, path), t2 = trie_after(g2, path);
+        if (vi->sh_evictions != ev) { /* dropped in between: no conclusion from this pair */
+            grammar_free(g1);
+            grammar_free(g2);
+            continue;
+        }
+        pairs++;
+        cr_log_info("/%s/: trie nodes %llu, in the next grammar %llu", rx, (unsigned long long)t1,
+                    (unsigned long long)t2);
+        cr_assert(t1 > 0 && t2 < t1, "/%s/: the second grammar walked again (%llu, %llu nodes)", rx,
+                  (unsigned long long)t1, (unsigned long long)t2);
+        snprintf(pc, sizeof pc, "[a-e]*@(?:[b-d]|é)*x{%d}", i + 2);
+        check_masks(g2, pc, 2);
+        grammar_free(g1);
+        grammar_free(g2);
+    }
+    cr_assert(pairs >= 4, "only %d pairs ran without an eviction between them", pairs);
+
+    /* second chance: a walk found since the last eviction survives the next one */
+    {
+        const char *hot = "[a-e]*@(?:[b-d]|é)*x{11}";
+        const char *path[] = {"a", "@", "b", NULL};
+        struct grammar *h1 = compile(vi, hot), *h2 = compile(vi, hot);
+        uint64_t t1 = trie_after(h1, path), t2 = trie_after(h2, path); /* h2 finds it: hit */
+        cr_assert(t1 > 0 && t2 == 0, "hot walk: %llu then %llu nodes", (unsigned long long)t1,
+                  (unsigned long long)t2);
+        uint64_t ev = vi->sh_evictions;
+        for (int i = 1; vi->sh_evictions < ev + 1 && i < 200; i++) {
+            snprintf(rx, sizeof rx, "(?:[a-e]{%d}@[b-d]{1,%d}e)+", i % 5 + 1, i + 40);
+            struct grammar *g = compile(vi, rx);
+            check_masks(g, rx, 1);
+            grammar_free(g);
+        }
+        cr_assert_eq(vi->sh_evictions, ev + 1, "no single eviction happened");
+        struct grammar *h3 = compile(vi, hot);
+        uint64_t t3 = trie_after(h3, path);
+        cr_log_info("hot walk after an eviction: %llu nodes (first %llu)", (unsigned long long)t3,
+                    (unsigned long long)t1);
+        cr_assert_eq(t3, 0, "the hot walk was dropped (%llu nodes walked again)",
+                     (unsigned long long)t3);
+        grammar_free(h1);
+        grammar_free(h2);
+        grammar_free(h3);
+    }
+
+    /* g0's inner entries hold walks the cache dropped long ago */
+    check_masks(g0, "[a-e]*@[b-dé]*x", 10);
+    grammar_free(g0);
+    grammar_vocab_index_free(vi);
+}
