@@ -242,6 +242,30 @@ AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_
     }
 }
 
+/* Sub-block j's 6-bit scale (sc) and min (mn) of 16 rows from their gathered scale dwords
+ * (s0 = scales[0..3], s1 = [4..7], s2 = [8..11]): quant_scale_min_k4's fields, lane-wise. */
+AI void k4_sc_mn(int j, __m512i s0, __m512i s1, __m512i s2, __m512i *sc, __m512i *mn)
+{
+    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+    if (j < 4) {
+        *sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
+        *mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
+        return;
+    }
+    const int k = j - 4;
+    __m512i hi = _mm512_srli_epi32(s2, 8 * k);
+    *sc = _mm512_or_si512(_mm512_and_si512(hi, m4),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), m2), 4));
+    *mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hi, 4), m4),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), m2), 4));
+}
+
+/* Q6_K's signed scale idx (0..15) of 16 rows from their gathered scale dwords sg[0..3]. */
+AI __m512i q6k_sc(const __m512i *sg, int idx)
+{
+    return _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
+}
+
 /* Q4_K / Q5_K tiles: the scales and mins of the 16 rows' 8 sub-blocks decoded at once per
  * 256-column superblock from gathered dwords (d | dmin, scales[0..3], [4..7], [8..11]), the same
  * operations per value as get_block's scalar path (6-bit fields, then fp16(d) * sc, fp16(dmin) * m,
@@ -260,7 +284,6 @@ AI void pack_k4(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64
     }
     const __m512i voff = _mm512_loadu_si512(off);
     const __mmask16 valid = (__mmask16)((1u << nrows) - 1); /* rows past nrows: pd = pm = 0 */
-    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
     /* prefetched as in pack_t, one 32-column block's share at a time (a superblock's share in one
      * burst stalled on the fill buffers) */
     const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws;
@@ -277,19 +300,7 @@ AI void pack_k4(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64
             for (size_t k = 0; k < share; k += 64)
                 _mm_prefetch((const char *)next + (size_t)(8 * i + j) * share + k, _MM_HINT_T1);
             __m512i sc, m;
-            if (j < 4) {
-                sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
-                m = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
-            } else {
-                const int k = j - 4;
-                __m512i hi = _mm512_srli_epi32(s2, 8 * k);
-                sc = _mm512_or_si512(
-                    _mm512_and_si512(hi, m4),
-                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), m2), 4));
-                m = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi32(hi, 4), m4),
-                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), m2), 4));
-            }
+            k4_sc_mn(j, s0, s1, s2, &sc, &m);
             const int64_t b = 8 * i + j;
             _mm512_storeu_ps(pd + b * 16, _mm512_maskz_mul_ps(valid, d, _mm512_cvtepi32_ps(sc)));
             _mm512_storeu_ps(pm + b * 16, _mm512_maskz_mul_ps(valid, dmin, _mm512_cvtepi32_ps(m)));
@@ -348,7 +359,7 @@ AI void pack_q6k(const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t 
                 _mm_prefetch((const char *)next + (size_t)b * share + k, _MM_HINT_T1);
             for (int u = 0; u < 2; u++) {
                 const int idx = 2 * j + u;
-                __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
+                __m512i sc = q6k_sc(sg, idx);
                 __m512 dx = _mm512_maskz_mul_ps(valid, d, _mm512_cvtepi32_ps(sc));
                 _mm512_storeu_ps(pd + b * 32 + u * 16, dx);
                 _mm512_storeu_ps(pm + b * 32 + u * 16, _mm512_mul_ps(_mm512_set1_ps(32.f), dx));
@@ -1690,7 +1701,6 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int64_t 
     for (int r = 0; r < 16; r++)
         off[r] = (int32_t)((size_t)r * ws);
     const __m512i voff = _mm512_loadu_si512(off);
-    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
     const __m512i n15 = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -1730,19 +1740,7 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int64_t 
                 __m512i dot = _mm512_add_epi32(_mm512_permutex2var_epi32(m[0], ie, m[1]),
                                                _mm512_permutex2var_epi32(m[0], io, m[1]));
                 __m512i sc, mn;
-                if (j < 4) {
-                    sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
-                    mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
-                } else {
-                    const int k = j - 4;
-                    __m512i hi = _mm512_srli_epi32(s2, 8 * k);
-                    sc = _mm512_or_si512(
-                        _mm512_and_si512(hi, m4),
-                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), m2), 4));
-                    mn = _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi32(hi, 4), m4),
-                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), m2), 4));
-                }
+                k4_sc_mn(j, s0, s1, s2, &sc, &mn);
                 __m512 dx = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
                 __m512 mx = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
                 acc = step32(acc, dot, dx, mx, ad[b], as[b]);
@@ -1800,7 +1798,7 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_
             __m512 dx[2];
             for (int u = 0; u < 2; u++) {
                 const int idx = 2 * j + u;
-                __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
+                __m512i sc = q6k_sc(sg, idx);
                 dx[u] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
             }
             /* kern16: f = fma(cvt(hi), dx1, cvt(lo) * dx0); acc = fma(f, d_t, acc); then the
@@ -1831,7 +1829,6 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
     for (int r = 0; r < 16; r++)
         off[r] = (int32_t)((size_t)r * ws);
     const __m512i voff = _mm512_loadu_si512(off);
-    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3), b16 = _mm512_set1_epi8(16);
     const __m512 k32 = _mm512_set1_ps(32.f);
     const size_t share = 16 * ws / (size_t)nb;
@@ -1896,7 +1893,7 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
                 __m512 dx[2], mx[2];
                 for (int u = 0; u < 2; u++) {
                     const int idx = 2 * j + u;
-                    __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sg[idx / 4], 24 - 8 * (idx % 4)), 24);
+                    __m512i sc = q6k_sc(sg, idx);
                     dx[u] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
                     mx[u] = _mm512_mul_ps(k32, dx[u]);
                 }
@@ -1904,19 +1901,7 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
                 else blk16_groups(pb, dx, mx, aq + 32 * b, n, cols, ad, as16, nb, b, acc);
             } else {
                 __m512i sc, mn;
-                if (j < 4) {
-                    sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), m6);
-                    mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), m6);
-                } else {
-                    const int k = j - 4;
-                    __m512i hi = _mm512_srli_epi32(s2, 8 * k);
-                    sc = _mm512_or_si512(
-                        _mm512_and_si512(hi, m4),
-                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), m2), 4));
-                    mn = _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi32(hi, 4), m4),
-                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), m2), 4));
-                }
+                k4_sc_mn(j, s0, s1, s2, &sc, &mn);
                 __m512 dx = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
                 __m512 mx = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
                 if (MG == 1) blk_tokens((int)n, pb, dx, mx, aq + 32 * b, cols, ad, as, nb, b, acc);
