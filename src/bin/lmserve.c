@@ -23,7 +23,7 @@ struct opts {
     long port, ctx, threads, queue, conns, conns_per_client, max_tokens, max_body, timeout;
     long header_timeout, body_timeout, body_min_rate, shutdown_grace;
     long kv_slots, kv_disk_slots, prefill_chunk, spec, batch;
-    bool kv_slots_force, reasoning, metrics, kv_f32;
+    bool kv_slots_force, reasoning, metrics, kv_f32, no_mmap;
 };
 
 /* After the queue drained: how long connections may take to write their last bytes. */
@@ -66,6 +66,9 @@ static void usage(FILE *f)
         "  --kv-disk-slots N at most N sidecar files in D (default 8)\n"
         "  --cache-type T    K/V cache elements: f16 (default) or f32 (twice the memory;\n"
         "                    attention over unrounded keys and values)\n"
+        "  --no-mmap         read the model file into memory instead of mapping it (more RAM\n"
+        "                    while the page cache keeps the file; faster decode on some\n"
+        "                    machines, docs/gguf.md)\n"
         "  --prefill-chunk N prompt tokens per forward pass (default 512)\n"
         "  --spec N          speculative decoding from the request's own context: up to N\n"
         "                    drafted tokens verified per forward (1..16; default 0 = off)\n"
@@ -134,6 +137,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             done = true;
         }
         if (done) continue;
+        if (!strcmp(a, "--no-mmap")) {
+            o->no_mmap = true;
+            continue;
+        }
         if (!strcmp(a, "--metrics")) {
             o->metrics = true;
             continue;
@@ -322,6 +329,7 @@ int main(int argc, char **argv)
                                   .batch = (int)o.batch,
                                   .spec = (int)o.spec,
                                   .kv_f32 = o.kv_f32,
+                                  .no_mmap = o.no_mmap,
                                   .alias = o.alias};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {

@@ -71,7 +71,7 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
         return nanochat_load(path, opts, e); /* its errors name the directory */
     }
     struct gguf g;
-    if (gguf_open(&g, path, e)) {
+    if (gguf_open_ex(&g, path, opts && opts->no_mmap, e)) {
         err_wrap(e, "%s", path);
         return NULL;
     }

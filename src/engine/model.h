@@ -53,6 +53,7 @@ struct model_opts {
     bool experts_borrow; /* --experts=borrow: serve MoE experts straight from the mapping */
     bool kv_f32;         /* --cache-type f32: K/V caches of F32 elements instead of F16 (twice the
                             memory; the attention reads them unrounded; nanochat always has them) */
+    bool no_mmap;        /* --no-mmap: read the GGUF into anonymous memory instead of mapping it */
 };
 
 /* Opens the GGUF at path, detects the family from general.architecture, validates every tensor

@@ -27,6 +27,7 @@ struct backend_llm_opts {
                            --kv-slots is raised to at least this */
     int spec;           /* --spec N: prompt-lookup drafts per verify (R-SPEC-1), 0 = off */
     bool kv_f32;        /* --cache-type f32: F32 K/V caches (model_opts.kv_f32) */
+    bool no_mmap;       /* --no-mmap: the GGUF read into memory (model_opts.no_mmap) */
     const char *alias; /* model id to serve under (--alias); NULL = general.name, else file name */
 };
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/kernels/fp16.h"
@@ -579,4 +580,41 @@ Test(model, kv_store_past_capacity_aborts, .signal = SIGABRT)
     struct kv_cache kv = {.n_layer = 1, .n_head_kv = 1, .head_dim = 4, .n_ctx = 8, .cap = 16};
     float x[4] = {0};
     kv_store(&kv, 0, 8, x, x); /* the assertion fires before any write (k, v are NULL) */
+}
+
+/* --no-mmap (model_opts.no_mmap): the GGUF read into anonymous memory must give the mapped file's
+ * logits bit for bit (the same bytes, only where they live differs), and a truncated file must
+ * fail to load with an error naming it, as with the mapping. */
+Test(model, no_mmap_loads_the_same_bytes)
+{
+    const char *p = write_model(&DENSE_Q8, NULL);
+    struct err e = {0};
+    struct model_opts om = {.n_threads = 2}, oc = {.n_threads = 2, .no_mmap = true};
+    struct model *mm = model_load(p, &om, &e);
+    cr_assert(mm, "mapped: %s", e.msg);
+    struct model *mc = model_load(p, &oc, &e);
+    cr_assert(mc, "read: %s", e.msg);
+    int V = model_config(mm)->n_vocab;
+    int32_t tok[5] = {3, 77, 150, 9, 201}, pos[5] = {0, 1, 2, 3, 4};
+    bool want[5] = {true, true, true, true, true};
+    struct kv_cache *ka = kv_new(mm, 16, &e), *kb = kv_new(mc, 16, &e);
+    cr_assert(ka && kb, "%s", e.msg);
+    struct kv_cache *sa[5] = {ka, ka, ka, ka, ka}, *sb[5] = {kb, kb, kb, kb, kb};
+    float *la = malloc(sizeof(float) * (size_t)V * 5), *lb = malloc(sizeof(float) * (size_t)V * 5);
+    struct batch ba = {.token = tok, .pos = pos, .seq = sa, .want_logits = want, .n = 5};
+    struct batch bb = {.token = tok, .pos = pos, .seq = sb, .want_logits = want, .n = 5};
+    cr_assert(model_forward(mm, &ba, la, &e) == 0, "%s", e.msg);
+    cr_assert(model_forward(mc, &bb, lb, &e) == 0, "%s", e.msg);
+    cr_assert(memcmp(la, lb, sizeof(float) * (size_t)V * 5) == 0, "logits differ with --no-mmap");
+    free(la), free(lb);
+    kv_free(ka), kv_free(kb);
+    model_free(mm), model_free(mc);
+    /* cut the file in the middle of its tensor data */
+    struct stat st;
+    cr_assert(stat(p, &st) == 0);
+    cr_assert(truncate(p, st.st_size / 2) == 0);
+    e = (struct err){0};
+    cr_assert_null(model_load(p, &oc, &e), "a truncated file loaded with --no-mmap");
+    cr_assert(strstr(e.msg, p), "the error does not name the file: %s", e.msg);
+    unlink(p);
 }

@@ -455,7 +455,36 @@ int gguf_open_mem(struct gguf *g, const void *p, size_t n, struct err *e)
     return 0;
 }
 
+/* The file's n bytes read into private anonymous memory, then made read-only (as the mapping). */
+static void *read_whole(int fd, size_t n, const char *path, struct err *e)
+{
+    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        err_set(e, ERR_NOMEM, "gguf: cannot allocate %zu bytes to read %s into (--no-mmap): %s", n,
+                path, strerror(errno));
+        return NULL;
+    }
+    for (size_t off = 0; off < n;) {
+        ssize_t k = pread(fd, (char *)m + off, n - off, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            err_set(e, ERR_IO, "gguf: cannot read %s at byte %zu of %zu: %s", path, off, n,
+                    k < 0 ? strerror(errno) : "unexpected end of file");
+            munmap(m, n);
+            return NULL;
+        }
+        off += (size_t)k;
+    }
+    mprotect(m, n, PROT_READ);
+    return m;
+}
+
 int gguf_open(struct gguf *g, const char *path, struct err *e)
+{
+    return gguf_open_ex(g, path, 0, e);
+}
+
+int gguf_open_ex(struct gguf *g, const char *path, int copy, struct err *e)
 {
     memset(g, 0, sizeof *g);
     g->fd = -1;
@@ -473,8 +502,13 @@ int gguf_open(struct gguf *g, const char *path, struct err *e)
         return -1;
     }
     size_t n = (size_t)st.st_size;
-    void *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
+    void *m;
+    if (copy) {
+        if (!(m = read_whole(fd, n, path, e))) {
+            close(fd);
+            return -1;
+        }
+    } else if ((m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
         err_set(e, ERR_IO, "gguf: cannot map %s (%zu bytes): %s", path, n, strerror(errno));
         close(fd);
         return -1;
