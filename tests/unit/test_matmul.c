@@ -568,12 +568,13 @@ Test(matmul, vnni_small_equals_packed)
     mm_scratch_free(s);
 }
 
-/* q4_K, q5_K and q6_K products of 1..16 tokens on the packed VNNI path run the direct kernels
- * (m = 1: rows as lanes; m >= 2: the slab's quants transposed in registers, token groups of <= 8;
- * scales decoded per superblock, no panel): each output must have the bits of pack + kernel on the
- * same tokens, of the token alone and of the token inside a 24-token batch (pack + kernel), for
- * partial slabs, a padded stride, 1 and 3 threads. Skips with its reason where these types do not
- * run on the packed VNNI GEMM. */
+/* q4_K, q5_K and q6_K products of 1..8 tokens on the packed VNNI path run the direct kernels
+ * (m = 1: rows as lanes; m = 2..8: the slab's quants transposed in registers; scales decoded per
+ * superblock, no panel): each output must have the bits of pack + kernel on the same tokens, of
+ * the token alone and of the token inside a 24-token batch (pack + kernel), for partial slabs, a
+ * padded stride, 1 and 3 threads; m = 9 (past the direct kernels: pack + kernel both times) checks
+ * the crossover against the token alone. Skips with its reason where these types do not run on
+ * the packed VNNI GEMM. */
 Test(matmul, vnni_small_kquant_equals_packed)
 {
     quant_init();
@@ -587,7 +588,7 @@ Test(matmul, vnni_small_kquant_equals_packed)
     struct mm_scratch *s = mm_scratch_new();
     static const enum ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
     static const int64_t colss[] = {256, 768}, rowss[] = {1, 15, 16, 17, 37, 64};
-    static const int64_t ms[] = {1, 2, 3, 5, 8, 9, 16};
+    static const int64_t ms[] = {1, 2, 3, 5, 7, 8, 9};
     const int64_t big = 24, nm = (int64_t)(sizeof ms / sizeof ms[0]);
     for (int nth = 1; nth <= 3; nth += 2) {
         struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;

@@ -1424,6 +1424,13 @@ static void set_pf_slabs(int slabs)
  *  - m >= 2: the slab's block transposed in registers to 16 rows x 4 bytes (slab_block: the
  *    panel's layout, never stored), then per token 8 broadcast vpdpbusd, as the kernel does.
  * The next slab is prefetched into L2 one block's share at a time (the panel packer's pattern). */
+/* The byte offsets r * ws of a full slab's 16 rows, for the scale gathers. */
+AI __m512i row_offsets(size_t ws)
+{
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32((int32_t)ws));
+}
+
 /* Rows of a full 16-row slab: row r at p + r * ws. The direct kernels address a row as
  * base + index * {1,2,4} from ws, 3 ws, 5 ws, 7 ws (six registers for sixteen rows): written as
  * plain C, GCC hoists the sixteen row bases out of the block loop, where they do not fit the
@@ -1519,10 +1526,7 @@ AI void gemv1_q8_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_t
 {
     const int64_t nb = cols / 32;
     const __m512 k128 = _mm512_set1_ps(128.f);
-    int32_t off[16];
-    for (int r = 0; r < 16; r++)
-        off[r] = (int32_t)((size_t)r * ws);
-    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i voff = row_offsets(ws);
     const struct slab_rows sr = slab_rows(slab, ws);
     const size_t share = 16 * ws / (size_t)nb; /* bytes of the next slab per block */
     __m512 acc = _mm512_setzero_ps();
@@ -1656,10 +1660,7 @@ AI void vnni_slab_q8(const int MG, const uint8_t *slab, size_t ws, int64_t cols,
                      const uint8_t *next)
 {
     const int64_t nb = cols / 32;
-    int32_t off[16];
-    for (int r = 0; r < 16; r++)
-        off[r] = (int32_t)((size_t)r * ws);
-    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i voff = row_offsets(ws);
     const __m512 k128 = _mm512_set1_ps(128.f);
     const struct slab_rows sr = slab_rows(slab, ws);
     const size_t share = 16 * ws / (size_t)nb;
@@ -1697,10 +1698,7 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int64_t 
     const size_t bsz = t == GGML_TYPE_Q4_K ? sizeof(struct block_q4_K) : sizeof(struct block_q5_K);
     const size_t qs_off = t == GGML_TYPE_Q4_K ? offsetof(struct block_q4_K, qs)
                                               : offsetof(struct block_q5_K, qs);
-    int32_t off[16];
-    for (int r = 0; r < 16; r++)
-        off[r] = (int32_t)((size_t)r * ws);
-    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i voff = row_offsets(ws);
     const __m512i n15 = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -1758,17 +1756,13 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_
 {
     const int64_t nsb = cols / 256, nb = cols / 32;
     const size_t bsz = sizeof(struct block_q6_K);
-    int32_t off[16];
-    for (int r = 0; r < 16; r++)
-        off[r] = (int32_t)((size_t)r * ws);
-    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i voff = row_offsets(ws);
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const __m512 k32 = _mm512_set1_ps(32.f);
     const size_t share = 16 * ws / (size_t)nb;
     __m512 acc = _mm512_setzero_ps();
-    (void)nb;
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *base = slab + (size_t)i * bsz;
         const struct slab_rows sr = slab_rows(base, ws);
@@ -1825,10 +1819,7 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
     const size_t bsz = t == GGML_TYPE_Q4_K   ? sizeof(struct block_q4_K)
                        : t == GGML_TYPE_Q5_K ? sizeof(struct block_q5_K)
                                              : sizeof(struct block_q6_K);
-    int32_t off[16];
-    for (int r = 0; r < 16; r++)
-        off[r] = (int32_t)((size_t)r * ws);
-    const __m512i voff = _mm512_loadu_si512(off);
+    const __m512i voff = row_offsets(ws);
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3), b16 = _mm512_set1_epi8(16);
     const __m512 k32 = _mm512_set1_ps(32.f);
     const size_t share = 16 * ws / (size_t)nb;
