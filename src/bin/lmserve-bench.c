@@ -13,6 +13,8 @@
  *   (amx_gemvm) and larger ones the tiles (0: the tiles for every m >= 2; the same bits either
  *   way, so only the speed changes; default MM_AMX_SMALL_MAX_DEFAULT).
  * --no-mmap: the model file read into memory instead of mapped (lmserve --no-mmap).
+ * --no-repack: matrices read in the file's layout, not repacked into 16-row slabs (lmserve
+ * --no-repack).
  * --vnni-small M: on the packed VNNI path (AVX-512 without AMX), products of 1..M tokens of q8_0
  *   run the direct small-m kernel (no weight panel) and larger ones pack + kernel (0: pack + kernel
  *   for every m; the same bits either way; default MM_VNNI_SMALL_MAX_DEFAULT).
@@ -135,14 +137,14 @@ int main(int argc, char **argv)
     const char *path = NULL;
     long threads = 0, np = 512, ng = 128, reps = 5, depth = 0;
     int mlist[32], n_m = 0;
-    bool borrow = false, kv_f32 = false, no_mmap = false;
+    bool borrow = false, kv_f32 = false, no_mmap = false, no_repack = false;
     int tiles_min = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long *dst = NULL, lo = 0, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: lmserve-bench MODEL [-t THREADS] [-p N_PROMPT=512] [-n N_GEN=128] [-r REPS=5] "
-                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--cache-type f16|f32] [--amx-small M] [--amx-small-tiles M] [--vnni-small M] [--no-mmap]\n");
+                   "[-d DEPTH=0] [-m M1,M2,... (1..512)] [--experts borrow] [--cache-type f16|f32] [--amx-small M] [--amx-small-tiles M] [--vnni-small M] [--no-mmap] [--no-repack]\n");
             return 0;
         }
         if (!strcmp(a, "-m")) {
@@ -172,6 +174,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--no-mmap")) {
             no_mmap = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-repack")) {
+            no_repack = true;
             continue;
         }
         if (!strcmp(a, "--vnni-small")) {
@@ -235,7 +241,8 @@ int main(int argc, char **argv)
     quant_init();
     if (tiles_min >= 0) mm_set_amx_small_tiles(tiles_min);
     struct err e = {0};
-    struct model_opts o = {.n_threads = (int)threads, .experts_borrow = borrow, .kv_f32 = kv_f32, .no_mmap = no_mmap};
+    struct model_opts o = {.n_threads = (int)threads, .experts_borrow = borrow, .kv_f32 = kv_f32, .no_mmap = no_mmap,
+                           .no_repack = no_repack};
     struct model *m = model_load(path, &o, &e);
     if (!m) {
         fprintf(stderr, "lmserve-bench: %s\n", e.msg);

@@ -23,7 +23,7 @@ struct opts {
     long port, ctx, threads, queue, conns, conns_per_client, max_tokens, max_body, timeout;
     long header_timeout, body_timeout, body_min_rate, shutdown_grace;
     long kv_slots, kv_disk_slots, prefill_chunk, spec, batch;
-    bool kv_slots_force, reasoning, metrics, kv_f32, no_mmap;
+    bool kv_slots_force, reasoning, metrics, kv_f32, no_mmap, no_repack;
 };
 
 /* After the queue drained: how long connections may take to write their last bytes. */
@@ -69,6 +69,9 @@ static void usage(FILE *f)
         "  --no-mmap         read the model file into memory instead of mapping it (more RAM\n"
         "                    while the page cache keeps the file; faster decode on some\n"
         "                    machines, docs/gguf.md)\n"
+        "  --no-repack       keep the weights in the file's layout (default: matrices with a\n"
+        "                    slab path are repacked at load into 16-row slabs, one\n"
+        "                    sequential stream each, docs/kernels.md)\n"
         "  --prefill-chunk N prompt tokens per forward pass (default 512)\n"
         "  --spec N          speculative decoding from the request's own context: up to N\n"
         "                    drafted tokens verified per forward (1..16; default 0 = off)\n"
@@ -139,6 +142,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         if (done) continue;
         if (!strcmp(a, "--no-mmap")) {
             o->no_mmap = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-repack")) {
+            o->no_repack = true;
             continue;
         }
         if (!strcmp(a, "--metrics")) {
@@ -330,6 +337,7 @@ int main(int argc, char **argv)
                                   .spec = (int)o.spec,
                                   .kv_f32 = o.kv_f32,
                                   .no_mmap = o.no_mmap,
+                                  .no_repack = o.no_repack,
                                   .alias = o.alias};
     struct backend *b = backend_llm_new(o.model, &bo, &e);
     if (!b) {

@@ -4,7 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "engine/kv_cache.h"
@@ -62,6 +66,111 @@ const float *model_tensor_f32(const struct gguf *g, const char *name, int64_t n,
 
 #define MODEL_CALIBRATE_MIN_BYTES ((uint64_t)64 << 20)
 
+/* ---- the weights' slab layout (matmul_impl.h, docs/kernels.md "The slab layout") ---- */
+
+/* rows of one repack work unit (a multiple of 16): 1 MB-ish pieces so both threads share the
+ * embedding matrix, the largest, too */
+#define REPACK_UNIT_ROWS 1024
+
+struct repack_job {
+    struct gguf_tensor **ts;
+    uint8_t **dst;
+    int n;
+    int64_t *unit_begin; /* first unit of tensor i; [n] = the total */
+    atomic_int_fast64_t next;
+};
+
+static void repack_worker(void *ctx, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    struct repack_job *j = ctx;
+    int i = 0;
+    for (;;) {
+        int64_t u = atomic_fetch_add(&j->next, 1);
+        if (u >= j->unit_begin[j->n]) break;
+        while (u >= j->unit_begin[i + 1])
+            i++;
+        const struct gguf_tensor *t = j->ts[i];
+        const enum ggml_type ty = (enum ggml_type)t->type;
+        const size_t rs = quant_row_size(ty, t->ne[0]);
+        const int64_t r0 = (u - j->unit_begin[i]) * REPACK_UNIT_ROWS,
+                      n = t->ne[1] - r0 < REPACK_UNIT_ROWS ? t->ne[1] - r0 : REPACK_UNIT_ROWS;
+        mm_slab_repack(ty, (const uint8_t *)t->data + (size_t)r0 * rs, n, t->ne[0],
+                       j->dst[i] + (size_t)r0 * rs);
+    }
+}
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Every 2-D matrix of a type with a slab path (and at least one full slab) is copied, reordered,
+ * into one anonymous arena (huge pages where the kernel gives them), and its tensor points there
+ * (slab = 1); the file's pages of those tensors are dropped. The families reach weights only
+ * through mdl_op and mdl_embed_row, which read either layout. Returns 0, or -1 with e (out of
+ * memory: the caller loads without the repack). */
+static int repack_weights(struct model *m, struct err *e)
+{
+    struct gguf *g = &m->g;
+    int n = 0;
+    size_t total = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        struct gguf_tensor *t = &g->tensors[i];
+        if (t->n_dims != 2 || t->ne[1] < 16 || !mm_slab_supported((enum ggml_type)t->type)) continue;
+        n++;
+        total += ((size_t)t->nbytes + 4095) / 4096 * 4096;
+    }
+    if (!n) return 0;
+    double t0 = mono_ms();
+    void *arena = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct gguf_tensor **ts = calloc((size_t)n, sizeof *ts);
+    uint8_t **dst = calloc((size_t)n, sizeof *dst);
+    int64_t *ub = calloc((size_t)n + 1, sizeof *ub);
+    if (arena == MAP_FAILED || !ts || !dst || !ub) {
+        if (arena != MAP_FAILED) munmap(arena, total);
+        free(ts), free(dst), free(ub);
+        return err_set(e, ERR_NOMEM, "cannot allocate %.1f MiB to repack the weights",
+                       (double)total / 1048576.0);
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(arena, total, MADV_HUGEPAGE); /* a hint: 2 MB pages cut the stream's TLB misses */
+#endif
+    size_t off = 0;
+    int k = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        struct gguf_tensor *t = &g->tensors[i];
+        if (t->n_dims != 2 || t->ne[1] < 16 || !mm_slab_supported((enum ggml_type)t->type)) continue;
+        ts[k] = t, dst[k] = (uint8_t *)arena + off;
+        ub[k + 1] = ub[k] + (t->ne[1] + REPACK_UNIT_ROWS - 1) / REPACK_UNIT_ROWS;
+        off += ((size_t)t->nbytes + 4095) / 4096 * 4096;
+        k++;
+    }
+    struct repack_job j = {.ts = ts, .dst = dst, .n = n, .unit_begin = ub};
+    atomic_init(&j.next, 0);
+    tp_run(m->pool, repack_worker, &j);
+    mprotect(arena, total, PROT_READ);
+    /* the source bytes are never read again: give their whole pages back (file pages stay in the
+     * page cache; a --no-mmap copy's pages are freed) */
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < n; i++) {
+        uintptr_t a = (uintptr_t)ts[i]->data, b = a + (uintptr_t)ts[i]->nbytes;
+        uintptr_t lo = (a + pg - 1) / pg * pg, hi = b / pg * pg;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        ts[i]->data = dst[i];
+        ts[i]->slab = 1;
+    }
+    g->repack = arena;
+    g->repack_size = total;
+    log_info("weights: %d matrices (%.1f MiB) repacked into 16-row slabs in %.0f ms "
+             "(--no-repack: read them in the file's layout)",
+             n, (double)total / 1048576.0, mono_ms() - t0);
+    free(ts), free(dst), free(ub);
+    return 0;
+}
+
 struct model *model_load(const char *path, const struct model_opts *opts, struct err *e)
 {
     quant_init();
@@ -96,6 +205,10 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
         gguf_close(&g);
         err_wrap(e, "%s", path);
         return NULL;
+    }
+    if (!(opts && opts->no_repack)) {
+        struct err re = {0};
+        if (repack_weights(m, &re)) log_warn("weights stay in the file's layout: %s", re.msg);
     }
     /* once per process: the decode stream's prefetch distance and work-item size, by measurement
      * on this machine (matmul.h); cached, so later loads only log the result */

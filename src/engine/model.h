@@ -54,6 +54,8 @@ struct model_opts {
     bool kv_f32;         /* --cache-type f32: K/V caches of F32 elements instead of F16 (twice the
                             memory; the attention reads them unrounded; nanochat always has them) */
     bool no_mmap;        /* --no-mmap: read the GGUF into anonymous memory instead of mapping it */
+    bool no_repack;      /* --no-repack: matmuls read the file's row-major layout (default: the
+                            matrices a slab path exists for are repacked at load, matmul.h) */
 };
 
 /* Opens the GGUF at path, detects the family from general.architecture, validates every tensor

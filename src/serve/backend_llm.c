@@ -1396,7 +1396,8 @@ struct backend *backend_llm_new(const char *path, const struct backend_llm_opts 
         return NULL;
     }
     pthread_mutex_init(&L->kv_mu, NULL);
-    struct model_opts mo = {.n_threads = o->n_threads, .kv_f32 = o->kv_f32, .no_mmap = o->no_mmap};
+    struct model_opts mo = {.n_threads = o->n_threads, .kv_f32 = o->kv_f32, .no_mmap = o->no_mmap,
+                         .no_repack = o->no_repack};
     if (!(L->m = model_load(path, &mo, e))) goto fail;
     L->cfg = model_config(L->m);
     if (!(L->v = vocab_load(model_gguf(L->m), e))) goto fail;

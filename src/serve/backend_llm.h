@@ -28,6 +28,7 @@ struct backend_llm_opts {
     int spec;           /* --spec N: prompt-lookup drafts per verify (R-SPEC-1), 0 = off */
     bool kv_f32;        /* --cache-type f32: F32 K/V caches (model_opts.kv_f32) */
     bool no_mmap;       /* --no-mmap: the GGUF read into memory (model_opts.no_mmap) */
+    bool no_repack;     /* --no-repack: matrices stay in the file's layout (model_opts.no_repack) */
     const char *alias; /* model id to serve under (--alias); NULL = general.name, else file name */
 };
 

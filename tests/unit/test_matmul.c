@@ -695,3 +695,81 @@ Test(matmul, packed_kquant_vector_pack_equals_scalar)
     mm_set_vnni_small_max(-1);
     mm_scratch_free(s);
 }
+
+/* The slab layout (matmul_impl.h: a model's matrices repacked at load so each 16-row slab is one
+ * sequential stream): mm_slab_block finds every block where the file had it, and every product
+ * on a repacked matrix has the bits of the same product on the file's layout — decode (m = 1),
+ * the direct few-token kernels, pack + kernel (also forced for few tokens), many-token GEMM, rows
+ * past the last full slab, any thread count. On a CPU without the slab path an op marked slab
+ * must be refused (ERR_INVALID), never read wrongly. */
+Test(matmul, slab_layout_equals_file_layout)
+{
+    quant_init();
+    rs = 23;
+    struct mm_scratch *s = mm_scratch_new();
+    static const enum ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+    static const int64_t colss[] = {256, 768}, rowss[] = {16, 17, 37, 64, 161};
+    static const int64_t ms[] = {1, 2, 3, 5, 8, 9, 16, 33, 64, 65, 300};
+    const int64_t nm = (int64_t)(sizeof ms / sizeof ms[0]), big = 300;
+    int compared = 0, refused = 0;
+    for (int nth = 1; nth <= 3; nth++) {
+        struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+        for (int ti = 0; ti < 4; ti++)
+            for (int ci = 0; ci < 2; ci++)
+                for (int ri = 0; ri < 5; ri++) {
+                    const enum ggml_type t = types[ti];
+                    const struct quant_traits *tr = quant_traits(t);
+                    int64_t cols = colss[ci], rows = rowss[ri];
+                    struct wmat m;
+                    wmat_make(&m, t, rows, cols, 0);
+                    uint8_t *sl = malloc((size_t)rows * m.stride);
+                    mm_slab_repack(t, m.q, rows, cols, sl);
+                    for (int64_t r = 0; r < rows; r++)
+                        for (int64_t i = 0; i < cols / tr->blck_size; i++)
+                            cr_assert(memcmp(mm_slab_block(t, sl, rows, cols, r, i),
+                                             m.q + (size_t)r * m.stride + (size_t)i * tr->type_size,
+                                             tr->type_size) == 0,
+                                      "%s rows %ld cols %ld: block %ld of row %ld is not where the "
+                                      "slab layout says", tr->name, (long)rows, (long)cols, (long)i, (long)r);
+                    float *x = malloc((size_t)(big * cols) * 4), *ya = malloc((size_t)(big * rows) * 4),
+                          *yb = malloc((size_t)(big * rows) * 4);
+                    for (int64_t i = 0; i < big * cols; i++)
+                        x[i] = frand() * (i % 7 ? 1.f : 5.f);
+                    struct err e = {0};
+                    if (!mm_slab_supported(t)) {
+                        struct mm_op o = {.wtype = t, .W = sl, .rows = rows, .cols = cols, .X = x,
+                                          .n_tok = 1, .Y = ya, .slab = 1};
+                        cr_assert_eq(mm_run_ops(tp, &o, 1, s, &e), -1, "%s: slab op ran without a slab path", tr->name);
+                        cr_assert_eq(e.code, ERR_INVALID);
+                        refused++;
+                    } else {
+                        for (int small = 0; small < 2; small++)
+                            for (int64_t k = 0; k < nm; k++) {
+                                const int64_t mt = ms[k];
+                                mm_set_vnni_small_max(small ? -1 : 0);
+                                struct mm_op a = {.wtype = t, .W = m.q, .rows = rows, .cols = cols,
+                                                  .X = x, .n_tok = mt, .Y = ya},
+                                             b = a;
+                                b.W = sl, b.slab = 1, b.Y = yb;
+                                cr_assert_eq(mm_run_ops(tp, &a, 1, s, &e), 0, "%s", e.msg);
+                                cr_assert_eq(mm_run_ops(tp, &b, 1, s, &e), 0, "%s", e.msg);
+                                for (int64_t j = 0; j < mt * rows; j++)
+                                    cr_assert(memcmp(&ya[j], &yb[j], 4) == 0,
+                                              "%s threads %d rows %ld cols %ld m %ld (direct kernels %s) "
+                                              "token %ld row %ld: slab %.9g vs file layout %.9g",
+                                              tr->name, nth, (long)rows, (long)cols, (long)mt,
+                                              small ? "on" : "off", (long)(j / rows), (long)(j % rows),
+                                              yb[j], ya[j]);
+                                compared++;
+                            }
+                        mm_set_vnni_small_max(-1);
+                    }
+                    free(x), free(ya), free(yb), free(sl);
+                    wmat_free(&m);
+                }
+        if (tp) tp_free(tp);
+    }
+    mm_scratch_free(s);
+    cr_log_info("slab layout: %d products compared, %d types refused (no slab path here)", compared, refused);
+    cr_assert(compared + refused > 0);
+}

@@ -14,6 +14,7 @@
 #include "engine/kernels/fp16.h"
 #include "base/cpu.h"
 #include "engine/format/gguf.h"
+#include "engine/kernels/matmul.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/kernels/ops.h"
@@ -617,4 +618,63 @@ Test(model, no_mmap_loads_the_same_bytes)
     cr_assert_null(model_load(p, &oc, &e), "a truncated file loaded with --no-mmap");
     cr_assert(strstr(e.msg, p), "the error does not name the file: %s", e.msg);
     unlink(p);
+}
+
+/* The slab layout (matmul.h; the default where mm_slab_supported): a model whose matrices were
+ * repacked at load must give the logits of the same file read in its own layout (--no-repack),
+ * bit for bit — prefill through the direct few-token kernels (5 tokens) and pack + kernel (40),
+ * decode (1), the tied embedding read back row by row through the slabs, vocabularies that end in
+ * a partial slab (260 rows), q8_0 and K-quant files. */
+Test(model, repack_gives_the_file_layouts_logits)
+{
+    static const struct shape shapes[] = {
+        {"qwen3", 2, 128, 4, 2, 64, 160, 260, 0, 0, 0, false, GGML_TYPE_Q8_0},
+        {"qwen3", 2, 256, 4, 2, 64, 512, 260, 0, 0, 0, true, GGML_TYPE_Q4_K},
+        {"qwen3", 1, 256, 4, 2, 64, 256, 276, 0, 0, 0, true, GGML_TYPE_Q6_K},
+    };
+    for (int si = 0; si < 3; si++) {
+        const struct shape *sh = &shapes[si];
+        const char *p = write_model(sh, NULL);
+        struct err e = {0};
+        struct model_opts of = {.n_threads = 2, .no_repack = true}, orp = {.n_threads = 2};
+        struct model *mf = model_load(p, &of, &e);
+        cr_assert(mf, "file layout: %s", e.msg);
+        struct model *mr = model_load(p, &orp, &e);
+        cr_assert(mr, "repacked: %s", e.msg);
+        const struct gguf_tensor *te = gguf_find_tensor(model_gguf(mr), "token_embd.weight");
+        cr_assert(te && te->slab == mm_slab_supported(sh->wtype),
+                  "%s: token_embd.weight slab %d, but the slab path is %s here",
+                  quant_traits(sh->wtype)->name, te ? te->slab : -1,
+                  mm_slab_supported(sh->wtype) ? "present" : "absent");
+        cr_assert(!gguf_find_tensor(model_gguf(mf), "token_embd.weight")->slab, "--no-repack repacked");
+        int V = model_config(mf)->n_vocab;
+        enum { N = 46 };
+        int32_t tok[N], pos[N];
+        bool want[N];
+        for (int i = 0; i < N; i++)
+            tok[i] = (i * 37 + 11) % V, pos[i] = i, want[i] = true;
+        struct kv_cache *ka = kv_new(mf, 64, &e), *kb = kv_new(mr, 64, &e);
+        cr_assert(ka && kb, "%s", e.msg);
+        struct kv_cache *sa[N], *sb[N];
+        for (int i = 0; i < N; i++)
+            sa[i] = ka, sb[i] = kb;
+        float *la = malloc(sizeof(float) * (size_t)V * N), *lb = malloc(sizeof(float) * (size_t)V * N);
+        /* 5 tokens, then 1, then 40 */
+        static const int parts[][2] = {{0, 5}, {5, 1}, {6, 40}};
+        for (int k = 0; k < 3; k++) {
+            int o = parts[k][0], n = parts[k][1];
+            struct batch ba = {.token = tok + o, .pos = pos + o, .seq = sa + o, .want_logits = want + o, .n = n};
+            struct batch bb = {.token = tok + o, .pos = pos + o, .seq = sb + o, .want_logits = want + o, .n = n};
+            cr_assert(model_forward(mf, &ba, la, &e) == 0, "%s", e.msg);
+            cr_assert(model_forward(mr, &bb, lb, &e) == 0, "%s", e.msg);
+            for (int64_t j = 0; j < (int64_t)V * n; j++)
+                cr_assert(memcmp(&la[j], &lb[j], 4) == 0,
+                          "%s, %d tokens from %d: token %ld logit %ld: repacked %.9g vs file layout %.9g",
+                          quant_traits(sh->wtype)->name, n, o, (long)(j / V), (long)(j % V), lb[j], la[j]);
+        }
+        free(la), free(lb);
+        kv_free(ka), kv_free(kb);
+        model_free(mf), model_free(mr);
+        unlink(p);
+    }
 }

@@ -533,6 +533,7 @@ void gguf_close(struct gguf *g)
         munmap((void *)g->map, g->map_size);
         close(g->fd);
     }
+    if (g->repack) munmap(g->repack, g->repack_size);
     memset(g, 0, sizeof *g);
     g->fd = -1;
 }

@@ -52,7 +52,9 @@ struct gguf_tensor {
     uint32_t type;             /* enum ggml_type (engine/kernels/quant.h) */
     uint64_t offset;           /* relative to data section */
     uint64_t nbytes;
-    const void *data;          /* into the mapping */
+    const void *data;          /* into the mapping, or into repack (slab set) */
+    int slab;                  /* data is the matrix repacked into the matmul slab layout
+                                  (mm_slab_repack; models/common mdl_op and mdl_embed_row) */
 };
 
 struct gguf {
@@ -66,6 +68,8 @@ struct gguf {
     const uint8_t *data; /* start of tensor data */
     uint64_t data_size;  /* bytes from data to the end of the mapping */
     int fd;              /* -1 for gguf_open_mem (the buffer is not ours to unmap) */
+    void *repack;        /* anonymous memory of the repacked tensors (model.c), or NULL */
+    size_t repack_size;
     /* private: open-addressing name indexes (kv keys, tensor names), slots hold index + 1 */
     uint32_t *kv_index, *t_index;
     uint64_t kv_index_cap, t_index_cap;

@@ -99,6 +99,43 @@ int mm_gemm_supported(enum ggml_type wtype)
 
 enum mm_path { PATH_DOT, PATH_GEMV_A8, PATH_GEMM, PATH_GEMM_F, PATH_GEMM_AMX, PATH_TILE };
 
+/* ------------------------------------------------------------ slab layout (matmul_impl.h) */
+
+/* The packed path's direct kernels and packer read the slab layout; where the CPU runs a type on
+ * AMX tiles (q8_0 on AMX CPUs) the tiles read the file's rows, so that type is not repacked. */
+int mm_slab_supported(enum ggml_type wtype)
+{
+    const struct mm_gemm_impl *g = gemm_impl();
+    return g && g->small_supported && g->small_supported(wtype, 1) &&
+           !(g->amx_supported && g->amx_supported(wtype));
+}
+
+void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t cols, void *dst)
+{
+    const struct quant_traits *tr = quant_traits(wtype);
+    const size_t bsz = tr->type_size, rs = quant_row_size(wtype, cols);
+    const int64_t nbk = cols / tr->blck_size, full = rows / 16 * 16;
+    const uint8_t *s = src;
+    uint8_t *d = dst;
+    for (int64_t s0 = 0; s0 < full; s0 += 16) {
+        const uint8_t *in = s + (size_t)s0 * rs;
+        uint8_t *out = d + (size_t)s0 * rs;
+        for (int64_t i = 0; i < nbk; i++)
+            for (int r = 0; r < 16; r++)
+                memcpy(out + ((size_t)i * 16 + (size_t)r) * bsz, in + (size_t)r * rs + (size_t)i * bsz, bsz);
+    }
+    memcpy(d + (size_t)full * rs, s + (size_t)full * rs, (size_t)(rows - full) * rs);
+}
+
+const void *mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
+                          int64_t r, int64_t i)
+{
+    const size_t bsz = quant_traits(wtype)->type_size, rs = quant_row_size(wtype, cols);
+    const uint8_t *w = W;
+    if (r >= rows / 16 * 16) return w + (size_t)r * rs + (size_t)i * bsz;
+    return w + (size_t)(r / 16) * 16 * rs + ((size_t)i * 16 + (size_t)(r % 16)) * bsz;
+}
+
 static int g_amx_enabled = 1;
 void mm_set_amx(int on)
 {
@@ -357,7 +394,7 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         return;
     }
     if (p->path == PATH_GEMM && vnni_small(j->g, op->wtype, op->n_tok)) {
-        j->g->small(op->wtype, W, p->w_stride, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
+        j->g->small(op->wtype, W, p->w_stride, op->slab, r1 - r0, op->cols, (const int8_t *)A->q, A->ad,
                     A->as, A->as16, op->n_tok, op->Y, ys, op->y_idx, r0, j->s->panel[ith]);
         return;
     }
@@ -370,7 +407,7 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         for (int64_t s0 = r0; s0 < r1; s0 += MM_TILE_ROWS) {
             int64_t s1 = s0 + MM_TILE_ROWS < r1 ? s0 + MM_TILE_ROWS : r1;
             j->g->pack(op->wtype, (const uint8_t *)op->W + (size_t)s0 * p->w_stride, p->w_stride,
-                       s1 - s0, op->cols, panel, pd, pm);
+                       op->slab && s1 - s0 == MM_TILE_ROWS, s1 - s0, op->cols, panel, pd, pm);
             j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16,
                          sub16, op->n_tok, op->Y, ys, op->y_idx, s0, (int)(s1 - s0));
         }
@@ -477,6 +514,13 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         }
         int64_t xs = op->x_stride ? op->x_stride : op->cols;
         enum mm_path path = choose_path(g, op->wtype, op->n_tok, op->cols);
+        if (op->slab) { /* only the packed path reads the slab layout (any token count) */
+            if (!mm_slab_supported(op->wtype) || ws != row_size)
+                return err_set(e, ERR_INVALID, "matmul: %s weights in the slab layout %s",
+                               tr->name, ws != row_size ? "with a padded row stride"
+                                                        : "on a CPU without the slab path");
+            path = PATH_GEMM;
+        }
         /* small: the AMX arithmetic on AVX-512 (no B panel, long row runs per work item) */
         int small = path == PATH_GEMM_AMX && amx_small(g, op->n_tok);
         int amx = path == PATH_GEMM_AMX && !small;

@@ -1,6 +1,8 @@
 /* matmul — the engine's GEMV/GEMM driver: Y[t][r] = dot(W[r], X[t]) for quantized W.
  *
- * W is used in place (a pointer into the mmapped model file, never copied or repacked at load).
+ * W is used in place: a pointer into the mapped model file, or (the default where
+ * mm_slab_supported) the model's copy repacked once at load into the slab layout, in which each
+ * 16-row slab is one sequential stream (matmul_impl.h; docs/kernels.md "The slab layout").
  * One call (mm_run_ops) runs any number of independent products in a single fork-join: Q/K/V of
  * a layer, gate+up, or the active experts of an MoE layer. Inside a call:
  *   1. every distinct activation set X is quantized once to what its kernels eat: the weight
@@ -39,7 +41,21 @@ struct mm_op {
     float *Y;
     int64_t y_stride; /* 0 = rows */
     const int32_t *y_idx;
+    int slab;         /* W's full 16-row slabs are in the slab layout (mm_slab_repack; w_stride
+                       * must then be the row size) */
 };
+
+/* Whether matrices of this type can be repacked into the slab layout on this CPU (the AVX-512
+ * VNNI path without AMX: q8_0, q4_K, q5_K, q6_K). Products on a repacked matrix give the bits
+ * of the same product on the file's layout. */
+int mm_slab_supported(enum ggml_type wtype);
+/* The rows x cols matrix src (row-major, rows of quant_row_size bytes) into dst (the same number
+ * of bytes, not overlapping src) in the slab layout: every full 16-row slab reordered, the rows
+ * past the last one copied as they are. */
+void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t cols, void *dst);
+/* Where type block i (blck_size columns) of row r of a matrix in the slab layout is. */
+const void *mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
+                          int64_t r, int64_t i);
 
 struct mm_scratch; /* per-caller buffers (quantized activations, per-thread panels); grows */
 

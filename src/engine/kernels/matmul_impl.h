@@ -11,7 +11,15 @@
  *     supported type: q8_0 stores q + 128, nibble types their unsigned quant). Rows past the end
  *     of the matrix are zero (pd = pm = 0).
  *   Types with 16-element scales (q6_K, q3_K, q2_K: "sub16") keep 32 scales per block instead:
- *     pd[b * 32 + h * 16 + r] for half h of block b, and likewise pm. */
+ *     pd[b * 32 + h * 16 + r] for half h of block b, and likewise pm.
+ *
+ * Weight slab layout (persistent: a model's matrices repacked once at load, mm_slab_repack): the
+ * file's bytes, reordered. Rows [16s, 16s + 16) ("slab" s, for every full slab) occupy the same
+ * 16 * row_size bytes as in the file, but as the 16 rows' type block i side by side: row r's
+ * block i at slab + i * 16 * block_size + r * block_size (block: the type's own, 34 bytes of 32
+ * columns for q8_0, 144 bytes of 256 for q4_K). Rows past the last full slab stay row-major. A
+ * slab is then one sequential stream instead of 16 interleaved ones; the arithmetic on it is
+ * unchanged (same blocks, same operations), so results are bitwise those of the file's layout. */
 #ifndef LMS_ENGINE_MATMUL_IMPL_H
 #define LMS_ENGINE_MATMUL_IMPL_H
 
@@ -30,9 +38,10 @@ struct mm_gemm_impl {
     void (*act_quant)(const float *x, int64_t cols, int8_t *q, float *ad, float *as, int32_t *ai,
                       float *as16);
     int (*sub16)(enum ggml_type wtype); /* scales per 16 columns (see above) */
-    /* rows [0, nrows) (nrows <= 16) of W -> panel (cols*16 bytes), pd/pm (cols/32*16 floats) */
-    void (*pack)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows, int64_t cols,
-                 uint8_t *panel, float *pd, float *pm);
+    /* rows [0, nrows) (nrows <= 16) of W -> panel (cols*16 bytes), pd/pm (cols/32*16 floats);
+     * slab: W is a full 16-row slab in the slab layout (w_stride: the row size) */
+    void (*pack)(enum ggml_type wtype, const void *W, size_t w_stride, int slab, int64_t nrows,
+                 int64_t cols, uint8_t *panel, float *pd, float *pm);
     /* Y rows [r0, r0 + nrows) for tokens [0, n_tok) of the activation panel; token t's output
      * is Y + (y_idx ? y_idx[t] : t) * y_stride. */
     void (*kernel)(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,
@@ -81,7 +90,8 @@ struct mm_gemm_impl {
      * a last partial 16-row slab runs pack + kernel on panel (the thread's, as for PATH_GEMM).
      * NULL small_supported, or 0 for a type and token count: pack + kernel only. */
     int (*small_supported)(enum ggml_type wtype, int64_t n_tok);
-    void (*small)(enum ggml_type wtype, const void *W, size_t w_stride, int64_t nrows,
+    /* slab: W's full slabs are in the slab layout (rows [0, nrows) start a slab) */
+    void (*small)(enum ggml_type wtype, const void *W, size_t w_stride, int slab, int64_t nrows,
                   int64_t cols, const int8_t *aq, const float *ad, const float *as,
                   const float *as16, int64_t n_tok, float *Y, int64_t y_stride,
                   const int32_t *y_idx, int64_t r0, uint8_t *panel);

@@ -38,6 +38,7 @@ struct mm_op mdl_op(const struct gguf_tensor *w, int64_t expert, const float *x,
         .Y = y,
         .y_stride = ys,
         .y_idx = y_idx,
+        .slab = w->slab, /* 2-D only: expert tensors are never repacked */
     };
 }
 
@@ -135,8 +136,17 @@ int mdl_embd_output(const struct gguf *g, struct model_config *c, const struct g
 
 void mdl_embed_row(const struct gguf_tensor *t, int32_t tok, float *out)
 {
-    size_t rs = quant_row_size((enum ggml_type)t->type, t->ne[0]);
-    quant_traits((enum ggml_type)t->type)->to_float((const uint8_t *)t->data + (size_t)tok * rs, out, t->ne[0]);
+    const enum ggml_type ty = (enum ggml_type)t->type;
+    const struct quant_traits *tr = quant_traits(ty);
+    size_t rs = quant_row_size(ty, t->ne[0]);
+    if (!t->slab) {
+        tr->to_float((const uint8_t *)t->data + (size_t)tok * rs, out, t->ne[0]);
+        return;
+    }
+    /* a repacked matrix (matmul.h): block by block */
+    for (int64_t i = 0; i < t->ne[0] / tr->blck_size; i++)
+        tr->to_float(mm_slab_block(ty, t->data, t->ne[1], t->ne[0], tok, i), out + i * tr->blck_size,
+                     tr->blck_size);
 }
 
 void mdl_route_topk(const float *probs, int64_t T, int n_expert, int k, float min_sum, int64_t cap, int32_t *sel,
