@@ -255,6 +255,17 @@ int main(int argc, char **argv)
         bytes += (double)g->tensors[i].nbytes;
         params += (double)(g->tensors[i].ne[0] * g->tensors[i].ne[1] * g->tensors[i].ne[2] * g->tensors[i].ne[3]);
     }
+    int n_slab = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        n_slab += g->tensors[i].slab;
+    const struct mm_calib *cal = mm_calib_result();
+    fprintf(stderr, "load: %d matrices in the slab layout%s; calibration: ", n_slab,
+            no_repack ? " (--no-repack)" : "");
+    if (cal)
+        fprintf(stderr, "prefetch %d B / %d slabs (slab layout %d), decode items of %d rows; sweep (GB per CPU s) %s\n",
+                cal->prefetch, cal->pf_slabs, cal->pf_slabs_slab, cal->item_rows, cal->sweep);
+    else
+        fprintf(stderr, "none (weights under 64 MiB)\n");
     const struct gguf_tensor *wq = gguf_find_tensor(g, "blk.0.attn_q.weight");
     const char *tname = wq ? quant_traits((enum ggml_type)wq->type)->name : "?";
     long nmax = np > ng ? np : ng;

@@ -321,8 +321,8 @@ int main(int argc, char **argv)
     if (attn_depth >= 0) return attn_rates(tp, attn_depth, reps);
     if (calib) { /* what model_load does: the prefetch distance and decode item size measured */
         const struct mm_calib *c = mm_calibrate(tp);
-        printf("calibration (%.0f ms): prefetch %d B / %d slabs, decode items of %d rows, %.1f GB per CPU s; sweep (GB per CPU s) %s\n",
-               c->ms, c->prefetch, c->pf_slabs, c->item_rows, c->gbs, c->sweep);
+        printf("calibration (%.0f ms): prefetch %d B / %d slabs (slab layout %d), decode items of %d rows, %.1f GB per CPU s; sweep (GB per CPU s) %s\n",
+               c->ms, c->prefetch, c->pf_slabs, c->pf_slabs_slab, c->item_rows, c->gbs, c->sweep);
     } else {
         printf("calibration: off (prefetch and decode item size at their compiled defaults)\n");
     }

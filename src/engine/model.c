@@ -221,9 +221,10 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
         return m;
     }
     const struct mm_calib *cal = mm_calibrate(m->pool);
-    log_info("matmul calibration (%.0f ms, %d threads): prefetch %d B / %d slabs, decode items of %d rows, "
-             "%.1f GB per CPU s; sweep (GB per CPU s) %s",
-             cal->ms, tp_size(m->pool), cal->prefetch, cal->pf_slabs, cal->item_rows, cal->gbs, cal->sweep);
+    log_info("matmul calibration (%.0f ms, %d threads): prefetch %d B / %d slabs (slab layout %d), decode "
+             "items of %d rows, %.1f GB per CPU s; sweep (GB per CPU s) %s",
+             cal->ms, tp_size(m->pool), cal->prefetch, cal->pf_slabs, cal->pf_slabs_slab, cal->item_rows,
+             cal->gbs, cal->sweep);
     return m;
 }
 

@@ -321,6 +321,13 @@ Test(matmul, calibration_cached_and_result_neutral)
     if (c->pf_slabs >= 0) cr_assert(strstr(c->sweep, "slabs 0 ") && strstr(c->sweep, "slabs 4 "), "%s", c->sweep);
     /* the AVX-512 direct kernels are calibrated wherever q8_0 decode runs them */
     if (strcmp(mm_gemm_name(GGML_TYPE_Q8_0), "vnni") == 0) cr_assert(c->pf_slabs >= 0, "%s", c->sweep);
+    /* and, where models are repacked, for the slab layout apart */
+    if (mm_slab_supported(GGML_TYPE_Q8_0))
+        cr_assert((c->pf_slabs_slab >= 0 && c->pf_slabs_slab <= 4 && c->pf_slabs_slab != 3) &&
+                      strstr(c->sweep, "slab-layout slabs 0 ") && strstr(c->sweep, "slab-layout slabs 4 "),
+                  "slab layout %d: %s", c->pf_slabs_slab, c->sweep);
+    else
+        cr_assert(c->pf_slabs_slab == -1, "slab layout %d without a slab path", c->pf_slabs_slab);
     cr_assert(c->gbs > 0 && c->ms > 0);
     double ms = c->ms;
     cr_assert_eq(mm_calibrate(tp), c);

@@ -677,26 +677,69 @@ static double cal_cpu(void)
  * time stalled on memory, and unlike wall time it does not count the slices a thread spent
  * descheduled on a shared machine (wall-time passes measured 2.1-13.5 GB/s for neighbouring
  * candidates under load). At process start nothing else runs, so the process clock is the pool's. */
-static int cal_pass(struct threadpool *tp, const void *W, const float *x, float *y,
+static int cal_pass(struct threadpool *tp, const void *W, int slab, const float *x, float *y,
                     struct mm_scratch *s, double *sec)
 {
     struct err e;
+    struct mm_op op = {.wtype = GGML_TYPE_Q8_0, .W = W, .rows = CAL_ROWS, .cols = CAL_COLS, .X = x,
+                       .n_tok = 1, .Y = y, .slab = slab};
     double t0 = cal_cpu();
-    if (mm_run(tp, GGML_TYPE_Q8_0, W, CAL_ROWS, CAL_COLS, 0, x, 1, y, s, &e)) return -1;
+    if (mm_run_ops(tp, &op, 1, s, &e)) return -1;
     *sec = cal_cpu() - t0;
     return 0;
 }
 
-static void cal_append(char *buf, size_t cap, const char *fmt, double a, double b)
+/* The knobs a sweep sets (one int each) */
+static void cal_set_tile_pf(int v) { g_tile->set_prefetch(v); }
+static void cal_set_pf_file(int v) { g_impl->set_pf_slabs(0, v); }
+static void cal_set_pf_slab(int v) { g_impl->set_pf_slabs(1, v); }
+static void cal_set_rows(int v) { __atomic_store_n(&g_gemv_rows, v, __ATOMIC_RELAXED); }
+
+/* One knob: every candidate in CAL_ROUNDS interleaved rounds (best of each), appended to the
+ * sweep text as "label value GB-per-CPU-s, "; the fastest installed if it beats the default by
+ * 3 %, else the default. */
+static int cal_sweep(struct threadpool *tp, const void *W, int slab, const float *x, float *y,
+                     struct mm_scratch *s, const int *vals, int n, int def, void (*set)(int),
+                     const char *label, int *chosen, double *gbs)
 {
-    size_t n = strlen(buf);
-    if (n < cap) snprintf(buf + n, cap - n, fmt, a, b);
+    const double bytes = (double)quant_row_size(GGML_TYPE_Q8_0, CAL_COLS) * CAL_ROWS;
+    double best[8], sec;
+    int di = 0, bi;
+    for (int i = 0; i < n; i++) {
+        best[i] = 1e30;
+        if (vals[i] == def) di = i;
+    }
+    for (int r = 0; r < CAL_ROUNDS; r++)
+        for (int i = 0; i < n; i++) {
+            set(vals[i]);
+            if (cal_pass(tp, W, slab, x, y, s, &sec)) {
+                set(def);
+                return -1;
+            }
+            if (sec < best[i]) best[i] = sec;
+        }
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(g_cal.sweep);
+        if (k < sizeof g_cal.sweep)
+            snprintf(g_cal.sweep + k, sizeof g_cal.sweep - k, "%s %d %.1f, ", label, vals[i],
+                     bytes / best[i] / 1e9);
+    }
+    bi = di;
+    for (int i = 0; i < n; i++)
+        if (best[i] < best[bi] * 0.97 && best[i] < best[di] * 0.97) bi = i;
+    set(vals[bi]);
+    *chosen = vals[bi];
+    if (gbs) *gbs = bytes / best[bi] / 1e9;
+    return 0;
 }
 
 void mm_set_pf_slabs(int slabs)
 {
     pthread_once(&g_impl_once, probe);
-    if (slabs >= 0 && g_impl && g_impl->set_pf_slabs) g_impl->set_pf_slabs(slabs);
+    if (slabs >= 0 && g_impl && g_impl->set_pf_slabs) {
+        g_impl->set_pf_slabs(0, slabs);
+        g_impl->set_pf_slabs(1, slabs);
+    }
 }
 
 void mm_set_stream_tuning(int prefetch_bytes, int item_rows)
@@ -707,108 +750,73 @@ void mm_set_stream_tuning(int prefetch_bytes, int item_rows)
         __atomic_store_n(&g_gemv_rows, (int64_t)item_rows, __ATOMIC_RELAXED);
 }
 
+const struct mm_calib *mm_calib_result(void)
+{
+    pthread_mutex_lock(&g_cal_mu);
+    const struct mm_calib *c = g_cal.done ? &g_cal : NULL;
+    pthread_mutex_unlock(&g_cal_mu);
+    return c;
+}
+
 const struct mm_calib *mm_calibrate(struct threadpool *tp)
 {
     static const int pfs[] = {0, 1024, 2048, 4096, 8192, 16384};
     static const int slabs[] = {0, 1, 2, 4};
     static const int rows[] = {32, 64, 128, 256, 512};
-    enum { NPF = sizeof pfs / sizeof pfs[0], NROWS = sizeof rows / sizeof rows[0] };
-    enum { NSLAB = sizeof slabs / sizeof slabs[0] };
     pthread_mutex_lock(&g_cal_mu);
     if (g_cal.done) goto out;
     pthread_once(&g_impl_once, probe);
     double t_start = cal_now();
-    const size_t rb = quant_row_size(GGML_TYPE_Q8_0, CAL_COLS), bytes = rb * CAL_ROWS;
+    const size_t bytes = quant_row_size(GGML_TYPE_Q8_0, CAL_COLS) * CAL_ROWS;
     uint8_t *W = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     float *x = malloc(CAL_COLS * sizeof *x), *y = malloc(CAL_ROWS * sizeof *y);
     struct mm_scratch *s = mm_scratch_new();
     g_cal.done = 1;
     g_cal.prefetch = -1;
     g_cal.pf_slabs = -1;
+    g_cal.pf_slabs_slab = -1;
     g_cal.item_rows = (int)g_gemv_rows;
     if (!W || !x || !y || !s) {
         snprintf(g_cal.sweep, sizeof g_cal.sweep, "skipped: out of memory");
         goto done;
     }
-    memset(W, 0x11, bytes); /* q8_0 blocks: d = 0x1111 (a small normal half), qs = 17 */
+    /* q8_0 blocks: d = 0x1111 (a small normal half), qs = 17 — every byte alike, so the same
+     * buffer is a valid matrix in the file's layout and in the slab layout */
+    memset(W, 0x11, bytes);
     for (int i = 0; i < CAL_COLS; i++) x[i] = (float)(i % 7) - 3.0f;
-    double sec, best[NPF > NROWS ? NPF : NROWS];
-    if (cal_pass(tp, W, x, y, s, &sec)) goto fail; /* warm-up: page faults, scratch */
-    int tile = g_tile && g_tile_enabled && g_tile->set_prefetch &&
-               choose_path(gemm_impl(), GGML_TYPE_Q8_0, 1, CAL_COLS) == PATH_TILE;
-    int pf_def = 0;
-    if (tile) {
-        for (int i = 0; i < NPF; i++) best[i] = 1e30;
-        for (int r = 0; r < CAL_ROUNDS; r++)
-            for (int i = 0; i < NPF; i++) {
-                g_tile->set_prefetch(pfs[i]);
-                if (cal_pass(tp, W, x, y, s, &sec)) goto fail;
-                if (sec < best[i]) best[i] = sec;
-            }
-        int bi = 0;
-        for (int i = 0; i < NPF; i++) {
-            if (pfs[i] == MM2_PF_DEFAULT) pf_def = i;
-            cal_append(g_cal.sweep, sizeof g_cal.sweep, "pf %.0f %.1f, ", pfs[i],
-                       (double)bytes / best[i] / 1e9);
-        }
-        bi = pf_def;
-        for (int i = 0; i < NPF; i++)
-            if (best[i] < best[bi] * 0.97 && best[i] < best[pf_def] * 0.97) bi = i;
-        g_cal.prefetch = pfs[bi];
-        g_tile->set_prefetch(pfs[bi]);
-    }
-    /* AVX-512 without AMX: the direct kernels' prefetch distance in slabs */
+    /* the layout models are served in: the slab layout where it exists (model.c repacks) */
+    const int slab = mm_slab_supported(GGML_TYPE_Q8_0);
+    double sec;
+    if (cal_pass(tp, W, slab, x, y, s, &sec)) goto fail; /* warm-up: page faults, scratch */
+    if (g_tile && g_tile_enabled && g_tile->set_prefetch &&
+        choose_path(gemm_impl(), GGML_TYPE_Q8_0, 1, CAL_COLS) == PATH_TILE &&
+        cal_sweep(tp, W, 0, x, y, s, pfs, 6, MM2_PF_DEFAULT, cal_set_tile_pf, "pf", &g_cal.prefetch, NULL))
+        goto fail;
+    /* AVX-512 without AMX: the direct kernels' prefetch distance in slabs, per layout */
     const struct mm_gemm_impl *gi = gemm_impl();
     if (gi && gi->set_pf_slabs && choose_path(gi, GGML_TYPE_Q8_0, 1, CAL_COLS) == PATH_GEMM &&
         vnni_small(gi, GGML_TYPE_Q8_0, 1)) {
-        int sdef = 0;
-        for (int i = 0; i < NSLAB; i++) best[i] = 1e30;
-        for (int r = 0; r < CAL_ROUNDS; r++)
-            for (int i = 0; i < NSLAB; i++) {
-                gi->set_pf_slabs(slabs[i]);
-                if (cal_pass(tp, W, x, y, s, &sec)) goto fail;
-                if (sec < best[i]) best[i] = sec;
-            }
-        for (int i = 0; i < NSLAB; i++) {
-            if (slabs[i] == MM_PF_SLABS_DEFAULT) sdef = i;
-            cal_append(g_cal.sweep, sizeof g_cal.sweep, "slabs %.0f %.1f, ", slabs[i],
-                       (double)bytes / best[i] / 1e9);
-        }
-        int bi = sdef;
-        for (int i = 0; i < NSLAB; i++)
-            if (best[i] < best[bi] * 0.97 && best[i] < best[sdef] * 0.97) bi = i;
-        g_cal.pf_slabs = slabs[bi];
-        gi->set_pf_slabs(slabs[bi]);
+        if (cal_sweep(tp, W, 0, x, y, s, slabs, 4, MM_PF_SLABS_DEFAULT, cal_set_pf_file, "slabs",
+                      &g_cal.pf_slabs, NULL))
+            goto fail;
+        if (slab && cal_sweep(tp, W, 1, x, y, s, slabs, 4, MM_PF_SLABS_DEFAULT, cal_set_pf_slab,
+                              "slab-layout slabs", &g_cal.pf_slabs_slab, NULL))
+            goto fail;
     }
-    int rdef = 0;
-    for (int i = 0; i < NROWS; i++) best[i] = 1e30;
-    for (int r = 0; r < CAL_ROUNDS; r++)
-        for (int i = 0; i < NROWS; i++) {
-            __atomic_store_n(&g_gemv_rows, rows[i], __ATOMIC_RELAXED);
-            if (cal_pass(tp, W, x, y, s, &sec)) goto fail;
-            if (sec < best[i]) best[i] = sec;
-        }
-    for (int i = 0; i < NROWS; i++) {
-        if (rows[i] == MM_GEMV_TILE_ROWS) rdef = i;
-        cal_append(g_cal.sweep, sizeof g_cal.sweep, "rows %.0f %.1f, ", rows[i],
-                   (double)bytes / best[i] / 1e9);
-    }
-    int bi = rdef;
-    for (int i = 0; i < NROWS; i++)
-        if (best[i] < best[bi] * 0.97 && best[i] < best[rdef] * 0.97) bi = i;
-    g_cal.item_rows = rows[bi];
-    g_cal.gbs = (double)bytes / best[bi] / 1e9;
-    __atomic_store_n(&g_gemv_rows, rows[bi], __ATOMIC_RELAXED);
+    if (cal_sweep(tp, W, slab, x, y, s, rows, 5, MM_GEMV_TILE_ROWS, cal_set_rows, "rows",
+                  &g_cal.item_rows, &g_cal.gbs))
+        goto fail;
     size_t n = strlen(g_cal.sweep);
     if (n >= 2) g_cal.sweep[n - 2] = 0;
     goto done;
 fail:
     snprintf(g_cal.sweep, sizeof g_cal.sweep, "skipped: the calibration product failed");
     if (g_tile && g_tile->set_prefetch) g_tile->set_prefetch(MM2_PF_DEFAULT);
-    if (g_impl && g_impl->set_pf_slabs) g_impl->set_pf_slabs(MM_PF_SLABS_DEFAULT);
+    mm_set_pf_slabs(MM_PF_SLABS_DEFAULT);
     __atomic_store_n(&g_gemv_rows, MM_GEMV_TILE_ROWS, __ATOMIC_RELAXED);
     g_cal.prefetch = -1;
     g_cal.pf_slabs = -1;
+    g_cal.pf_slabs_slab = -1;
     g_cal.item_rows = MM_GEMV_TILE_ROWS;
 done:
     g_cal.ms = (cal_now() - t_start) * 1e3;

@@ -115,16 +115,19 @@ struct mm_calib {
     int prefetch;  /* bytes chosen; -1: not applicable on this CPU (no AVX2 tile path) */
     int item_rows; /* rows per decode work item chosen */
     int pf_slabs;  /* AVX-512 direct kernels' prefetch distance in slabs; -1: not on this CPU */
+    int pf_slabs_slab; /* the same for matrices in the slab layout; -1: no slab path here */
     double gbs;    /* the chosen setting's weight bytes per process CPU second (GB/s) */
     double ms;     /* wall time the calibration took */
     char sweep[512]; /* every candidate's GB per CPU second, for the log */
 };
 const struct mm_calib *mm_calibrate(struct threadpool *tp);
+/* The cached calibration, or NULL when none has run in this process (reports). */
+const struct mm_calib *mm_calib_result(void);
 /* Sets the two knobs by hand (tests, sweeps): prefetch bytes (ignored without the AVX2 tiles; < 0
  * keeps the current value) and rows per decode work item (16..4096, a multiple of 16; <= 0 keeps). */
 void mm_set_stream_tuning(int prefetch_bytes, int item_rows);
 /* The AVX-512 direct small-m kernels' prefetch distance in 16-row slabs (0: none; tests, sweeps;
- * ignored elsewhere). */
+ * ignored elsewhere), for both layouts. */
 void mm_set_pf_slabs(int slabs);
 
 /* Weight bytes the products of this process have read so far (per op: rows x the row size; an

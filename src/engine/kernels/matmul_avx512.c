@@ -1408,10 +1408,10 @@ static void amx_gemvm(const void *W, size_t ws, int64_t nrows, int64_t cols, con
 /* How far ahead the direct kernels prefetch into L2, in 16-row slabs (0: not at all); set by
  * mm_calibrate (the 16 interleaved row streams of a slab are more than the hardware prefetcher
  * follows: without it one thread read 8.2 GB/s, with one slab 19.7, Zen 5 VM). */
-static int g_pf_slabs = MM_PF_SLABS_DEFAULT;
-static void set_pf_slabs(int slabs)
+static int g_pf_slabs[2] = {MM_PF_SLABS_DEFAULT, MM_PF_SLABS_DEFAULT}; /* [slab layout] */
+static void set_pf_slabs(int slab_layout, int slabs)
 {
-    g_pf_slabs = slabs;
+    g_pf_slabs[slab_layout != 0] = slabs;
 }
 
 /* q8_0 products of a few tokens (decode m = 1, a lockstep batch, a speculative verify, a short
@@ -1926,7 +1926,7 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
     const uint8_t *end = (const uint8_t *)W + (size_t)full * ws;
     for (int64_t s0 = 0; s0 < full; s0 += 16) {
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
-        const size_t dist = (size_t)g_pf_slabs * 16 * ws;
+        const size_t dist = (size_t)g_pf_slabs[slab_layout != 0] * 16 * ws;
         const uint8_t *next = dist && slab + dist < end ? slab + dist : NULL;
         if (n_tok == 1) {
             float *y = Y + (y_idx ? y_idx[0] : 0) * ys + r0 + s0;

@@ -95,8 +95,9 @@ struct mm_gemm_impl {
                   int64_t cols, const int8_t *aq, const float *ad, const float *as,
                   const float *as16, int64_t n_tok, float *Y, int64_t y_stride,
                   const int32_t *y_idx, int64_t r0, uint8_t *panel);
-    /* small's software prefetch distance in 16-row slabs (0: none; mm_calibrate sets it) */
-    void (*set_pf_slabs)(int slabs);
+    /* small's software prefetch distance in 16-row slabs (0: none; mm_calibrate sets it), for
+     * matrices in the file's layout (slab_layout 0) or the slab layout (1) */
+    void (*set_pf_slabs)(int slab_layout, int slabs);
 };
 
 /* The AVX-512 direct small-m kernels' prefetch distance (16-row slabs) before mm_calibrate(). */
