@@ -95,8 +95,11 @@ static void repack_worker(void *ctx, int ith, int nth)
         const size_t rs = quant_row_size(ty, t->ne[0]);
         const int64_t r0 = (u - j->unit_begin[i]) * REPACK_UNIT_ROWS,
                       n = t->ne[1] - r0 < REPACK_UNIT_ROWS ? t->ne[1] - r0 : REPACK_UNIT_ROWS;
-        mm_slab_repack(ty, (const uint8_t *)t->data + (size_t)r0 * rs, n, t->ne[0],
-                       j->dst[i] + (size_t)r0 * rs);
+        if (mm_slab_supported(ty))
+            mm_slab_repack(ty, (const uint8_t *)t->data + (size_t)r0 * rs, n, t->ne[0],
+                           j->dst[i] + (size_t)r0 * rs);
+        else
+            memcpy(j->dst[i] + (size_t)r0 * rs, (const uint8_t *)t->data + (size_t)r0 * rs, (size_t)n * rs);
     }
 }
 
@@ -107,20 +110,32 @@ static double mono_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Every 2-D matrix of a type with a slab path (and at least one full slab) is copied, reordered,
- * into one anonymous arena (huge pages where the kernel gives them), and its tensor points there
- * (slab = 1); the file's pages of those tensors are dropped. The families reach weights only
- * through mdl_op and mdl_embed_row, which read either layout. Returns 0, or -1 with e (out of
- * memory: the caller loads without the repack). */
-static int repack_weights(struct model *m, struct err *e)
+/* The matrices a load copies: 2-D (expert tensors stay in the mapping: --experts=borrow reads
+ * them from it), at least 16 rows, of a type a matmul path computes on this CPU. */
+static int repack_candidate(const struct gguf_tensor *t)
+{
+    const enum ggml_type ty = (enum ggml_type)t->type;
+    return t->n_dims == 2 && t->ne[1] >= 16 && (mm_slab_supported(ty) || mm_gemm_supported(ty));
+}
+
+/* Every matrix repack_candidate names is copied into one anonymous arena (huge pages where the
+ * kernel gives them: the decode stream reads it faster than the file mapping, docs/gguf.md
+ * --no-mmap), reordered into the slab layout where its type has a slab path (slab = 1), as it is
+ * otherwise; its tensor points there. The families reach matrices only through mdl_op and
+ * mdl_embed_row, which read either layout. The file's pages of the copied tensors are dropped
+ * when they are the mapping's (the kernel reads them back if anything still touched them);
+ * a --no-mmap copy keeps them (its bytes would not come back). Returns 0, or -1 with e (out of
+ * memory: the caller goes on without the copy). */
+static int repack_weights(struct model *m, bool drop_source, struct err *e)
 {
     struct gguf *g = &m->g;
-    int n = 0;
+    int n = 0, n_slab = 0;
     size_t total = 0;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor *t = &g->tensors[i];
-        if (t->n_dims != 2 || t->ne[1] < 16 || !mm_slab_supported((enum ggml_type)t->type)) continue;
+        if (!repack_candidate(t)) continue;
         n++;
+        n_slab += mm_slab_supported((enum ggml_type)t->type);
         total += ((size_t)t->nbytes + 4095) / 4096 * 4096;
     }
     if (!n) return 0;
@@ -142,7 +157,7 @@ static int repack_weights(struct model *m, struct err *e)
     int k = 0;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor *t = &g->tensors[i];
-        if (t->n_dims != 2 || t->ne[1] < 16 || !mm_slab_supported((enum ggml_type)t->type)) continue;
+        if (!repack_candidate(t)) continue;
         ts[k] = t, dst[k] = (uint8_t *)arena + off;
         ub[k + 1] = ub[k] + (t->ne[1] + REPACK_UNIT_ROWS - 1) / REPACK_UNIT_ROWS;
         off += ((size_t)t->nbytes + 4095) / 4096 * 4096;
@@ -152,21 +167,19 @@ static int repack_weights(struct model *m, struct err *e)
     atomic_init(&j.next, 0);
     tp_run(m->pool, repack_worker, &j);
     mprotect(arena, total, PROT_READ);
-    /* the source bytes are never read again: give their whole pages back (file pages stay in the
-     * page cache; a --no-mmap copy's pages are freed) */
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (int i = 0; i < n; i++) {
         uintptr_t a = (uintptr_t)ts[i]->data, b = a + (uintptr_t)ts[i]->nbytes;
         uintptr_t lo = (a + pg - 1) / pg * pg, hi = b / pg * pg;
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        if (drop_source && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        ts[i]->slab = mm_slab_supported((enum ggml_type)ts[i]->type);
         ts[i]->data = dst[i];
-        ts[i]->slab = 1;
     }
     g->repack = arena;
     g->repack_size = total;
-    log_info("weights: %d matrices (%.1f MiB) repacked into 16-row slabs in %.0f ms "
-             "(--no-repack: read them in the file's layout)",
-             n, (double)total / 1048576.0, mono_ms() - t0);
+    log_info("weights: %d matrices (%.1f MiB) copied into memory at load in %.0f ms, %d of them "
+             "repacked into 16-row slabs (--no-repack: read in place from the file)",
+             n, (double)total / 1048576.0, mono_ms() - t0, n_slab);
     free(ts), free(dst), free(ub);
     return 0;
 }
@@ -208,7 +221,7 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
     }
     if (!(opts && opts->no_repack)) {
         struct err re = {0};
-        if (repack_weights(m, &re)) log_warn("weights stay in the file's layout: %s", re.msg);
+        if (repack_weights(m, !(opts && opts->no_mmap), &re)) log_warn("weights stay in the file's layout: %s", re.msg);
     }
     /* once per process: the decode stream's prefetch distance and work-item size, by measurement
      * on this machine (matmul.h); cached, so later loads only log the result */

@@ -620,23 +620,26 @@ Test(model, no_mmap_loads_the_same_bytes)
     unlink(p);
 }
 
-/* The slab layout (matmul.h; the default where mm_slab_supported): a model whose matrices were
- * repacked at load must give the logits of the same file read in its own layout (--no-repack),
- * bit for bit — prefill through the direct few-token kernels (5 tokens) and pack + kernel (40),
- * decode (1), the tied embedding read back row by row through the slabs, vocabularies that end in
- * a partial slab (260 rows), q8_0 and K-quant files. */
+/* The copy at load (matmul.h; the default): a model whose matrices were copied into memory and,
+ * where mm_slab_supported, repacked into the slab layout must give the logits of the same file
+ * read in place (--no-repack), bit for bit — prefill through the direct few-token kernels (5
+ * tokens) and pack + kernel (40), decode (1), the tied embedding read back row by row through the
+ * slabs, vocabularies that end in a partial slab (260 rows), q8_0, K-quant and f16 files (f16:
+ * copied as it is), from the mapping and from a --no-mmap copy. */
 Test(model, repack_gives_the_file_layouts_logits)
 {
     static const struct shape shapes[] = {
         {"qwen3", 2, 128, 4, 2, 64, 160, 260, 0, 0, 0, false, GGML_TYPE_Q8_0},
         {"qwen3", 2, 256, 4, 2, 64, 512, 260, 0, 0, 0, true, GGML_TYPE_Q4_K},
         {"qwen3", 1, 256, 4, 2, 64, 256, 276, 0, 0, 0, true, GGML_TYPE_Q6_K},
+        {"qwen3", 1, 128, 4, 2, 32, 160, 260, 0, 0, 0, false, GGML_TYPE_F16},
+        {"qwen3", 2, 128, 4, 2, 64, 160, 260, 0, 0, 0, false, GGML_TYPE_Q8_0},
     };
-    for (int si = 0; si < 3; si++) {
+    for (int si = 0; si < 5; si++) {
         const struct shape *sh = &shapes[si];
         const char *p = write_model(sh, NULL);
         struct err e = {0};
-        struct model_opts of = {.n_threads = 2, .no_repack = true}, orp = {.n_threads = 2};
+        struct model_opts of = {.n_threads = 2, .no_repack = true}, orp = {.n_threads = 2, .no_mmap = si == 4};
         struct model *mf = model_load(p, &of, &e);
         cr_assert(mf, "file layout: %s", e.msg);
         struct model *mr = model_load(p, &orp, &e);
@@ -647,6 +650,14 @@ Test(model, repack_gives_the_file_layouts_logits)
                   quant_traits(sh->wtype)->name, te ? te->slab : -1,
                   mm_slab_supported(sh->wtype) ? "present" : "absent");
         cr_assert(!gguf_find_tensor(model_gguf(mf), "token_embd.weight")->slab, "--no-repack repacked");
+        /* copied (into the arena) exactly when a matmul path computes the type here */
+        const struct gguf *gr = model_gguf(mr);
+        const bool copied = mm_slab_supported(sh->wtype) || mm_gemm_supported(sh->wtype),
+                   in_arena = gr->repack && (const uint8_t *)te->data >= (const uint8_t *)gr->repack &&
+                              (const uint8_t *)te->data < (const uint8_t *)gr->repack + gr->repack_size;
+        cr_assert(in_arena == copied, "%s: token_embd.weight %s the load's copy", quant_traits(sh->wtype)->name,
+                  in_arena ? "in" : "not in");
+        cr_assert(!model_gguf(mf)->repack, "--no-repack copied");
         int V = model_config(mf)->n_vocab;
         enum { N = 46 };
         int32_t tok[N], pos[N];
