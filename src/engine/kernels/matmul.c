@@ -120,6 +120,18 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
     for (int64_t s0 = 0; s0 < full; s0 += 16) {
         const uint8_t *in = s + (size_t)s0 * rs;
         uint8_t *out = d + (size_t)s0 * rs;
+        if (wtype == GGML_TYPE_Q8_0) { /* scales, then the panel (matmul_impl.h) */
+            uint8_t *pnl = out + (size_t)nbk * 32;
+            for (int64_t b = 0; b < nbk; b++)
+                for (int r = 0; r < 16; r++) {
+                    const uint8_t *blk = in + (size_t)r * rs + (size_t)b * bsz;
+                    memcpy(out + ((size_t)b * 16 + (size_t)r) * 2, blk, 2);
+                    for (int c = 0; c < 32; c++)
+                        pnl[(size_t)b * 512 + (size_t)(c / 4) * 64 + (size_t)r * 4 + (size_t)(c % 4)] =
+                            (uint8_t)(blk[2 + c] ^ 0x80);
+                }
+            continue;
+        }
         for (int64_t i = 0; i < nbk; i++)
             for (int r = 0; r < 16; r++)
                 memcpy(out + ((size_t)i * 16 + (size_t)r) * bsz, in + (size_t)r * rs + (size_t)i * bsz, bsz);
@@ -127,13 +139,22 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
     memcpy(d + (size_t)full * rs, s + (size_t)full * rs, (size_t)(rows - full) * rs);
 }
 
-const void *mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
-                          int64_t r, int64_t i)
+void mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t cols, int64_t r,
+                   int64_t i, void *out)
 {
     const size_t bsz = quant_traits(wtype)->type_size, rs = quant_row_size(wtype, cols);
-    const uint8_t *w = W;
-    if (r >= rows / 16 * 16) return w + (size_t)r * rs + (size_t)i * bsz;
-    return w + (size_t)(r / 16) * 16 * rs + ((size_t)i * 16 + (size_t)(r % 16)) * bsz;
+    const uint8_t *w = W, *slab = w + (size_t)(r / 16) * 16 * rs;
+    if (r >= rows / 16 * 16) {
+        memcpy(out, w + (size_t)r * rs + (size_t)i * bsz, bsz);
+    } else if (wtype == GGML_TYPE_Q8_0) {
+        uint8_t *o = out;
+        const uint8_t *pnl = slab + (size_t)(cols / 32) * 32;
+        memcpy(o, slab + ((size_t)i * 16 + (size_t)(r % 16)) * 2, 2);
+        for (int c = 0; c < 32; c++)
+            o[2 + c] = (uint8_t)(pnl[(size_t)i * 512 + (size_t)(c / 4) * 64 + (size_t)(r % 16) * 4 + (size_t)(c % 4)] ^ 0x80);
+    } else {
+        memcpy(out, slab + ((size_t)i * 16 + (size_t)(r % 16)) * bsz, bsz);
+    }
 }
 
 static int g_amx_enabled = 1;
@@ -406,9 +427,10 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
         float *pm = pd + nb * MM_TILE_ROWS * (sub16 ? 2 : 1);
         for (int64_t s0 = r0; s0 < r1; s0 += MM_TILE_ROWS) {
             int64_t s1 = s0 + MM_TILE_ROWS < r1 ? s0 + MM_TILE_ROWS : r1;
-            j->g->pack(op->wtype, (const uint8_t *)op->W + (size_t)s0 * p->w_stride, p->w_stride,
-                       op->slab && s1 - s0 == MM_TILE_ROWS, s1 - s0, op->cols, panel, pd, pm);
-            j->g->kernel(panel, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16,
+            const uint8_t *pnl = j->g->pack(op->wtype, (const uint8_t *)op->W + (size_t)s0 * p->w_stride,
+                                            p->w_stride, op->slab && s1 - s0 == MM_TILE_ROWS, s1 - s0,
+                                            op->cols, panel, pd, pm);
+            j->g->kernel(pnl, pd, pm, op->cols, (const int8_t *)A->q, A->ad, A->as, A->as16,
                          sub16, op->n_tok, op->Y, ys, op->y_idx, s0, (int)(s1 - s0));
         }
         return;

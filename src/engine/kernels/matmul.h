@@ -50,12 +50,13 @@ struct mm_op {
  * of the same product on the file's layout. */
 int mm_slab_supported(enum ggml_type wtype);
 /* The rows x cols matrix src (row-major, rows of quant_row_size bytes) into dst (the same number
- * of bytes, not overlapping src) in the slab layout: every full 16-row slab reordered, the rows
- * past the last one copied as they are. */
+ * of bytes, not overlapping src) in the slab layout (matmul_impl.h): every full 16-row slab
+ * rearranged, the rows past the last one copied as they are. */
 void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t cols, void *dst);
-/* Where type block i (blck_size columns) of row r of a matrix in the slab layout is. */
-const void *mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t cols,
-                          int64_t r, int64_t i);
+/* Type block i (blck_size columns) of row r of a matrix in the slab layout, as the file's bytes
+ * (type_size of them) into out. */
+void mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t cols, int64_t r,
+                   int64_t i, void *out);
 
 struct mm_scratch; /* per-caller buffers (quantized activations, per-thread panels); grows */
 

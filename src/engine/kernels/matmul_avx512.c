@@ -402,9 +402,19 @@ static void set_pack_vec(int on)
     g_pack_vec = on;
 }
 
-static void pack(enum ggml_type t, const void *W, size_t ws, int slab, int64_t nrows,
-                 int64_t cols, uint8_t *panel, float *pd, float *pm)
+static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab, int64_t nrows,
+                           int64_t cols, uint8_t *panel, float *pd, float *pm)
 {
+    if (slab && t == GGML_TYPE_Q8_0) { /* the slab is a panel already: only its scales to f32 */
+        const int64_t nb = cols / 32;
+        const uint16_t *sc = W;
+        for (int64_t k = 0; k < nb * 16; k += 16) {
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + k)));
+            _mm512_storeu_ps(pd + k, d);
+            _mm512_storeu_ps(pm + k, _mm512_mul_ps(d, _mm512_set1_ps(128.f)));
+        }
+        return (const uint8_t *)W + nb * 32;
+    }
     const struct lay L = lay_of(t, ws, slab);
     switch (t) {
     /* each case with its type a constant, so get_block's switch folds away */
@@ -431,6 +441,7 @@ static void pack(enum ggml_type t, const void *W, size_t ws, int slab, int64_t n
     default:
         break;
     }
+    return panel;
 }
 
 static int sub16(enum ggml_type t)
@@ -1556,11 +1567,12 @@ AI void blk_tokens(const int M, const uint8_t *pb, __m512 dx, __m512 mx, const i
         acci[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++) {
-        const __m512i w = _mm512_load_si512(pb + 64 * g);
+        const __m512i w = _mm512_loadu_si512(pb + 64 * g); /* a slab's panel may be 32-aligned */
 #pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
             int32_t a4;
             memcpy(&a4, ab + t * cols + 4 * g, 4);
+            /* one token: two dependency chains (integer sums: exact in any order) */
             acci[t] = _mm512_dpbusd_epi32(acci[t], w, _mm512_set1_epi32(a4));
         }
     }
@@ -1903,6 +1915,34 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
 }
 
 
+/* q8_0 in the slab layout (matmul_impl.h: a slab is its 16 rows' fp16 scales, 16 per block, then
+ * the packed kernel's panel, written once at load): n tokens (1..MM_SMALL_MAX_TOK) read the panel
+ * in place with kern's loops — no transpose, no reduction, the scales one cvtph per block (pack's
+ * fp16 -> f32, exact; mx = 128 d as pack's) — so the bits of pack + kernel. MG = 1: n <= 8, a
+ * compile-time constant, the accumulators in registers; MG = 2: any n, groups of 8 per block with
+ * the accumulators in memory (16 accumulators in registers measured no faster at m = 16). */
+AI void q8p_slab(const int MG, const uint8_t *slab, size_t ws, int64_t cols, int64_t n,
+                 const int8_t *aq, const float *ad, const float *as, float *const *yrow,
+                 const uint8_t *next)
+{
+    const int64_t nb = cols / 32;
+    const uint8_t *sc = slab, *pp = slab + nb * 32;
+    const __m512 k128 = _mm512_set1_ps(128.f);
+    const size_t share = 16 * ws / (size_t)nb;
+    __m512 acc[MM_SMALL_MAX_TOK];
+    for (int64_t t = 0; t < n; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        pf_share(next, b, share);
+        const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32 * b)));
+        const __m512 mx = _mm512_mul_ps(dx, k128);
+        if (MG == 1) blk_tokens((int)n, pp + 512 * b, dx, mx, aq + 32 * b, cols, ad, as, nb, b, acc);
+        else blk_groups(pp + 512 * b, dx, mx, aq + 32 * b, n, cols, ad, as, nb, b, acc);
+    }
+    for (int64_t t = 0; t < n; t++)
+        _mm512_storeu_ps(yrow[t], acc[t]);
+}
+
 /* q8_0 up to MM_SMALL_MAX_TOK tokens; the K-quants up to 8 (one register-resident group: with
  * their scale vectors, groups in memory measured slower than pack + kernel, e.g. Q4_K_M m = 16
  * 162-169 vs 103-120 CPU ms per step on one thread of the Zen 5 VM) */
@@ -1928,6 +1968,24 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
         const size_t dist = (size_t)g_pf_slabs[slab_layout != 0] * 16 * ws;
         const uint8_t *next = dist && slab + dist < end ? slab + dist : NULL;
+        if (t == GGML_TYPE_Q8_0 && slab_layout) {
+            float *yrow[MM_SMALL_MAX_TOK];
+            for (int64_t k = 0; k < n_tok; k++)
+                yrow[k] = Y + (y_idx ? y_idx[k] : k) * ys + r0 + s0;
+            switch (n_tok) {
+#define PSLAB_CASE(M)                                                                              \
+    case M:                                                                                        \
+        q8p_slab(1, slab, ws, cols, M, aq, ad, as, yrow, next);                                    \
+        break;
+                PSLAB_CASE(8) PSLAB_CASE(7)
+                PSLAB_CASE(6) PSLAB_CASE(5) PSLAB_CASE(4) PSLAB_CASE(3) PSLAB_CASE(2) PSLAB_CASE(1)
+#undef PSLAB_CASE
+            default:
+                q8p_slab(2, slab, ws, cols, n_tok, aq, ad, as, yrow, next);
+                break;
+            }
+            continue;
+        }
         if (n_tok == 1) {
             float *y = Y + (y_idx ? y_idx[0] : 0) * ys + r0 + s0;
             if (t == GGML_TYPE_Q8_0) gemv1_q8_slab(slab, ws, L, cols, aq, ad, as, y, next);

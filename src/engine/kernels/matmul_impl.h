@@ -13,13 +13,16 @@
  *   Types with 16-element scales (q6_K, q3_K, q2_K: "sub16") keep 32 scales per block instead:
  *     pd[b * 32 + h * 16 + r] for half h of block b, and likewise pm.
  *
- * Weight slab layout (persistent: a model's matrices repacked once at load, mm_slab_repack): the
- * file's bytes, reordered. Rows [16s, 16s + 16) ("slab" s, for every full slab) occupy the same
- * 16 * row_size bytes as in the file, but as the 16 rows' type block i side by side: row r's
- * block i at slab + i * 16 * block_size + r * block_size (block: the type's own, 34 bytes of 32
- * columns for q8_0, 144 bytes of 256 for q4_K). Rows past the last full slab stay row-major. A
- * slab is then one sequential stream instead of 16 interleaved ones; the arithmetic on it is
- * unchanged (same blocks, same operations), so results are bitwise those of the file's layout. */
+ * Weight slab layout (persistent: a model's matrices repacked once at load, mm_slab_repack).
+ * Rows [16s, 16s + 16) ("slab" s, for every full slab) occupy the same 16 * row_size bytes as in
+ * the file; rows past the last full slab stay row-major. Within a slab:
+ *   q8_0: the packed kernel's operands, nb = cols / 32: first the fp16 scale d of row r, block b
+ *     at uint16 [b * 16 + r] (nb * 32 bytes), then the weight panel above (u8 = q ^ 0x80 at
+ *     [(b * 8 + g) * 64 + r * 4 + i], nb * 512 bytes): products read it in place, no pack;
+ *   q4_K, q5_K, q6_K: the 16 rows' type block i (256 columns) side by side: row r's block i at
+ *     slab + i * 16 * block_size + r * block_size.
+ * A slab is one or two sequential streams instead of 16 interleaved ones; the arithmetic on it
+ * is the file layout's (same integers, same float steps), so results are bitwise the same. */
 #ifndef LMS_ENGINE_MATMUL_IMPL_H
 #define LMS_ENGINE_MATMUL_IMPL_H
 
@@ -39,9 +42,10 @@ struct mm_gemm_impl {
                       float *as16);
     int (*sub16)(enum ggml_type wtype); /* scales per 16 columns (see above) */
     /* rows [0, nrows) (nrows <= 16) of W -> panel (cols*16 bytes), pd/pm (cols/32*16 floats);
-     * slab: W is a full 16-row slab in the slab layout (w_stride: the row size) */
-    void (*pack)(enum ggml_type wtype, const void *W, size_t w_stride, int slab, int64_t nrows,
-                 int64_t cols, uint8_t *panel, float *pd, float *pm);
+     * slab: W is a full 16-row slab in the slab layout (w_stride: the row size). Returns the
+     * panel the kernel is to read: panel, or (q8_0 in the slab layout) the slab's own. */
+    const uint8_t *(*pack)(enum ggml_type wtype, const void *W, size_t w_stride, int slab,
+                           int64_t nrows, int64_t cols, uint8_t *panel, float *pd, float *pm);
     /* Y rows [r0, r0 + nrows) for tokens [0, n_tok) of the activation panel; token t's output
      * is Y + (y_idx ? y_idx[t] : t) * y_stride. */
     void (*kernel)(const uint8_t *panel, const float *pd, const float *pm, int64_t cols,

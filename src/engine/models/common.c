@@ -144,9 +144,11 @@ void mdl_embed_row(const struct gguf_tensor *t, int32_t tok, float *out)
         return;
     }
     /* a repacked matrix (matmul.h): block by block */
-    for (int64_t i = 0; i < t->ne[0] / tr->blck_size; i++)
-        tr->to_float(mm_slab_block(ty, t->data, t->ne[1], t->ne[0], tok, i), out + i * tr->blck_size,
-                     tr->blck_size);
+    uint8_t blk[512];
+    for (int64_t i = 0; i < t->ne[0] / tr->blck_size; i++) {
+        mm_slab_block(ty, t->data, t->ne[1], t->ne[0], tok, i, blk);
+        tr->to_float(blk, out + i * tr->blck_size, tr->blck_size);
+    }
 }
 
 void mdl_route_topk(const float *probs, int64_t T, int n_expert, int k, float min_sum, int64_t cap, int32_t *sel,
