@@ -78,7 +78,16 @@ struct repack_job {
     int n;
     int64_t *unit_begin; /* first unit of tensor i; [n] = the total */
     atomic_int_fast64_t next;
+    bool drop_source;    /* give the source's pages back as each unit is done (peak memory) */
 };
+
+/* MADV_DONTNEED on the whole pages inside [a, a + n) */
+static void drop_pages(const void *a, size_t n)
+{
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), b = (uintptr_t)a + n;
+    uintptr_t lo = ((uintptr_t)a + pg - 1) / pg * pg, hi = b / pg * pg;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
 
 static void repack_worker(void *ctx, int ith, int nth)
 {
@@ -100,6 +109,7 @@ static void repack_worker(void *ctx, int ith, int nth)
                            j->dst[i] + (size_t)r0 * rs);
         else
             memcpy(j->dst[i] + (size_t)r0 * rs, (const uint8_t *)t->data + (size_t)r0 * rs, (size_t)n * rs);
+        if (j->drop_source) drop_pages((const uint8_t *)t->data + (size_t)r0 * rs, (size_t)n * rs);
     }
 }
 
@@ -163,15 +173,12 @@ static int repack_weights(struct model *m, bool drop_source, struct err *e)
         off += ((size_t)t->nbytes + 4095) / 4096 * 4096;
         k++;
     }
-    struct repack_job j = {.ts = ts, .dst = dst, .n = n, .unit_begin = ub};
+    struct repack_job j = {.ts = ts, .dst = dst, .n = n, .unit_begin = ub, .drop_source = drop_source};
     atomic_init(&j.next, 0);
     tp_run(m->pool, repack_worker, &j);
     mprotect(arena, total, PROT_READ);
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (int i = 0; i < n; i++) {
-        uintptr_t a = (uintptr_t)ts[i]->data, b = a + (uintptr_t)ts[i]->nbytes;
-        uintptr_t lo = (a + pg - 1) / pg * pg, hi = b / pg * pg;
-        if (drop_source && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        if (drop_source) drop_pages(ts[i]->data, ts[i]->nbytes); /* the pages units shared */
         ts[i]->slab = mm_slab_supported((enum ggml_type)ts[i]->type);
         ts[i]->data = dst[i];
     }

@@ -117,6 +117,9 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
     const int64_t nbk = cols / tr->blck_size, full = rows / 16 * 16;
     const uint8_t *s = src;
     uint8_t *d = dst;
+    /* q8_0's panel is what the packer writes (vectorized); its f32 scales are not kept */
+    const struct mm_gemm_impl *g = wtype == GGML_TYPE_Q8_0 ? gemm_impl() : NULL;
+    float *pdm = g && g->pack ? malloc(sizeof(float) * 32 * (size_t)nbk) : NULL;
     for (int64_t s0 = 0; s0 < full; s0 += 16) {
         const uint8_t *in = s + (size_t)s0 * rs;
         uint8_t *out = d + (size_t)s0 * rs;
@@ -126,10 +129,12 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
                 for (int r = 0; r < 16; r++) {
                     const uint8_t *blk = in + (size_t)r * rs + (size_t)b * bsz;
                     memcpy(out + ((size_t)b * 16 + (size_t)r) * 2, blk, 2);
-                    for (int c = 0; c < 32; c++)
-                        pnl[(size_t)b * 512 + (size_t)(c / 4) * 64 + (size_t)r * 4 + (size_t)(c % 4)] =
-                            (uint8_t)(blk[2 + c] ^ 0x80);
+                    if (!pdm)
+                        for (int c = 0; c < 32; c++)
+                            pnl[(size_t)b * 512 + (size_t)(c / 4) * 64 + (size_t)r * 4 + (size_t)(c % 4)] =
+                                (uint8_t)(blk[2 + c] ^ 0x80);
                 }
+            if (pdm) g->pack(wtype, in, rs, 0, 16, cols, pnl, pdm, pdm + 16 * nbk);
             continue;
         }
         for (int64_t i = 0; i < nbk; i++)
@@ -137,6 +142,7 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
                 memcpy(out + ((size_t)i * 16 + (size_t)r) * bsz, in + (size_t)r * rs + (size_t)i * bsz, bsz);
     }
     memcpy(d + (size_t)full * rs, s + (size_t)full * rs, (size_t)(rows - full) * rs);
+    free(pdm);
 }
 
 void mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t cols, int64_t r,
