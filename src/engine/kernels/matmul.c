@@ -137,6 +137,25 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
             if (pdm) g->pack(wtype, in, rs, 0, 16, cols, pnl, pdm, pdm + 16 * nbk);
             continue;
         }
+        if (wtype == GGML_TYPE_Q4_K) { /* per superblock: heads as lanes, nibble panel */
+            for (int64_t i = 0; i < nbk; i++) {
+                uint8_t *sb = out + (size_t)i * 16 * bsz;
+                for (int r = 0; r < 16; r++) {
+                    const uint8_t *blk = in + (size_t)r * rs + (size_t)i * bsz;
+                    for (int h = 0; h < 4; h++)
+                        memcpy(sb + 64 * h + 4 * r, blk + 4 * h, 4);
+                    for (int j = 0; j < 8; j++)
+                        for (int k = 0; k < 4; k++)
+                            for (int ii = 0; ii < 4; ii++) {
+                                const uint8_t *qs = blk + 16 + 32 * (j / 2);
+                                int lo = (qs[4 * k + ii] >> (4 * (j % 2))) & 15,
+                                    hi = (qs[4 * (k + 4) + ii] >> (4 * (j % 2))) & 15;
+                                sb[256 + 256 * j + 64 * k + 4 * r + ii] = (uint8_t)(lo | hi << 4);
+                            }
+                }
+            }
+            continue;
+        }
         for (int64_t i = 0; i < nbk; i++)
             for (int r = 0; r < 16; r++)
                 memcpy(out + ((size_t)i * 16 + (size_t)r) * bsz, in + (size_t)r * rs + (size_t)i * bsz, bsz);
@@ -158,6 +177,20 @@ void mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t co
         memcpy(o, slab + ((size_t)i * 16 + (size_t)(r % 16)) * 2, 2);
         for (int c = 0; c < 32; c++)
             o[2 + c] = (uint8_t)(pnl[(size_t)i * 512 + (size_t)(c / 4) * 64 + (size_t)(r % 16) * 4 + (size_t)(c % 4)] ^ 0x80);
+    } else if (wtype == GGML_TYPE_Q4_K) {
+        uint8_t *o = out;
+        const uint8_t *sb = slab + (size_t)i * 16 * bsz;
+        const int rr = (int)(r % 16);
+        for (int h = 0; h < 4; h++)
+            memcpy(o + 4 * h, sb + 64 * h + 4 * rr, 4);
+        for (int j = 0; j < 8; j++)
+            for (int k = 0; k < 4; k++)
+                for (int ii = 0; ii < 4; ii++) {
+                    uint8_t v = sb[256 + 256 * j + 64 * k + 4 * rr + ii];
+                    uint8_t *qs = o + 16 + 32 * (j / 2);
+                    if (j % 2 == 0) qs[4 * k + ii] = v & 15, qs[4 * (k + 4) + ii] = v >> 4;
+                    else qs[4 * k + ii] |= (uint8_t)((v & 15) << 4), qs[4 * (k + 4) + ii] |= (uint8_t)(v & 0xf0);
+                }
     } else {
         memcpy(out, slab + ((size_t)i * 16 + (size_t)(r % 16)) * bsz, bsz);
     }

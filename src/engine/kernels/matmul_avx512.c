@@ -402,6 +402,8 @@ static void set_pack_vec(int on)
     g_pack_vec = on;
 }
 
+static void pack_q4p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm);
+
 static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab, int64_t nrows,
                            int64_t cols, uint8_t *panel, float *pd, float *pm)
 {
@@ -414,6 +416,10 @@ static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab,
             _mm512_storeu_ps(pm + k, _mm512_mul_ps(d, _mm512_set1_ps(128.f)));
         }
         return (const uint8_t *)W + nb * 32;
+    }
+    if (slab && t == GGML_TYPE_Q4_K) {
+        pack_q4p(W, cols, panel, pd, pm);
+        return panel;
     }
     const struct lay L = lay_of(t, ws, slab);
     switch (t) {
@@ -1557,9 +1563,9 @@ AI void gemv1_q8_slab(const uint8_t *slab, size_t ws, struct lay L, int64_t cols
 
 /* kern's and kern16's work for one block and M <= 8 tokens, on the block's 512-byte panel pb (in
  * L1, written just before): the same loops, so the same integers and the same float steps. */
-AI void blk_tokens(const int M, const uint8_t *pb, __m512 dx, __m512 mx, const int8_t *ab,
-                   int64_t cols, const float *ad, const float *as, int64_t nb, int64_t b,
-                   __m512 *acc)
+AI void blk_tokens_w(const int M, const __m512i *w, __m512 dx, __m512 mx, const int8_t *ab,
+                     int64_t cols, const float *ad, const float *as, int64_t nb, int64_t b,
+                     __m512 *acc)
 {
     __m512i acci[8];
 #pragma GCC unroll 8
@@ -1567,18 +1573,28 @@ AI void blk_tokens(const int M, const uint8_t *pb, __m512 dx, __m512 mx, const i
         acci[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int g = 0; g < 8; g++) {
-        const __m512i w = _mm512_loadu_si512(pb + 64 * g); /* a slab's panel may be 32-aligned */
 #pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
             int32_t a4;
             memcpy(&a4, ab + t * cols + 4 * g, 4);
-            /* one token: two dependency chains (integer sums: exact in any order) */
-            acci[t] = _mm512_dpbusd_epi32(acci[t], w, _mm512_set1_epi32(a4));
+            acci[t] = _mm512_dpbusd_epi32(acci[t], w[g], _mm512_set1_epi32(a4));
         }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc[t] = step32(acc[t], acci[t], dx, mx, ad[t * nb + b], as[t * nb + b]);
+}
+
+/* the same on a 512-byte block panel in memory (a slab's panel may be only 32-aligned) */
+AI void blk_tokens(const int M, const uint8_t *pb, __m512 dx, __m512 mx, const int8_t *ab,
+                   int64_t cols, const float *ad, const float *as, int64_t nb, int64_t b,
+                   __m512 *acc)
+{
+    __m512i w[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++)
+        w[g] = _mm512_loadu_si512(pb + 64 * g);
+    blk_tokens_w(M, w, dx, mx, ab, cols, ad, as, nb, b, acc);
 }
 
 AI void blk16_tokens(const int M, const uint8_t *pb, const __m512 *dx, const __m512 *mx,
@@ -1915,6 +1931,92 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
 }
 
 
+/* q4_K in the slab layout (matmul_impl.h): per 256-column superblock the 16 rows' (d | dmin),
+ * scales[0..3], [4..7], [8..11] dwords as four 16-lane vectors, then per 32-column sub-block j
+ * four 64-byte vectors k whose byte r * 4 + i holds the unsigned quants of columns 4k + i (low
+ * nibble) and 4(k + 4) + i (high) of row r: the panel's eight groups, two to a byte. */
+#define Q4P_SB 2304 /* bytes of one superblock of a slab: 16 x 144 */
+
+/* Sub-block j's scales (pack_k4's operations: dx = d * sc, mx = dmin * m) and its eight panel
+ * groups as u8 (q & 15: the panel's bytes). */
+AI void q4p_block(const uint8_t *sb, int j, __m512 d, __m512 dmin, __m512i s0, __m512i s1,
+                  __m512i s2, __m512 *dx, __m512 *mx, __m512i *w)
+{
+    const __m512i n15 = _mm512_set1_epi8(15);
+    __m512i sc, mn;
+    k4_sc_mn(j, s0, s1, s2, &sc, &mn);
+    *dx = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+    *mx = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
+    const uint8_t *q = sb + 256 + 256 * j;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_loadu_si512(q + 64 * k);
+        w[k] = _mm512_and_si512(v, n15);
+        w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), n15);
+    }
+}
+
+AI void q4p_head(const uint8_t *sb, __m512 *d, __m512 *dmin, __m512i *s0, __m512i *s1, __m512i *s2)
+{
+    __m512i g0 = _mm512_loadu_si512(sb);
+    *s0 = _mm512_loadu_si512(sb + 64), *s1 = _mm512_loadu_si512(sb + 128), *s2 = _mm512_loadu_si512(sb + 192);
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+}
+
+/* q4_K slab layout, n <= 8 tokens (a compile-time constant): kern's steps on the groups unpacked
+ * in registers, so the bits of pack + kernel. */
+AI void q4p_slab(const int M, const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
+                 const float *ad, const float *as, float *const *yrow, const uint8_t *next)
+{
+    const int64_t nsb = cols / 256, nb = cols / 32;
+    const size_t share = 16 * ws / (size_t)nb;
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *sb = slab + (size_t)i * Q4P_SB;
+        __m512 d, dmin;
+        __m512i s0, s1, s2;
+        q4p_head(sb, &d, &dmin, &s0, &s1, &s2);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * i + j;
+            pf_share(next, b, share);
+            __m512 dx, mx;
+            __m512i w[8];
+            q4p_block(sb, j, d, dmin, s0, s1, s2, &dx, &mx, w);
+            blk_tokens_w(M, w, dx, mx, aq + 32 * b, cols, ad, as, nb, b, acc);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        _mm512_storeu_ps(yrow[t], acc[t]);
+}
+
+/* pack for a q4_K slab in the slab layout: the panel unpacked from its nibbles, pd/pm as
+ * pack_k4 computes them */
+static void pack_q4p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm)
+{
+    for (int64_t i = 0; i < cols / 256; i++) {
+        const uint8_t *sb = slab + (size_t)i * Q4P_SB;
+        __m512 d, dmin;
+        __m512i s0, s1, s2;
+        q4p_head(sb, &d, &dmin, &s0, &s1, &s2);
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * i + j;
+            __m512 dx, mx;
+            __m512i w[8];
+            q4p_block(sb, j, d, dmin, s0, s1, s2, &dx, &mx, w);
+            _mm512_storeu_ps(pd + b * 16, dx);
+            _mm512_storeu_ps(pm + b * 16, mx);
+            for (int g = 0; g < 8; g++)
+                _mm512_storeu_si512(panel + b * 512 + 64 * g, w[g]);
+        }
+    }
+}
+
 /* q8_0 in the slab layout (matmul_impl.h: a slab is its 16 rows' fp16 scales, 16 per block, then
  * the packed kernel's panel, written once at load): n tokens (1..MM_SMALL_MAX_TOK) read the panel
  * in place with kern's loops — no transpose, no reduction, the scales one cvtph per block (pack's
@@ -1968,6 +2070,23 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
         const size_t dist = (size_t)g_pf_slabs[slab_layout != 0] * 16 * ws;
         const uint8_t *next = dist && slab + dist < end ? slab + dist : NULL;
+        if (t == GGML_TYPE_Q4_K && slab_layout) {
+            float *yrow[8];
+            for (int64_t k = 0; k < n_tok; k++)
+                yrow[k] = Y + (y_idx ? y_idx[k] : k) * ys + r0 + s0;
+            switch (n_tok) {
+#define QSLAB_CASE(M)                                                                              \
+    case M:                                                                                        \
+        q4p_slab(M, slab, ws, cols, aq, ad, as, yrow, next);                                       \
+        break;
+                QSLAB_CASE(8) QSLAB_CASE(7) QSLAB_CASE(6) QSLAB_CASE(5) QSLAB_CASE(4)
+                QSLAB_CASE(3) QSLAB_CASE(2) QSLAB_CASE(1)
+#undef QSLAB_CASE
+            default:
+                break;
+            }
+            continue;
+        }
         if (t == GGML_TYPE_Q8_0 && slab_layout) {
             float *yrow[MM_SMALL_MAX_TOK];
             for (int64_t k = 0; k < n_tok; k++)

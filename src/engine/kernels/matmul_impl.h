@@ -19,7 +19,11 @@
  *   q8_0: the packed kernel's operands, nb = cols / 32: first the fp16 scale d of row r, block b
  *     at uint16 [b * 16 + r] (nb * 32 bytes), then the weight panel above (u8 = q ^ 0x80 at
  *     [(b * 8 + g) * 64 + r * 4 + i], nb * 512 bytes): products read it in place, no pack;
- *   q4_K, q5_K, q6_K: the 16 rows' type block i (256 columns) side by side: row r's block i at
+ *   q4_K: per 256-column superblock i (at slab + i * 2304): the 16 rows' first four dwords
+ *     (d | dmin, scales[0..3], [4..7], [8..11]) as four 64-byte vectors (row r at 4r), then per
+ *     32-column sub-block j four 64-byte vectors k whose byte 4r + c holds the unsigned quants of
+ *     row r, columns 4k + c (low nibble) and 4(k + 4) + c (high): the panel's groups, two a byte;
+ *   q5_K, q6_K: the 16 rows' type block i (256 columns) side by side: row r's block i at
  *     slab + i * 16 * block_size + r * block_size.
  * A slab is one or two sequential streams instead of 16 interleaved ones; the arithmetic on it
  * is the file layout's (same integers, same float steps), so results are bitwise the same. */
