@@ -110,6 +110,23 @@ int mm_slab_supported(enum ggml_type wtype)
            !(g->amx_supported && g->amx_supported(wtype));
 }
 
+/* q6_K's unsigned 6-bit quant of element e (0..255) of a block (quant.c's order) */
+static int q6k_u(const uint8_t *blk, int e)
+{
+    const int j = e / 32, h = j / 4, k = j % 4, l = e % 32;
+    const uint8_t *ql = blk, *qh = blk + 128;
+    return ((ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15) | ((qh[32 * h + l] >> (2 * k)) & 3) << 4;
+}
+
+/* The 6-bit quant of row r, element e of a q6_K superblock sb in the slab layout */
+static int q6p_u(const uint8_t *sb, int r, int e)
+{
+    const int j = e / 32, g = (e % 32) / 4, c = e % 4;
+    const uint8_t *q = sb + 288 + 384 * j;
+    const uint8_t v = q[64 * (g % 4) + 4 * r + c], h = q[256 + 64 * (g % 2) + 4 * r + c];
+    return (g < 4 ? v & 15 : v >> 4) | ((h >> (2 * (g / 2))) & 3) << 4;
+}
+
 void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t cols, void *dst)
 {
     const struct quant_traits *tr = quant_traits(wtype);
@@ -156,6 +173,25 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
             }
             continue;
         }
+        if (wtype == GGML_TYPE_Q6_K) { /* per superblock: d, scales as lanes, 6-bit panel */
+            for (int64_t i = 0; i < nbk; i++) {
+                uint8_t *sb = out + (size_t)i * 16 * bsz;
+                memset(sb, 0, 16 * bsz);
+                for (int r = 0; r < 16; r++) {
+                    const uint8_t *blk = in + (size_t)r * rs + (size_t)i * bsz;
+                    memcpy(sb + 2 * r, blk + 208, 2);
+                    for (int q = 0; q < 4; q++)
+                        memcpy(sb + 32 + 64 * q + 4 * r, blk + 192 + 4 * q, 4);
+                    for (int e = 0; e < 256; e++) {
+                        const int j = e / 32, g = (e % 32) / 4, c = e % 4, u = q6k_u(blk, e);
+                        uint8_t *q = sb + 288 + 384 * j;
+                        q[64 * (g % 4) + 4 * r + c] |= (uint8_t)((u & 15) << (g < 4 ? 0 : 4));
+                        q[256 + 64 * (g % 2) + 4 * r + c] |= (uint8_t)((u >> 4) << (2 * (g / 2)));
+                    }
+                }
+            }
+            continue;
+        }
         for (int64_t i = 0; i < nbk; i++)
             for (int r = 0; r < 16; r++)
                 memcpy(out + ((size_t)i * 16 + (size_t)r) * bsz, in + (size_t)r * rs + (size_t)i * bsz, bsz);
@@ -191,6 +227,19 @@ void mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t co
                     if (j % 2 == 0) qs[4 * k + ii] = v & 15, qs[4 * (k + 4) + ii] = v >> 4;
                     else qs[4 * k + ii] |= (uint8_t)((v & 15) << 4), qs[4 * (k + 4) + ii] |= (uint8_t)(v & 0xf0);
                 }
+    } else if (wtype == GGML_TYPE_Q6_K) {
+        uint8_t *o = out;
+        const uint8_t *sb = slab + (size_t)i * 16 * bsz;
+        const int rr = (int)(r % 16);
+        memset(o, 0, 192);
+        memcpy(o + 208, sb + 2 * rr, 2);
+        for (int q = 0; q < 4; q++)
+            memcpy(o + 192 + 4 * q, sb + 32 + 64 * q + 4 * rr, 4);
+        for (int e = 0; e < 256; e++) {
+            const int j = e / 32, h = j / 4, k = j % 4, l = e % 32, u = q6p_u(sb, rr, e);
+            o[64 * h + 32 * (k % 2) + l] |= (uint8_t)((u & 15) << (4 * (k / 2)));
+            o[128 + 32 * h + l] |= (uint8_t)((u >> 4) << (2 * k));
+        }
     } else {
         memcpy(out, slab + ((size_t)i * 16 + (size_t)(r % 16)) * bsz, bsz);
     }

@@ -403,6 +403,7 @@ static void set_pack_vec(int on)
 }
 
 static void pack_q4p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm);
+static void pack_q6p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm);
 
 static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab, int64_t nrows,
                            int64_t cols, uint8_t *panel, float *pd, float *pm)
@@ -419,6 +420,10 @@ static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab,
     }
     if (slab && t == GGML_TYPE_Q4_K) {
         pack_q4p(W, cols, panel, pd, pm);
+        return panel;
+    }
+    if (slab && t == GGML_TYPE_Q6_K) {
+        pack_q6p(W, cols, panel, pd, pm);
         return panel;
     }
     const struct lay L = lay_of(t, ws, slab);
@@ -1597,9 +1602,9 @@ AI void blk_tokens(const int M, const uint8_t *pb, __m512 dx, __m512 mx, const i
     blk_tokens_w(M, w, dx, mx, ab, cols, ad, as, nb, b, acc);
 }
 
-AI void blk16_tokens(const int M, const uint8_t *pb, const __m512 *dx, const __m512 *mx,
-                     const int8_t *ab, int64_t cols, const float *ad, const float *as16, int64_t nb,
-                     int64_t b, __m512 *acc)
+AI void blk16_tokens_w(const int M, const __m512i *w, const __m512 *dx, const __m512 *mx,
+                       const int8_t *ab, int64_t cols, const float *ad, const float *as16,
+                       int64_t nb, int64_t b, __m512 *acc)
 {
     __m512i lo[8], hi[8];
 #pragma GCC unroll 8
@@ -1607,7 +1612,7 @@ AI void blk16_tokens(const int M, const uint8_t *pb, const __m512 *dx, const __m
         lo[t] = hi[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        const __m512i w0 = _mm512_load_si512(pb + 64 * g), w1 = _mm512_load_si512(pb + 64 * (g + 4));
+        const __m512i w0 = w[g], w1 = w[g + 4];
 #pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
             int32_t a0, a1;
@@ -1625,6 +1630,17 @@ AI void blk16_tokens(const int M, const uint8_t *pb, const __m512 *dx, const __m
         acc[t] = _mm512_fnmadd_ps(mx[0], _mm512_set1_ps(as16[t * 2 * nb + 2 * b]), acc[t]);
         acc[t] = _mm512_fnmadd_ps(mx[1], _mm512_set1_ps(as16[t * 2 * nb + 2 * b + 1]), acc[t]);
     }
+}
+
+AI void blk16_tokens(const int M, const uint8_t *pb, const __m512 *dx, const __m512 *mx,
+                     const int8_t *ab, int64_t cols, const float *ad, const float *as16, int64_t nb,
+                     int64_t b, __m512 *acc)
+{
+    __m512i w[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++)
+        w[g] = _mm512_load_si512(pb + 64 * g);
+    blk16_tokens_w(M, w, dx, mx, ab, cols, ad, as16, nb, b, acc);
 }
 
 /* transpose_rows' output to a 512-byte block panel */
@@ -2017,6 +2033,104 @@ static void pack_q4p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *p
     }
 }
 
+/* q6_K in the slab layout (matmul_impl.h): per superblock the 16 rows' fp16 d (32 bytes) and
+ * their 16 signed scales as four dword vectors (256 bytes), then per 32-column sub-block four
+ * nibble vectors (the low 4 bits of two panel groups a byte, as q4_K's) and two vectors of the
+ * high 2 bits (vector m: groups m, m + 2, m + 4, m + 6 at bits 0, 2, 4, 6). */
+#define Q6P_SB 3360 /* 16 x 210 */
+
+AI void q6p_head(const uint8_t *sb, __m512 *d, __m512i *sg)
+{
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
+    for (int q = 0; q < 4; q++)
+        sg[q] = _mm512_loadu_si512(sb + 32 + 64 * q);
+}
+
+/* Sub-block j's two halves' scales (pack_q6k's operations: dx = d * sc, mx = 32 dx) and its
+ * eight panel groups as u8 (the 6-bit unsigned quants: the panel's bytes). */
+AI void q6p_block(const uint8_t *sb, int j, __m512 d, const __m512i *sg, __m512 *dx, __m512 *mx,
+                  __m512i *w)
+{
+    const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3);
+    for (int u = 0; u < 2; u++) {
+        dx[u] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(q6k_sc(sg, 2 * j + u)));
+        mx[u] = _mm512_mul_ps(_mm512_set1_ps(32.f), dx[u]);
+    }
+    const uint8_t *q = sb + 288 + 384 * j;
+    const __m512i h0 = _mm512_loadu_si512(q + 256), h1 = _mm512_loadu_si512(q + 320);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_loadu_si512(q + 64 * k);
+        __m512i lo = _mm512_and_si512(v, n15), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), n15);
+        /* group k: h(k % 2) bits 2(k / 2); group k + 4: the same vector, bits 2(k / 2) + 4 */
+        const __m512i h = (k % 2) ? h1 : h0;
+        __m512i b0 = _mm512_and_si512(_mm512_srli_epi16(h, 2 * (k / 2)), n3);
+        __m512i b1 = _mm512_and_si512(_mm512_srli_epi16(h, 2 * (k / 2) + 4), n3);
+        w[k] = _mm512_or_si512(lo, _mm512_slli_epi16(b0, 4));
+        w[k + 4] = _mm512_or_si512(hi, _mm512_slli_epi16(b1, 4));
+    }
+}
+
+/* q6_K slab layout, n <= 8 tokens (a compile-time constant): kern16's steps, so the bits of
+ * pack + kernel. */
+AI void q6p_slab(const int M, const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
+                 const float *ad, const float *as16, float *const *yrow, const uint8_t *next)
+{
+    const int64_t nsb = cols / 256, nb = cols / 32;
+    const size_t share = 16 * ws / (size_t)nb;
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *sb = slab + (size_t)i * Q6P_SB;
+        __m512 d;
+        __m512i sg[4];
+        q6p_head(sb, &d, sg);
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * i + j;
+            pf_share(next, b, share);
+            __m512 dx[2], mx[2];
+            __m512i w[8];
+            q6p_block(sb, j, d, sg, dx, mx, w);
+            /* past 4 tokens two passes over the groups in registers (16 accumulators and 8
+             * groups fit; 24 do not): the same per-token steps */
+            if (M <= 4) {
+                blk16_tokens_w(M, w, dx, mx, aq + 32 * b, cols, ad, as16, nb, b, acc);
+            } else {
+                blk16_tokens_w(4, w, dx, mx, aq + 32 * b, cols, ad, as16, nb, b, acc);
+                blk16_tokens_w(M - 4, w, dx, mx, aq + 4 * cols + 32 * b, cols, ad + 4 * nb,
+                               as16 + 8 * nb, nb, b, acc + 4);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        _mm512_storeu_ps(yrow[t], acc[t]);
+}
+
+static void pack_q6p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm)
+{
+    for (int64_t i = 0; i < cols / 256; i++) {
+        const uint8_t *sb = slab + (size_t)i * Q6P_SB;
+        __m512 d;
+        __m512i sg[4];
+        q6p_head(sb, &d, sg);
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * i + j;
+            __m512 dx[2], mx[2];
+            __m512i w[8];
+            q6p_block(sb, j, d, sg, dx, mx, w);
+            for (int u = 0; u < 2; u++) {
+                _mm512_storeu_ps(pd + b * 32 + u * 16, dx[u]);
+                _mm512_storeu_ps(pm + b * 32 + u * 16, mx[u]);
+            }
+            for (int g = 0; g < 8; g++)
+                _mm512_storeu_si512(panel + b * 512 + 64 * g, w[g]);
+        }
+    }
+}
+
 /* q8_0 in the slab layout (matmul_impl.h: a slab is its 16 rows' fp16 scales, 16 per block, then
  * the packed kernel's panel, written once at load): n tokens (1..MM_SMALL_MAX_TOK) read the panel
  * in place with kern's loops — no transpose, no reduction, the scales one cvtph per block (pack's
@@ -2070,14 +2184,15 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
         const size_t dist = (size_t)g_pf_slabs[slab_layout != 0] * 16 * ws;
         const uint8_t *next = dist && slab + dist < end ? slab + dist : NULL;
-        if (t == GGML_TYPE_Q4_K && slab_layout) {
+        if ((t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K) && slab_layout) {
             float *yrow[8];
             for (int64_t k = 0; k < n_tok; k++)
                 yrow[k] = Y + (y_idx ? y_idx[k] : k) * ys + r0 + s0;
             switch (n_tok) {
 #define QSLAB_CASE(M)                                                                              \
     case M:                                                                                        \
-        q4p_slab(M, slab, ws, cols, aq, ad, as, yrow, next);                                       \
+        if (t == GGML_TYPE_Q4_K) q4p_slab(M, slab, ws, cols, aq, ad, as, yrow, next);             \
+        else q6p_slab(M, slab, ws, cols, aq, ad, as16, yrow, next);                                \
         break;
                 QSLAB_CASE(8) QSLAB_CASE(7) QSLAB_CASE(6) QSLAB_CASE(5) QSLAB_CASE(4)
                 QSLAB_CASE(3) QSLAB_CASE(2) QSLAB_CASE(1)

@@ -23,7 +23,11 @@
  *     (d | dmin, scales[0..3], [4..7], [8..11]) as four 64-byte vectors (row r at 4r), then per
  *     32-column sub-block j four 64-byte vectors k whose byte 4r + c holds the unsigned quants of
  *     row r, columns 4k + c (low nibble) and 4(k + 4) + c (high): the panel's groups, two a byte;
- *   q5_K, q6_K: the 16 rows' type block i (256 columns) side by side: row r's block i at
+ *   q6_K: per superblock i (at slab + i * 3360): the 16 rows' fp16 d (32 bytes), their 16
+ *     signed scales as four dword vectors (scales[4q .. 4q + 3] of row r at 32 + 64q + 4r), then
+ *     per sub-block j (at 288 + 384j) four nibble vectors as q4_K's (the low 4 bits) and two
+ *     vectors m = 0, 1 of the high 2 bits of groups m, m + 2, m + 4, m + 6 (bits 0, 2, 4, 6);
+ *   q5_K: the 16 rows' type block i (256 columns) side by side: row r's block i at
  *     slab + i * 16 * block_size + r * block_size.
  * A slab is one or two sequential streams instead of 16 interleaved ones; the arithmetic on it
  * is the file layout's (same integers, same float steps), so results are bitwise the same. */
