@@ -1,4 +1,5 @@
 /* cpu — see cpu.h. */
+#include <stdio.h>
 #include "base/cpu.h"
 
 #include <pthread.h>
@@ -51,4 +52,16 @@ bool cpu_has_avx512_vnni(void)
 {
     const struct cpu_features *c = cpu_features();
     return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni;
+}
+
+long long sys_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
 }

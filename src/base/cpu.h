@@ -22,5 +22,7 @@ const struct cpu_features *cpu_features(void);
 bool cpu_has_avx2_fma(void);
 /* AVX-512 F/BW/VL/DQ + VNNI: the 16-lane and int8-dot kernels. */
 bool cpu_has_avx512_vnni(void);
+/* MemAvailable of /proc/meminfo in bytes, or -1 when unknown */
+long long sys_mem_available(void);
 
 #endif

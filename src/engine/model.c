@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/cpu.h"
 #include "base/log.h"
 #include "engine/kv_cache.h"
 #include "engine/kernels/matmul.h"
@@ -149,6 +150,16 @@ static int repack_weights(struct model *m, bool drop_source, struct err *e)
         total += ((size_t)t->nbytes + 4095) / 4096 * 4096;
     }
     if (!n) return 0;
+    /* the copy is anonymous memory: where it would not fit (the mapping's pages are given back
+     * as it goes, but they are page cache, which the kernel could drop anyway), read in place
+     * rather than swap or meet the OOM killer */
+    long long avail = sys_mem_available();
+    if (avail >= 0 && (double)total > 0.8 * (double)avail) {
+        log_warn("weights: not copied at load (%.1f MiB would take more than 80 %% of the %.1f MiB "
+                 "available): read in place from the file, in its layout",
+                 (double)total / 1048576.0, (double)avail / 1048576.0);
+        return 0;
+    }
     double t0 = mono_ms();
     void *arena = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     struct gguf_tensor **ts = calloc((size_t)n, sizeof *ts);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "base/log.h"
 #include "engine/text/chat.h"
 #include "engine/text/family.h"
@@ -1378,14 +1379,7 @@ static int kv_slots_new(struct llm *L, const struct backend_llm_opts *o, int n_c
 
 static long long mem_available(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
+    return sys_mem_available();
 }
 
 struct backend *backend_llm_new(const char *path, const struct backend_llm_opts *o, struct err *e)
