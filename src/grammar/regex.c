@@ -1,9 +1,11 @@
 /* regex — parser, UTF-8 NFA construction and lazy DFA. See regex.h for the syntax and invariants.
  */
+#define _GNU_SOURCE /* mremap */
 #include "grammar/regex.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "base/utf8.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1452,6 +1454,24 @@ static void trans_store(struct rx_dfa *d, uint32_t s, uint8_t b, uint32_t t)
         row[d->cls_bytes[k]] = t;
 }
 
+/* The transition table ([cap][256], 1 KB a state) is a mapping of its own: growing it moves
+ * page tables (mremap), not bytes. With malloc + realloc every doubling copied the whole table
+ * (8 MB at 8,192 states) into memory faulted in for the copy, inside whatever mask happened to
+ * create the state: 10–40 ms masks of a few thousand work steps (docs/grammar.md "Byte
+ * classes"). */
+static uint32_t *trans_map(size_t cap)
+{
+    void *p = mmap(NULL, cap * 256 * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static uint32_t *trans_remap(uint32_t *t, size_t cap, size_t nc)
+{
+    void *p = mremap(t, cap * 256 * sizeof *t, nc * 256 * sizeof *t, MREMAP_MAYMOVE);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
 {
     memset(d, 0, sizeof *d);
@@ -1476,7 +1496,7 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
         return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
     }
     /* state 0: dead, all transitions to itself */
-    d->trans = malloc((size_t)d->cap * 256 * sizeof *d->trans);
+    d->trans = trans_map((size_t)d->cap);
     if (!d->trans) {
         rx_dfa_deinit(d);
         return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
@@ -1502,7 +1522,7 @@ void rx_dfa_deinit(struct rx_dfa *d)
     free(d->sh);
     rx_prune_deinit(d);
     free(d->st);
-    free(d->trans);
+    if (d->trans) munmap(d->trans, (size_t)d->cap * 256 * sizeof *d->trans);
     free(d->htab);
     free(d->mark);
     free(d->mark_end);
@@ -1587,10 +1607,11 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
         struct rx_dstate *ns = realloc(d->st, (size_t)nc * sizeof *ns);
         if (!ns) goto fail;
         d->st = ns;
-        uint32_t *nt = realloc(d->trans, (size_t)nc * 256 * sizeof *nt);
+        uint32_t *nt = trans_remap(d->trans, (size_t)d->cap, (size_t)nc);
         if (!nt) goto fail;
         d->trans = nt;
         d->cap = nc;
+        d->trans_remaps++;
     }
     struct rx_dstate *s = &d->st[d->n];
     memset(s, 0, sizeof *s);

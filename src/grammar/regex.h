@@ -161,7 +161,8 @@ struct rx_dfa {
     const struct rx_nfa *nfa;
     struct rx_dstate *st;
     int32_t n, cap;
-    uint32_t *trans; /* [cap][256] transitions, RX_UNKNOWN until computed; moves on growth */
+    uint32_t *trans; /* [cap][256] transitions, RX_UNKNOWN until computed; its own mapping,
+                      * moves on growth (mremap) */
     uint32_t *htab;  /* hash -> state id + 1 */
     uint32_t hcap;
     /* scratch */
@@ -234,6 +235,7 @@ struct rx_dfa {
     int32_t n_cls;
     bool no_classes;
     uint64_t computed; /* closures computed by rx_dfa_compute (statistics, tests) */
+    uint64_t trans_remaps; /* growths of trans moved by mremap, not copied (statistics, tests) */
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
 void rx_dfa_deinit(struct rx_dfa *d);
