@@ -234,7 +234,7 @@ struct rx_dfa {
     uint16_t cls_off[257];
     int32_t n_cls;
     bool no_classes;
-    uint64_t computed; /* closures computed by rx_dfa_compute (statistics, tests) */
+    uint64_t computed;     /* closures computed by rx_dfa_compute (statistics, tests) */
     uint64_t trans_remaps; /* growths of trans moved by mremap, not copied (statistics, tests) */
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
