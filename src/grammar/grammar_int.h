@@ -109,6 +109,7 @@ struct grammar {
     struct agree_shape *ash; /* the same per shape of a counted state (open addressing) */
     uint32_t ash_cap, ash_n;
     uint64_t trie_skipped, whole_taken; /* statistics: nodes below whole subtrees, subtrees */
+    uint64_t subkey_hits; /* statistics: sub-walk keys copied from a sibling's (mask.c subkeys) */
 };
 
 
@@ -242,6 +243,11 @@ struct grammar_vocab_index {
     size_t sh_bytes;
     size_t sh_max_bytes; /* SHARED_CACHE_MAX_BYTES; past it the walks are dropped, not the new */
     uint64_t sh_evictions; /* statistics: times the walks were dropped */
+    /* walks the cache dropped that nobody uses, freed grave_step at a time by the next
+     * publications (mask.c shared_add): dropping half the cache used to free thousands of
+     * payloads inside one mask */
+    struct shared_inner **grave;
+    uint32_t grave_n, grave_cap, grave_max, grave_step;
     uint64_t gid_next;     /* fhash.c: grammar ids for hashes that are this grammar's own */
     struct rdata **rsh; /* relaxed walks, open addressing by hash (same mutex, same budget) */
     uint32_t rsh_cap, rsh_n;

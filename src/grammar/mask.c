@@ -621,7 +621,19 @@ static void shared_evict(struct grammar_vocab_index *vi)
             vi->sh_bytes -= x->bytes;
             vi->sh_n--;
             keep[i] = NULL;
-            if (--x->refs == 0) payload_free(x);
+            if (--x->refs == 0) { /* freed later, a few per publication (shared_add) */
+                if (vi->grave_n == vi->grave_cap) {
+                    uint32_t nc = vi->grave_cap ? vi->grave_cap * 2 : 256;
+                    struct shared_inner **ng = realloc(vi->grave, nc * sizeof *ng);
+                    if (!ng) { /* no memory for the list: free it now */
+                        payload_free(x);
+                        continue;
+                    }
+                    vi->grave = ng;
+                    vi->grave_cap = nc;
+                }
+                vi->grave[vi->grave_n++] = x;
+            }
         }
         if (n) {
             free(vi->sh);
@@ -629,6 +641,7 @@ static void shared_evict(struct grammar_vocab_index *vi)
         }
         if (vi->sh_bytes <= vi->sh_max_bytes / 2) break;
     }
+    if (vi->grave_n > vi->grave_max) vi->grave_max = vi->grave_n;
     vi->sh_evictions++;
 }
 
@@ -667,8 +680,17 @@ static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, s
     x->shared = true;
     x->refs++;
     ok = true;
-out:
+out:;
+    /* free a few of the walks an eviction dropped (outside the mutex): at most grave_step per
+     * publication, so no mask pays for thousands of frees; they are gone long before the cache
+     * fills again (refilling half of it takes as many publications as walks were dropped) */
+    struct shared_inner *dead[64];
+    uint32_t nd = 0;
+    while (nd < vi->grave_step && nd < 64 && vi->grave_n)
+        dead[nd++] = vi->grave[--vi->grave_n];
     pthread_mutex_unlock(&vi->mu);
+    for (uint32_t k = 0; k < nd; k++)
+        payload_free(dead[k]);
     return ok;
 }
 
@@ -2290,16 +2312,53 @@ fail:
     return NULL;
 }
 
+/* The canonical forms of the successor states of one compose_inner call: most root children
+ * lead to one of a few states (every letter of a free string to the same one), and a form costs
+ * a pruning of the kernel, a hash per thread and a sort. A form depends only on the state, so it
+ * is computed once per state and copied for each child (docs/grammar.md "Masks"). */
+struct subkeys {
+    uint32_t t[256];
+    uint8_t *key[256];
+    size_t len[256];
+    uint64_t h[256];
+    int n;
+};
+
+static void subkeys_free(struct subkeys *sk)
+{
+    if (!sk) return;
+    for (int i = 0; i < sk->n; i++)
+        free(sk->key[i]);
+    free(sk);
+}
+
 /* The walk of the subtree under root child c from state t (= s after c's byte), c's own tokens
  * included: cached and shared by (canonical form of t, c). Returns the payload with a reference
  * for the caller (mask_release); NULL on failure. */
-static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c)
+static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, struct subkeys *sk)
 {
     struct grammar_vocab_index *vi = (struct grammar_vocab_index *)m->g->vi;
     size_t klen;
     uint64_t h;
-    uint8_t *key = inner_key(m, t, &klen, &h);
+    int j = 0;
+    while (j < sk->n && sk->t[j] != t)
+        j++;
+    if (j == sk->n) {
+        uint8_t *k = inner_key(m, t, &klen, &h);
+        if (!k) return NULL;
+        sk->t[j] = t;
+        sk->key[j] = k;
+        sk->len[j] = klen;
+        sk->h[j] = h;
+        sk->n++;
+    } else {
+        m->g->subkey_hits++;
+    }
+    klen = sk->len[j];
+    h = sk->h[j];
+    uint8_t *key = malloc(klen + 4);
     if (!key) return NULL;
+    memcpy(key, sk->key[j], klen);
     memcpy(key + klen, &c, 4);
     klen += 4;
     h = (h ^ c) * 1099511628211ull | 1;
@@ -2374,13 +2433,14 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
     uint32_t *cand = NULL;
     size_t n_cand = 0, cap_cand = 0;
     struct shared_inner *x = calloc(1, sizeof *x);
-    if (!bits || !x) goto fail;
+    struct subkeys *sk = calloc(1, sizeof *sk);
+    if (!bits || !x || !sk) goto fail;
     for (uint32_t c = 1; c < tn[0].end; c = tn[c].end) {
         uint32_t t = rx_dfa_next(d, s, tn[c].byte);
         size_t need = n_cand + 1;
         struct shared_inner *sub = NULL;
         if (t != RX_DEAD) {
-            sub = sub_get(m, t, c);
+            sub = sub_get(m, t, c, sk);
             if (!sub) goto fail;
             for (int32_t i = 0; i < sub->n_list; i++)
                 bits[sub->list[i] >> 5] |= 1u << (sub->list[i] & 31);
@@ -2405,12 +2465,15 @@ static struct shared_inner *compose_inner(struct matcher *m, uint32_t s, uint8_t
         }
         mask_release(vi, sub);
     }
+    subkeys_free(sk);
+    sk = NULL;
     if (keep_boundaries(vi, d, s, cand, n_cand, e, x, &g->trie_steps) || d->over_work) goto fail;
     free(cand);
     cand = NULL;
     if (payload_finish(vi, x, bits, words, key, klen, h, e)) goto fail;
     return x;
 fail:
+    subkeys_free(sk);
     free(bits);
     free(cand);
     free(e->bound);

@@ -1,9 +1,11 @@
 /* regex — parser, UTF-8 NFA construction and lazy DFA. See regex.h for the syntax and invariants.
  */
+#define _GNU_SOURCE /* mremap */
 #include "grammar/regex.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "base/utf8.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1372,6 +1374,104 @@ out:
 /* ------------------------------------------------------------------------------------------ */
 /* DFA                                                                                         */
 
+/* The byte classes of d's NFA: the coarsest partition of 0..255 in which every NS_BYTE range
+ * is a union of classes (refined once per distinct range), numbered by first byte. A transition
+ * is a function of the source state's threads whose range holds the byte (rx_dfa_compute:
+ * nothing else looks at the byte), so it is the same for every byte of a class. -1: no memory
+ * (then every byte is its own class). */
+static int byte_classes(struct rx_dfa *d)
+{
+    uint64_t *seen = calloc(256 * 4, sizeof *seen); /* distinct ranges: bit hi of row lo */
+    uint16_t cl[256], size[512], cnt[512], nid[512];
+    int32_t n = 1;
+    for (int b = 0; b < 256; b++)
+        cl[b] = 0;
+    size[0] = 256;
+    for (int32_t i = 0; seen && i < d->nfa->n; i++) {
+        const struct rx_nstate *st = &d->nfa->s[i];
+        if (st->kind != NS_BYTE || st->lo > st->hi) continue;
+        uint64_t *row = seen + (size_t)st->lo * 4;
+        if (row[st->hi >> 6] >> (st->hi & 63) & 1) continue;
+        row[st->hi >> 6] |= 1ull << (st->hi & 63);
+        for (int b = st->lo; b <= st->hi; b++)
+            cnt[cl[b]] = 0;
+        for (int b = st->lo; b <= st->hi; b++)
+            cnt[cl[b]]++;
+        for (int b = st->lo; b <= st->hi; b++) {
+            uint16_t c = cl[b];
+            if (cnt[c] == size[c]) continue; /* the whole class lies in the range */
+            if (cnt[c] != 0xffff) {          /* first byte of c met: the part inside splits off */
+                size[c] = (uint16_t)(size[c] - cnt[c]);
+                nid[c] = (uint16_t)n;
+                size[n] = cnt[c];
+                n++;
+                cnt[c] = 0xffff;
+            }
+            cl[b] = nid[c];
+        }
+    }
+    bool ok = seen != NULL;
+    free(seen);
+    if (!ok) { /* no memory: one class per byte (always right, no sharing) */
+        for (int b = 0; b < 256; b++)
+            cl[b] = (uint16_t)b;
+        n = 256;
+    }
+    /* renumber by first byte; list the bytes of each class in order */
+    int16_t ren[512];
+    for (int32_t k = 0; k < n; k++)
+        ren[k] = -1;
+    int32_t m = 0;
+    for (int b = 0; b < 256; b++) {
+        if (ren[cl[b]] < 0) ren[cl[b]] = (int16_t)m++;
+        d->cls[b] = (uint8_t)ren[cl[b]];
+    }
+    d->n_cls = m;
+    for (int k = 0; k <= 256; k++)
+        d->cls_off[k] = 0;
+    for (int b = 0; b < 256; b++)
+        d->cls_off[d->cls[b] + 1]++;
+    for (int k = 0; k < m; k++)
+        d->cls_off[k + 1] = (uint16_t)(d->cls_off[k + 1] + d->cls_off[k]);
+    uint16_t pos[256];
+    for (int k = 0; k < m; k++)
+        pos[k] = d->cls_off[k];
+    for (int b = 0; b < 256; b++)
+        d->cls_bytes[pos[d->cls[b]]++] = (uint8_t)b;
+    return ok ? 0 : -1;
+}
+
+/* Stores transition t of state s on byte b for b's whole class. */
+static void trans_store(struct rx_dfa *d, uint32_t s, uint8_t b, uint32_t t)
+{
+    uint32_t *row = d->trans + (size_t)s * 256;
+    if (d->no_classes) {
+        row[b] = t;
+        return;
+    }
+    unsigned c = d->cls[b];
+    for (unsigned k = d->cls_off[c]; k < d->cls_off[c + 1]; k++)
+        row[d->cls_bytes[k]] = t;
+}
+
+/* The transition table ([cap][256], 1 KB a state) is a mapping of its own: growing it moves
+ * page tables (mremap), not bytes. With malloc + realloc every doubling copied the whole table
+ * (8 MB at 8,192 states) into memory faulted in for the copy, inside whatever mask happened to
+ * create the state: 10–40 ms masks of a few thousand work steps (docs/grammar.md "Byte
+ * classes"). */
+static uint32_t *trans_map(size_t cap)
+{
+    void *p = mmap(NULL, cap * 256 * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static uint32_t *trans_remap(uint32_t *t, size_t cap, size_t nc)
+{
+    void *p = mremap(t, cap * 256 * sizeof *t, nc * 256 * sizeof *t, MREMAP_MAYMOVE);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
 {
     memset(d, 0, sizeof *d);
@@ -1396,7 +1496,7 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
         return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
     }
     /* state 0: dead, all transitions to itself */
-    d->trans = malloc((size_t)d->cap * 256 * sizeof *d->trans);
+    d->trans = trans_map((size_t)d->cap);
     if (!d->trans) {
         rx_dfa_deinit(d);
         return err_set(e, ERR_NOMEM, "out of memory creating lexer automaton");
@@ -1404,6 +1504,7 @@ int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
     for (int b = 0; b < 256; b++)
         d->trans[b] = RX_DEAD;
     d->n = 1;
+    (void)byte_classes(d); /* without memory every byte is its own class */
     return 0;
 }
 
@@ -1421,7 +1522,7 @@ void rx_dfa_deinit(struct rx_dfa *d)
     free(d->sh);
     rx_prune_deinit(d);
     free(d->st);
-    free(d->trans);
+    if (d->trans) munmap(d->trans, (size_t)d->cap * 256 * sizeof *d->trans);
     free(d->htab);
     free(d->mark);
     free(d->mark_end);
@@ -1506,10 +1607,11 @@ static uint32_t dfa_intern(struct rx_dfa *d, int32_t nk, int32_t na)
         struct rx_dstate *ns = realloc(d->st, (size_t)nc * sizeof *ns);
         if (!ns) goto fail;
         d->st = ns;
-        uint32_t *nt = realloc(d->trans, (size_t)nc * 256 * sizeof *nt);
+        uint32_t *nt = trans_remap(d->trans, (size_t)d->cap, (size_t)nc);
         if (!nt) goto fail;
         d->trans = nt;
         d->cap = nc;
+        d->trans_remaps++;
     }
     struct rx_dstate *s = &d->st[d->n];
     memset(s, 0, sizeof *s);
@@ -1973,11 +2075,12 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
             }
             d->sh_hits++;
             uint32_t t = dfa_intern(d, x->n_res, x->n_acc);
-            d->trans[(size_t)s * 256 + b] = t;
+            trans_store(d, s, b, t);
             return t;
         }
     }
     next_gen(d);
+    d->computed++;
     d->racc = UINT32_MAX;
     d->racc_hi = 0;
     d->entered = false;
@@ -1997,7 +2100,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     uint32_t tick = 0;
     bool merged = false;
     if (d->relax && relax_fix(d, &d->st[s], &nk, &na, &tick, &merged)) {
-        d->trans[(size_t)s * 256 + b] = RX_NONUNI;
+        trans_store(d, s, b, RX_NONUNI);
         return RX_NONUNI;
     }
     sort_u64(d->kbuf, nk);
@@ -2006,7 +2109,7 @@ uint32_t rx_dfa_compute(struct rx_dfa *d, uint32_t s, uint8_t b)
     uint32_t t = dfa_intern(d, nk, na);
     if (t != RX_DEAD && tick) t |= RX_TICK_BIT;
     if (t != RX_DEAD && merged) t |= RX_MERGE_BIT;
-    d->trans[(size_t)s * 256 + b] = t; /* d->trans may have moved: index again */
+    trans_store(d, s, b, t); /* d->trans may have moved: index again */
     return t;
 }
 

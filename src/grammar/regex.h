@@ -161,7 +161,8 @@ struct rx_dfa {
     const struct rx_nfa *nfa;
     struct rx_dstate *st;
     int32_t n, cap;
-    uint32_t *trans; /* [cap][256] transitions, RX_UNKNOWN until computed; moves on growth */
+    uint32_t *trans; /* [cap][256] transitions, RX_UNKNOWN until computed; its own mapping,
+                      * moves on growth (mremap) */
     uint32_t *htab;  /* hash -> state id + 1 */
     uint32_t hcap;
     /* scratch */
@@ -223,6 +224,18 @@ struct rx_dfa {
     uint64_t prune_work, prune_work_limit; /* steps of inclusion checks; past the limit (0:
                                             * none) no new check starts (earley.c sets it
                                             * per mask) */
+    /* Byte classes (docs/grammar.md "Byte classes"): bytes that every byte state of the NFA
+     * takes alike (each NS_BYTE range holds both or neither) move every DFA state alike, so a
+     * transition computed for one byte is stored for its whole class (cls_bytes[cls_off[c] ..
+     * cls_off[c + 1]), cls[b] = c). Set by rx_dfa_init from the finished NFA; no_classes (tests)
+     * stores each transition for its own byte only. */
+    uint8_t cls[256];
+    uint8_t cls_bytes[256];
+    uint16_t cls_off[257];
+    int32_t n_cls;
+    bool no_classes;
+    uint64_t computed;     /* closures computed by rx_dfa_compute (statistics, tests) */
+    uint64_t trans_remaps; /* growths of trans moved by mremap, not copied (statistics, tests) */
 };
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e);
 void rx_dfa_deinit(struct rx_dfa *d);

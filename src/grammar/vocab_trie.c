@@ -48,6 +48,15 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
         free(x);
     }
     free(vi->sh);
+    for (uint32_t i = 0; i < vi->grave_n; i++) {
+        struct shared_inner *x = vi->grave[i];
+        free(x->key);
+        free(x->bits);
+        free(x->list);
+        free(x->nodes);
+        free(x);
+    }
+    free(vi->grave);
     for (uint32_t i = 0; i < vi->rsh_cap; i++) {
         struct rdata *x = vi->rsh[i];
         if (!x) continue;
@@ -259,6 +268,7 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
     if (whole_subtrees_index(vi, stack)) goto nomem;
     vi->sh_cap = 1024;
     vi->sh_max_bytes = SHARED_CACHE_MAX_BYTES;
+    vi->grave_step = 8;
     vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
     if (!vi->sh) {
         vi->sh_cap = 0;
