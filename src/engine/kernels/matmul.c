@@ -815,6 +815,7 @@ static int cal_sweep(struct threadpool *tp, const void *W, int slab, const float
     const double bytes = (double)quant_row_size(GGML_TYPE_Q8_0, CAL_COLS) * CAL_ROWS;
     double best[8], sec;
     int di = 0, bi;
+    if (n > 8) return -1;
     for (int i = 0; i < n; i++) {
         best[i] = 1e30;
         if (vals[i] == def) di = i;

@@ -2197,8 +2197,13 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
                 QSLAB_CASE(8) QSLAB_CASE(7) QSLAB_CASE(6) QSLAB_CASE(5) QSLAB_CASE(4)
                 QSLAB_CASE(3) QSLAB_CASE(2) QSLAB_CASE(1)
 #undef QSLAB_CASE
-            default:
+            default: { /* small_supported keeps the K-quants at <= 8 tokens; any more: pack + kernel */
+                float *pd = (float *)(panel + (size_t)cols * MM_TILE_ROWS);
+                float *pm = pd + nb * MM_TILE_ROWS * (sub16(t) ? 2 : 1);
+                const uint8_t *pnl = pack(t, slab, ws, 1, 16, cols, panel, pd, pm);
+                kernel(pnl, pd, pm, cols, aq, ad, as, as16, sub16(t), n_tok, Y, ys, y_idx, r0 + s0, 16);
                 break;
+            }
             }
             continue;
         }
