@@ -9,31 +9,12 @@
 #include <string.h>
 
 #include "grammar/regex.h"
+#include "rx_testlib.h"
 
-struct one {
-    struct rx_ast a;
-    struct rx_nfa n;
-    struct rx_dfa d;
-    int32_t start;
-};
-
-static void one_init(struct one *o, const char *pat, bool classes)
+static void one_set(struct one *o, const char *pat, bool classes)
 {
-    struct err e = {0};
-    memset(o, 0, sizeof *o);
-    int32_t root = rx_parse(&o->a, pat, strlen(pat), &e);
-    cr_assert(root >= 0, "%s: %s", pat, e.msg);
-    o->start = rx_nfa_add(&o->n, &o->a, root, 0, &e);
-    cr_assert(o->start >= 0, "%s: %s", pat, e.msg);
-    cr_assert_eq(rx_dfa_init(&o->d, &o->n, &e), 0);
+    one_init(o, pat);
     o->d.no_classes = !classes;
-}
-
-static void one_deinit(struct one *o)
-{
-    rx_dfa_deinit(&o->d);
-    rx_nfa_deinit(&o->n);
-    rx_ast_deinit(&o->a);
 }
 
 static bool same_state(const struct rx_dfa *x, uint32_t s, const struct rx_dfa *y, uint32_t t)
@@ -68,8 +49,8 @@ Test(grammar_bytecls, same_dfa_as_per_byte)
 {
     for (size_t p = 0; p < sizeof pats / sizeof *pats; p++) {
         struct one on, off;
-        one_init(&on, pats[p], true);
-        one_init(&off, pats[p], false);
+        one_set(&on, pats[p], true);
+        one_set(&off, pats[p], false);
         cr_assert(on.d.n_cls >= 1 && on.d.n_cls <= 256);
         enum { MAXQ = 400 };
         uint32_t qa[MAXQ], qb[MAXQ];
@@ -107,8 +88,8 @@ Test(grammar_bytecls, one_closure_per_class)
 {
     for (size_t p = 0; p < sizeof pats / sizeof *pats; p++) {
         struct one on, off;
-        one_init(&on, pats[p], true);
-        one_init(&off, pats[p], false);
+        one_set(&on, pats[p], true);
+        one_set(&off, pats[p], false);
         for (int32_t i = 0; i < on.n.n; i++) {
             const struct rx_nstate *st = &on.n.s[i];
             if (st->kind != NS_BYTE) continue;
@@ -132,7 +113,7 @@ Test(grammar_bytecls, one_closure_per_class)
     }
     /* a JSON-string-like class: far fewer classes than bytes */
     struct one o;
-    one_init(&o, "(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/])*:[a-z]*", true);
+    one_set(&o, "(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/])*:[a-z]*", true);
     cr_assert_lt(o.d.n_cls, 40, "%d classes", o.d.n_cls);
     uint32_t q = rx_dfa_start(&o.d, &o.start, 1);
     uint64_t c0 = o.d.computed;

@@ -96,11 +96,13 @@ static void check_masks(struct grammar *g, const char *pcre, int walks)
     pcre2_code_free(re);
 }
 
-Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
+/* An index over toks whose shared walk cache holds 4 KB, so a few walks fill it (the vocabulary
+ * arrays are static: the index keeps pointers to them). */
+static struct grammar_vocab_index *small_cache_index(void)
 {
-    const char *tp[NT];
-    uint32_t tl[NT];
-    bool sp[NT] = {true};
+    static const char *tp[NT];
+    static uint32_t tl[NT];
+    static bool sp[NT] = {true};
     for (int i = 0; i < NT; i++) {
         tp[i] = toks[i];
         tl[i] = (uint32_t)strlen(toks[i]);
@@ -110,6 +112,12 @@ Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
     struct grammar_vocab_index *vi = grammar_vocab_index_new(&gv, &e);
     cr_assert(vi, "%s", e.msg);
     vi->sh_max_bytes = 4096;
+    return vi;
+}
+
+Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
+{
+    struct grammar_vocab_index *vi = small_cache_index();
 
     /* compiled before the evictions, used after them */
     struct grammar *g0 = compile(vi, "[a-e]*@[b-dé]*x");
@@ -192,18 +200,7 @@ Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
  * (the graveyard empties), and masks stay those of PCRE2 all along. */
 Test(grammar_mask_cache, dropped_walks_freed_a_few_at_a_time, .timeout = 120)
 {
-    const char *tp[NT];
-    uint32_t tl[NT];
-    bool sp[NT] = {true};
-    for (int i = 0; i < NT; i++) {
-        tp[i] = toks[i];
-        tl[i] = (uint32_t)strlen(toks[i]);
-    }
-    struct grammar_vocab gv = {NT, tp, tl, sp, 0};
-    struct err e = {0};
-    struct grammar_vocab_index *vi = grammar_vocab_index_new(&gv, &e);
-    cr_assert(vi, "%s", e.msg);
-    vi->sh_max_bytes = 4096;
+    struct grammar_vocab_index *vi = small_cache_index();
     vi->grave_step = 1;
     char rx[256];
     bool drained = false;

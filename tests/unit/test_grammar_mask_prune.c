@@ -14,35 +14,16 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_int.h"
 #include "grammar/regex.h"
+#include "rx_testlib.h"
 #define GRAMMAR_TESTLIB_SEED 0x9e3779b97f4a7c15ull
 #include "grammar_testlib.h"
 
 /* A DFA over one pattern, pruning on or off. */
-struct one {
-    struct rx_ast a;
-    struct rx_nfa n;
-    struct rx_dfa d;
-    int32_t start;
-};
-
-static void one_init(struct one *o, const char *pat, bool prune)
+static void one_set(struct one *o, const char *pat, bool prune)
 {
-    struct err e = {0};
-    memset(o, 0, sizeof *o);
-    int32_t root = rx_parse(&o->a, pat, strlen(pat), &e);
-    cr_assert(root >= 0, "%s: %s", pat, e.msg);
-    o->start = rx_nfa_add(&o->n, &o->a, root, 0, &e);
-    cr_assert(o->start >= 0, "%s: %s", pat, e.msg);
-    cr_assert_eq(rx_dfa_init(&o->d, &o->n, &e), 0);
+    one_init(o, pat);
     o->d.no_prune = !prune;
     o->d.prune_rules = RX_PRUNE_UNIVERSAL | RX_PRUNE_COUNTS; /* both rules on every transition */
-}
-
-static void one_deinit(struct one *o)
-{
-    rx_dfa_deinit(&o->d);
-    rx_nfa_deinit(&o->n);
-    rx_ast_deinit(&o->a);
 }
 
 /* 1 accepted, 0 rejected */
@@ -105,8 +86,8 @@ Test(grammar_prune, dfa_equals_unpruned_and_pcre2)
     for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
         pcre2_code *re = pcre_full(pats[p].pcre);
         struct one on, off;
-        one_init(&on, pats[p].rx, true);
-        one_init(&off, pats[p].rx, false);
+        one_set(&on, pats[p].rx, true);
+        one_set(&off, pats[p].rx, false);
         for (int k = 0; k < 1500; k++) {
             char s[400];
             size_t n = random_subject(s, sizeof s, (int)p);

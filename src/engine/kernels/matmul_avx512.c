@@ -402,8 +402,8 @@ static void set_pack_vec(int on)
     g_pack_vec = on;
 }
 
-static void pack_q4p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm);
-static void pack_q6p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm);
+static void pack_kp(enum ggml_type t, const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd,
+                    float *pm);
 
 static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab, int64_t nrows,
                            int64_t cols, uint8_t *panel, float *pd, float *pm)
@@ -418,12 +418,8 @@ static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab,
         }
         return (const uint8_t *)W + nb * 32;
     }
-    if (slab && t == GGML_TYPE_Q4_K) {
-        pack_q4p(W, cols, panel, pd, pm);
-        return panel;
-    }
-    if (slab && t == GGML_TYPE_Q6_K) {
-        pack_q6p(W, cols, panel, pd, pm);
+    if (slab && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K)) {
+        pack_kp(t, W, cols, panel, pd, pm);
         return panel;
     }
     const struct lay L = lay_of(t, ws, slab);
@@ -1947,183 +1943,134 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
 }
 
 
-/* q4_K in the slab layout (matmul_impl.h): per 256-column superblock the 16 rows' (d | dmin),
- * scales[0..3], [4..7], [8..11] dwords as four 16-lane vectors, then per 32-column sub-block j
- * four 64-byte vectors k whose byte r * 4 + i holds the unsigned quants of columns 4k + i (low
- * nibble) and 4(k + 4) + i (high) of row r: the panel's eight groups, two to a byte. */
-#define Q4P_SB 2304 /* bytes of one superblock of a slab: 16 x 144 */
-
-/* Sub-block j's scales (pack_k4's operations: dx = d * sc, mx = dmin * m) and its eight panel
- * groups as u8 (q & 15: the panel's bytes). */
-AI void q4p_block(const uint8_t *sb, int j, __m512 d, __m512 dmin, __m512i s0, __m512i s1,
-                  __m512i s2, __m512 *dx, __m512 *mx, __m512i *w)
+/* q4_K and q6_K in the slab layout (matmul_impl.h): per 256-column superblock a head of the 16
+ * rows' scales as lanes, then per 32-column sub-block the panel's eight groups packed — q4_K:
+ * four nibble vectors (two groups a byte); q6_K: the same for the low 4 bits and two vectors of
+ * the high 2 bits (four groups a byte). kp_head / kp_block decode them with pack_k4's /
+ * pack_q6k's operations into the panel's bytes and scales, so everything after is the packed
+ * kernel's arithmetic. */
+AI size_t kp_sb_bytes(enum ggml_type t) /* a superblock of a slab: 16 x the block size */
 {
-    const __m512i n15 = _mm512_set1_epi8(15);
-    __m512i sc, mn;
-    k4_sc_mn(j, s0, s1, s2, &sc, &mn);
-    *dx = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-    *mx = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn));
-    const uint8_t *q = sb + 256 + 256 * j;
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        __m512i v = _mm512_loadu_si512(q + 64 * k);
-        w[k] = _mm512_and_si512(v, n15);
-        w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), n15);
+    return t == GGML_TYPE_Q4_K ? 16 * sizeof(struct block_q4_K) : 16 * sizeof(struct block_q6_K);
+}
+
+/* q4_K: d, dmin and s[0..2] = scales[0..3], [4..7], [8..11]; q6_K: d and s[0..3] = the scale
+ * dwords */
+struct kp_head {
+    __m512 d, dmin;
+    __m512i s[4];
+};
+
+AI void kp_head(enum ggml_type t, const uint8_t *sb, struct kp_head *h)
+{
+    if (t == GGML_TYPE_Q4_K) {
+        const __m512i g0 = _mm512_loadu_si512(sb);
+        for (int q = 0; q < 3; q++)
+            h->s[q] = _mm512_loadu_si512(sb + 64 + 64 * q);
+        h->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+        h->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+    } else {
+        h->d = h->dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb)); /* no mins */
+        for (int q = 0; q < 4; q++)
+            h->s[q] = _mm512_loadu_si512(sb + 32 + 64 * q);
     }
 }
 
-AI void q4p_head(const uint8_t *sb, __m512 *d, __m512 *dmin, __m512i *s0, __m512i *s1, __m512i *s2)
-{
-    __m512i g0 = _mm512_loadu_si512(sb);
-    *s0 = _mm512_loadu_si512(sb + 64), *s1 = _mm512_loadu_si512(sb + 128), *s2 = _mm512_loadu_si512(sb + 192);
-    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
-    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
-}
-
-/* q4_K slab layout, n <= 8 tokens (a compile-time constant): kern's steps on the groups unpacked
- * in registers, so the bits of pack + kernel. */
-AI void q4p_slab(const int M, const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
-                 const float *ad, const float *as, float *const *yrow, const uint8_t *next)
-{
-    const int64_t nsb = cols / 256, nb = cols / 32;
-    const size_t share = 16 * ws / (size_t)nb;
-    __m512 acc[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *sb = slab + (size_t)i * Q4P_SB;
-        __m512 d, dmin;
-        __m512i s0, s1, s2;
-        q4p_head(sb, &d, &dmin, &s0, &s1, &s2);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            const int64_t b = 8 * i + j;
-            pf_share(next, b, share);
-            __m512 dx, mx;
-            __m512i w[8];
-            q4p_block(sb, j, d, dmin, s0, s1, s2, &dx, &mx, w);
-            blk_tokens_w(M, w, dx, mx, aq + 32 * b, cols, ad, as, nb, b, acc);
-        }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        _mm512_storeu_ps(yrow[t], acc[t]);
-}
-
-/* pack for a q4_K slab in the slab layout: the panel unpacked from its nibbles, pd/pm as
- * pack_k4 computes them */
-static void pack_q4p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm)
-{
-    for (int64_t i = 0; i < cols / 256; i++) {
-        const uint8_t *sb = slab + (size_t)i * Q4P_SB;
-        __m512 d, dmin;
-        __m512i s0, s1, s2;
-        q4p_head(sb, &d, &dmin, &s0, &s1, &s2);
-        for (int j = 0; j < 8; j++) {
-            const int64_t b = 8 * i + j;
-            __m512 dx, mx;
-            __m512i w[8];
-            q4p_block(sb, j, d, dmin, s0, s1, s2, &dx, &mx, w);
-            _mm512_storeu_ps(pd + b * 16, dx);
-            _mm512_storeu_ps(pm + b * 16, mx);
-            for (int g = 0; g < 8; g++)
-                _mm512_storeu_si512(panel + b * 512 + 64 * g, w[g]);
-        }
-    }
-}
-
-/* q6_K in the slab layout (matmul_impl.h): per superblock the 16 rows' fp16 d (32 bytes) and
- * their 16 signed scales as four dword vectors (256 bytes), then per 32-column sub-block four
- * nibble vectors (the low 4 bits of two panel groups a byte, as q4_K's) and two vectors of the
- * high 2 bits (vector m: groups m, m + 2, m + 4, m + 6 at bits 0, 2, 4, 6). */
-#define Q6P_SB 3360 /* 16 x 210 */
-
-AI void q6p_head(const uint8_t *sb, __m512 *d, __m512i *sg)
-{
-    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
-    for (int q = 0; q < 4; q++)
-        sg[q] = _mm512_loadu_si512(sb + 32 + 64 * q);
-}
-
-/* Sub-block j's two halves' scales (pack_q6k's operations: dx = d * sc, mx = 32 dx) and its
- * eight panel groups as u8 (the 6-bit unsigned quants: the panel's bytes). */
-AI void q6p_block(const uint8_t *sb, int j, __m512 d, const __m512i *sg, __m512 *dx, __m512 *mx,
-                  __m512i *w)
+/* Sub-block j: its scales (q4_K: dx[0] = d * sc, mx[0] = dmin * m; q6_K: per 16-column half
+ * dx[u] = d * sc, mx[u] = 32 dx[u]) and its eight panel groups as u8. */
+AI void kp_block(enum ggml_type t, const uint8_t *sb, int j, const struct kp_head *h, __m512 *dx,
+                 __m512 *mx, __m512i *w)
 {
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3);
-    for (int u = 0; u < 2; u++) {
-        dx[u] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(q6k_sc(sg, 2 * j + u)));
-        mx[u] = _mm512_mul_ps(_mm512_set1_ps(32.f), dx[u]);
+    const uint8_t *q;
+    __m512i hv[2];
+    if (t == GGML_TYPE_Q4_K) {
+        __m512i sc, mn;
+        k4_sc_mn(j, h->s[0], h->s[1], h->s[2], &sc, &mn);
+        dx[0] = _mm512_mul_ps(h->d, _mm512_cvtepi32_ps(sc));
+        mx[0] = _mm512_mul_ps(h->dmin, _mm512_cvtepi32_ps(mn));
+        q = sb + 256 + 256 * j;
+    } else {
+        for (int u = 0; u < 2; u++) {
+            dx[u] = _mm512_mul_ps(h->d, _mm512_cvtepi32_ps(q6k_sc(h->s, 2 * j + u)));
+            mx[u] = _mm512_mul_ps(_mm512_set1_ps(32.f), dx[u]);
+        }
+        q = sb + 288 + 384 * j;
+        hv[0] = _mm512_loadu_si512(q + 256), hv[1] = _mm512_loadu_si512(q + 320);
     }
-    const uint8_t *q = sb + 288 + 384 * j;
-    const __m512i h0 = _mm512_loadu_si512(q + 256), h1 = _mm512_loadu_si512(q + 320);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
-        __m512i v = _mm512_loadu_si512(q + 64 * k);
-        __m512i lo = _mm512_and_si512(v, n15), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), n15);
-        /* group k: h(k % 2) bits 2(k / 2); group k + 4: the same vector, bits 2(k / 2) + 4 */
-        const __m512i h = (k % 2) ? h1 : h0;
-        __m512i b0 = _mm512_and_si512(_mm512_srli_epi16(h, 2 * (k / 2)), n3);
-        __m512i b1 = _mm512_and_si512(_mm512_srli_epi16(h, 2 * (k / 2) + 4), n3);
-        w[k] = _mm512_or_si512(lo, _mm512_slli_epi16(b0, 4));
-        w[k + 4] = _mm512_or_si512(hi, _mm512_slli_epi16(b1, 4));
+        const __m512i v = _mm512_loadu_si512(q + 64 * k);
+        w[k] = _mm512_and_si512(v, n15);
+        w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), n15);
+        if (t == GGML_TYPE_Q6_K) { /* group k: hv[k % 2] bits 2(k / 2); group k + 4: 2 more */
+            const __m512i b0 = _mm512_and_si512(_mm512_srli_epi16(hv[k % 2], 2 * (k / 2)), n3);
+            const __m512i b1 = _mm512_and_si512(_mm512_srli_epi16(hv[k % 2], 2 * (k / 2) + 4), n3);
+            w[k] = _mm512_or_si512(w[k], _mm512_slli_epi16(b0, 4));
+            w[k + 4] = _mm512_or_si512(w[k + 4], _mm512_slli_epi16(b1, 4));
+        }
     }
 }
 
-/* q6_K slab layout, n <= 8 tokens (a compile-time constant): kern16's steps, so the bits of
- * pack + kernel. */
-AI void q6p_slab(const int M, const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
-                 const float *ad, const float *as16, float *const *yrow, const uint8_t *next)
+/* q4_K / q6_K slab layout, M <= 8 tokens (a compile-time constant): kern's (q4_K) or kern16's
+ * (q6_K) steps on the groups decoded in registers, so the bits of pack + kernel. q6_K past 4
+ * tokens runs two passes over the groups (16 accumulators and 8 groups fit the registers; 24 did
+ * not: an m = 8 step 37.0 -> 34.6 ms). */
+AI void kp_slab(const int M, enum ggml_type t, const uint8_t *slab, size_t ws, int64_t cols,
+                const int8_t *aq, const float *ad, const float *as, const float *as16,
+                float *const *yrow, const uint8_t *next)
 {
     const int64_t nsb = cols / 256, nb = cols / 32;
     const size_t share = 16 * ws / (size_t)nb;
     __m512 acc[8];
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        acc[t] = _mm512_setzero_ps();
+    for (int k = 0; k < M; k++)
+        acc[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *sb = slab + (size_t)i * Q6P_SB;
-        __m512 d;
-        __m512i sg[4];
-        q6p_head(sb, &d, sg);
+        const uint8_t *sb = slab + (size_t)i * kp_sb_bytes(t);
+        struct kp_head h;
+        kp_head(t, sb, &h);
         for (int j = 0; j < 8; j++) {
             const int64_t b = 8 * i + j;
             pf_share(next, b, share);
             __m512 dx[2], mx[2];
             __m512i w[8];
-            q6p_block(sb, j, d, sg, dx, mx, w);
-            /* past 4 tokens two passes over the groups in registers (16 accumulators and 8
-             * groups fit; 24 do not): the same per-token steps */
-            if (M <= 4) {
-                blk16_tokens_w(M, w, dx, mx, aq + 32 * b, cols, ad, as16, nb, b, acc);
+            kp_block(t, sb, j, &h, dx, mx, w);
+            const int8_t *ab = aq + 32 * b;
+            if (t == GGML_TYPE_Q4_K) {
+                blk_tokens_w(M, w, dx[0], mx[0], ab, cols, ad, as, nb, b, acc);
+            } else if (M <= 4) {
+                blk16_tokens_w(M, w, dx, mx, ab, cols, ad, as16, nb, b, acc);
             } else {
-                blk16_tokens_w(4, w, dx, mx, aq + 32 * b, cols, ad, as16, nb, b, acc);
-                blk16_tokens_w(M - 4, w, dx, mx, aq + 4 * cols + 32 * b, cols, ad + 4 * nb,
-                               as16 + 8 * nb, nb, b, acc + 4);
+                blk16_tokens_w(4, w, dx, mx, ab, cols, ad, as16, nb, b, acc);
+                blk16_tokens_w(M - 4, w, dx, mx, ab + 4 * cols, cols, ad + 4 * nb, as16 + 8 * nb, nb,
+                               b, acc + 4);
             }
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        _mm512_storeu_ps(yrow[t], acc[t]);
+    for (int k = 0; k < M; k++)
+        _mm512_storeu_ps(yrow[k], acc[k]);
 }
 
-static void pack_q6p(const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd, float *pm)
+/* pack for a q4_K / q6_K slab in the slab layout: the panel decoded, pd/pm as pack_k4 / pack_q6k
+ * write them */
+static void pack_kp(enum ggml_type t, const uint8_t *slab, int64_t cols, uint8_t *panel, float *pd,
+                    float *pm)
 {
+    const int nsc = t == GGML_TYPE_Q6_K ? 2 : 1; /* scales per 32-column block and row */
     for (int64_t i = 0; i < cols / 256; i++) {
-        const uint8_t *sb = slab + (size_t)i * Q6P_SB;
-        __m512 d;
-        __m512i sg[4];
-        q6p_head(sb, &d, sg);
+        const uint8_t *sb = slab + (size_t)i * kp_sb_bytes(t);
+        struct kp_head h;
+        kp_head(t, sb, &h);
         for (int j = 0; j < 8; j++) {
             const int64_t b = 8 * i + j;
             __m512 dx[2], mx[2];
             __m512i w[8];
-            q6p_block(sb, j, d, sg, dx, mx, w);
-            for (int u = 0; u < 2; u++) {
-                _mm512_storeu_ps(pd + b * 32 + u * 16, dx[u]);
-                _mm512_storeu_ps(pm + b * 32 + u * 16, mx[u]);
+            kp_block(t, sb, j, &h, dx, mx, w);
+            for (int u = 0; u < nsc; u++) {
+                _mm512_storeu_ps(pd + (b * nsc + u) * 16, dx[u]);
+                _mm512_storeu_ps(pm + (b * nsc + u) * 16, mx[u]);
             }
             for (int g = 0; g < 8; g++)
                 _mm512_storeu_si512(panel + b * 512 + 64 * g, w[g]);
@@ -2191,8 +2138,8 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
             switch (n_tok) {
 #define QSLAB_CASE(M)                                                                              \
     case M:                                                                                        \
-        if (t == GGML_TYPE_Q4_K) q4p_slab(M, slab, ws, cols, aq, ad, as, yrow, next);             \
-        else q6p_slab(M, slab, ws, cols, aq, ad, as16, yrow, next);                                \
+        if (t == GGML_TYPE_Q4_K) kp_slab(M, GGML_TYPE_Q4_K, slab, ws, cols, aq, ad, as, as16, yrow, next); \
+        else kp_slab(M, GGML_TYPE_Q6_K, slab, ws, cols, aq, ad, as, as16, yrow, next);            \
         break;
                 QSLAB_CASE(8) QSLAB_CASE(7) QSLAB_CASE(6) QSLAB_CASE(5) QSLAB_CASE(4)
                 QSLAB_CASE(3) QSLAB_CASE(2) QSLAB_CASE(1)
