@@ -784,3 +784,71 @@ Test(matmul, slab_layout_equals_file_layout)
     cr_log_info("slab layout: %d products compared, %d types refused (no slab path here)", compared, refused);
     cr_assert(compared + refused > 0);
 }
+
+/* Decode work items: long row runs, and the call's last op ends in items a quarter as long
+ * (tail_split). Whatever the cut, every row of every op is computed exactly once and with the
+ * bits a one-thread run gives: Y starts as NaN, two ops share a call (only the second is cut),
+ * rows not a multiple of 16, the file and the slab layout, 2 and 3 threads. */
+Test(matmul, decode_items_cover_every_row_once)
+{
+    quant_init();
+    rs = 31;
+    struct mm_scratch *s = mm_scratch_new();
+    static const enum ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_F16};
+    static const int64_t rowss[] = {1000, 1536, 2071, 4099};
+    const int64_t cols = 256, rows0 = 700;
+    int ran = 0;
+    for (int ti = 0; ti < 3; ti++)
+        for (int ri = 0; ri < 4; ri++)
+            for (int slab = 0; slab < 2; slab++) {
+                const enum ggml_type t = types[ti];
+                if (slab && !mm_slab_supported(t)) continue;
+                const int64_t rows = rowss[ri];
+                struct wmat a, b;
+                wmat_make(&a, t, rows0, cols, 0);
+                wmat_make(&b, t, rows, cols, 0);
+                uint8_t *sa = a.q, *sb = b.q;
+                if (slab) {
+                    sa = malloc((size_t)rows0 * a.stride);
+                    sb = malloc((size_t)rows * b.stride);
+                    mm_slab_repack(t, a.q, rows0, cols, sa);
+                    mm_slab_repack(t, b.q, rows, cols, sb);
+                }
+                for (int64_t n_tok = 1; n_tok <= 3; n_tok += 2) {
+                    float *x = malloc((size_t)(n_tok * cols) * 4);
+                    for (int64_t i = 0; i < n_tok * cols; i++)
+                        x[i] = frand();
+                    float *ref = malloc((size_t)(n_tok * (rows0 + rows)) * 4),
+                          *y = malloc((size_t)(n_tok * (rows0 + rows)) * 4);
+                    for (int nth = 1; nth <= 3; nth++) {
+                        struct threadpool *tp = nth > 1 ? tp_new(nth) : NULL;
+                        float *out = nth == 1 ? ref : y;
+                        for (int64_t i = 0; i < n_tok * (rows0 + rows); i++)
+                            out[i] = NAN;
+                        struct mm_op ops[2] = {
+                            {.wtype = t, .W = sa, .rows = rows0, .cols = cols, .X = x, .n_tok = n_tok,
+                             .Y = out, .y_stride = rows0 + rows, .slab = slab},
+                            {.wtype = t, .W = sb, .rows = rows, .cols = cols, .X = x, .n_tok = n_tok,
+                             .Y = out + rows0, .y_stride = rows0 + rows, .slab = slab}};
+                        struct err e = {0};
+                        cr_assert_eq(mm_run_ops(tp, ops, 2, s, &e), 0, "%s", e.msg);
+                        for (int64_t i = 0; i < n_tok * (rows0 + rows); i++) {
+                            cr_assert(!isnan(out[i]), "%s slab %d rows %ld m %ld %d threads: element %ld not computed",
+                                      quant_traits(t)->name, slab, (long)rows, (long)n_tok, nth, (long)i);
+                            if (nth > 1)
+                                cr_assert(memcmp(&out[i], &ref[i], 4) == 0,
+                                          "%s slab %d rows %ld m %ld %d threads: element %ld %.9g vs %.9g",
+                                          quant_traits(t)->name, slab, (long)rows, (long)n_tok, nth,
+                                          (long)i, out[i], ref[i]);
+                        }
+                        tp_free(tp);
+                        ran++;
+                    }
+                    free(x), free(ref), free(y);
+                }
+                if (slab) free(sa), free(sb);
+                wmat_free(&a), wmat_free(&b);
+            }
+    cr_assert_geq(ran, 3 * 4 * 2 * 3, "%d runs", ran);
+    mm_scratch_free(s);
+}

@@ -430,7 +430,9 @@ struct mm_plan_op {
     int64_t x_stride;
     enum mm_path path;
     size_t w_stride;
-    int64_t tile_rows, n_tiles, tile_begin;
+    /* tiles [0, n_big) have tile_rows rows, the rest tail_rows (the tail of the call's last
+     * decode op, see tail_split) */
+    int64_t tile_rows, n_tiles, tile_begin, n_big, tail_rows;
     quant_vec_dot_fn dot;
 };
 
@@ -473,8 +475,15 @@ static void run_tile(struct mm_job *j, int ith, struct mm_plan_op *p, int64_t ti
 {
     const struct mm_op *op = p->op;
     const struct mm_act *A = p->act >= 0 ? &j->acts[p->act] : NULL;
-    int64_t r0 = tile * p->tile_rows,
-            r1 = r0 + p->tile_rows < op->rows ? r0 + p->tile_rows : op->rows;
+    int64_t r0, r1;
+    if (tile < p->n_big) {
+        r0 = tile * p->tile_rows;
+        r1 = r0 + p->tile_rows;
+    } else {
+        r0 = p->n_big * p->tile_rows + (tile - p->n_big) * p->tail_rows;
+        r1 = r0 + p->tail_rows;
+    }
+    if (r1 > op->rows) r1 = op->rows;
     int64_t ys = op->y_stride ? op->y_stride : op->rows;
     const uint8_t *W = (const uint8_t *)op->W + (size_t)r0 * p->w_stride;
     if (p->path == PATH_GEMM_F) {
@@ -570,6 +579,26 @@ static void worker(void *ctx, int ith, int nth)
             o++;
         run_tile(j, ith, &j->pops[o], tile - j->pops[o].tile_begin);
     }
+}
+
+/* The call ends when its last tile does, so with long decode items the threads finish up to one
+ * item apart (~10-20 us of streaming, ~140 calls per token). The last op's final nth + 1 items'
+ * worth of rows is cut into items a quarter as long: the threads then finish at most a quarter
+ * item apart, and every item before the tail stays long. Which thread computes a row never
+ * changes the row's arithmetic, so this is free of numerical effects. */
+static void tail_split(struct mm_job *j, int nth)
+{
+    struct mm_plan_op *p = &j->pops[j->n_ops - 1];
+    int64_t rows = p->op->rows, b = p->tile_rows, t = b / 4 / 16 * 16;
+    if (nth < 2 || t < 16 || p->tile_rows == MM_TILE_ROWS) return;
+    int64_t n_big = rows / b - (nth + 1);
+    if (n_big < 0) n_big = 0;
+    int64_t tail = rows - n_big * b;
+    j->total_tiles -= p->n_tiles;
+    p->n_big = n_big;
+    p->tail_rows = t;
+    p->n_tiles = n_big + (tail + t - 1) / t;
+    j->total_tiles += p->n_tiles;
 }
 
 static int same_act(const struct mm_act *A, const struct mm_op *op, int64_t xs, int a8, int amx,
@@ -684,6 +713,8 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
                            ? MM_TILE_ROWS
                            : gemv_tile_rows(op->rows, nth);
         p->n_tiles = (op->rows + p->tile_rows - 1) / p->tile_rows;
+        p->n_big = p->n_tiles;
+        p->tail_rows = p->tile_rows;
         p->tile_begin = j->total_tiles;
         j->total_tiles += p->n_tiles;
         if (amx && MM_AMX_TMP_BYTES(op->cols) > panel_need) panel_need = MM_AMX_TMP_BYTES(op->cols);
@@ -699,6 +730,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     }
     atomic_fetch_add_explicit(&g_wbytes, wbytes, memory_order_relaxed);
     if (j->n_ops == 0) return 0;
+    tail_split(j, nth);
     if (grow(&s->act, &s->act_cap, act_bytes) || (panel_need && ensure_panels(s, nth, panel_need)))
         return err_set(e, ERR_NOMEM, "matmul: out of memory for scratch");
     /* carve the activation buffers */
