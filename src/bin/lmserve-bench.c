@@ -282,12 +282,14 @@ int main(int argc, char **argv)
     float *logits = malloc(sizeof(float) * (size_t)c->n_vocab);
     struct kv_cache *kv = kv_new(m, (int)nmax, &e);
     double *t = malloc(sizeof(double) * (size_t)reps);
-    double *nt_buf = malloc(sizeof(double) * (size_t)reps * 8), *nt_wall[2], *nt_user[2], *nt_sys[2], *nt_wb[2];
+    double *nt_buf = malloc(sizeof(double) * (size_t)reps * 10), *nt_wall[2], *nt_user[2], *nt_sys[2], *nt_wb[2],
+           *nt_mac[2];
     for (int k = 0; k < 2; k++) {
-        nt_wall[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 0) : NULL;
-        nt_user[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 1) : NULL;
-        nt_sys[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 2) : NULL;
-        nt_wb[k] = nt_buf ? nt_buf + (size_t)reps * (4 * k + 3) : NULL;
+        nt_wall[k] = nt_buf ? nt_buf + (size_t)reps * (5 * k + 0) : NULL;
+        nt_user[k] = nt_buf ? nt_buf + (size_t)reps * (5 * k + 1) : NULL;
+        nt_sys[k] = nt_buf ? nt_buf + (size_t)reps * (5 * k + 2) : NULL;
+        nt_wb[k] = nt_buf ? nt_buf + (size_t)reps * (5 * k + 3) : NULL;
+        nt_mac[k] = nt_buf ? nt_buf + (size_t)reps * (5 * k + 4) : NULL;
     }
     int rc = 1;
     if (!tok || !pos || !seq || !logits || !kv || !t || !nt_buf) {
@@ -317,7 +319,7 @@ int main(int argc, char **argv)
         if (n <= 0) continue;
         for (long r = -1; r < reps; r++) {
             double u0, s0, u1, s1;
-            uint64_t w0 = mm_weight_bytes();
+            uint64_t w0 = mm_weight_bytes(), m0 = mm_macs();
             rusage_now(&u0, &s0);
             double s = test == 0 ? run_pp(m, (int)n, (int)depth, tok, pos, seq, logits, &e)
                                  : run_tg(m, (int)n, (int)depth, tok, kv, logits, &e);
@@ -332,6 +334,7 @@ int main(int argc, char **argv)
                 nt_user[test][r] = (u1 - u0) / (double)n * 1e3;
                 nt_sys[test][r] = (s1 - s0) / (double)n * 1e3;
                 nt_wb[test][r] = (double)(mm_weight_bytes() - w0) / (double)n;
+                nt_mac[test][r] = (double)(mm_macs() - m0) / (double)n;
             }
         }
         double med, sd;
@@ -350,11 +353,12 @@ int main(int argc, char **argv)
     for (int test = 0; test < 2; test++) {
         long n = test == 0 ? np : ng;
         if (n <= 0) continue;
-        double w, u, sy, wb, sd;
+        double w, u, sy, wb, mac, sd;
         stats(nt_wall[test], reps, &w, &sd);
         stats(nt_user[test], reps, &u, &sd);
         stats(nt_sys[test], reps, &sy, &sd);
         stats(nt_wb[test], reps, &wb, &sd);
+        stats(nt_mac[test], reps, &mac, &sd);
         char test_s[32];
         if (depth)
             snprintf(test_s, sizeof test_s, "%s%ld @ d%ld", test == 0 ? "pp" : "tg", n, depth);
@@ -363,6 +367,9 @@ int main(int argc, char **argv)
         printf("%s: per token: wall %.2f ms, CPU user %.2f + sys %.2f ms (all %d threads), weights "
                "read %.1f MB (%.2f GB/s of wall time, %.2f GB per CPU second)\n",
                test_s, w, u, sy, tp_size(model_pool(m)), wb / 1e6, wb / w / 1e6, wb / (u + sy) / 1e6);
+        /* 2 operations per multiply-add: compare with lmserve-kbench --peak */
+        printf("%s: matmul work %.3f GFLOP per token, %.1f GFLOP/s of wall time\n", test_s, 2 * mac / 1e9,
+               2 * mac / w / 1e6);
     }
     fflush(stdout);
     if (n_m) {

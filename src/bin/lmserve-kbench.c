@@ -1,7 +1,7 @@
 /* lmserve-kbench — kernel microbenchmark: the matmuls of a Qwen3 forward pass, without the rest.
  *
  *   lmserve-kbench [-t THREADS] [--type q8_0|q4_k|q6_k|f16|...] [--layers N] [--pp N] [--reps N]
- *                  [--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--no-calibrate]
+ *                  [--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--peak] [--no-calibrate]
  *                  [--attn DEPTH]
  *
  * Builds random weights with the Qwen3-0.6B geometry (per layer: q 2048x1024, k/v 1024x1024,
@@ -20,6 +20,7 @@
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
+#include "engine/kernels/peak.h"
 #include "engine/kernels/quant.h"
 #include "engine/kernels/threadpool.h"
 
@@ -176,6 +177,51 @@ static int bandwidth(struct threadpool *tp, int reps)
     return 0;
 }
 
+/* --peak: the arithmetic ceiling of prefill. Every thread runs the same independent chains of
+ * f32 FMAs, then of int8 dot products (peak.h), all threads at once; best of the repeats,
+ * GFLOP/s and int8 GOPS = operations / wall time. A prefill of T tokens through a model of P
+ * weights (matmul part) takes 2 P T operations, so tok/s <= peak / (2 P). */
+struct peak_job {
+    const struct peak_impl *impl;
+    int i8;
+    uint64_t iters;
+    uint64_t ops[64];
+};
+
+static void peak_part(void *ctx, int ith, int nth)
+{
+    struct peak_job *j = ctx;
+    (void)nth;
+    j->ops[ith & 63] = j->i8 ? j->impl->i8(j->iters) : j->impl->f32(j->iters);
+}
+
+static int peak(struct threadpool *tp, int reps)
+{
+    const struct peak_impl *impl = peak_impl();
+    if (!impl) {
+        printf("arithmetic peak: no vector loops on this CPU (portable build)\n");
+        return 0;
+    }
+    struct peak_job j = {.impl = impl, .iters = 20000000};
+    for (int k = 0; k < 2; k++) {
+        j.i8 = k;
+        double best = 0;
+        for (int r = 0; r < reps + 1; r++) {
+            memset(j.ops, 0, sizeof j.ops);
+            double t0 = now();
+            tp_run(tp, peak_part, &j);
+            double dt = now() - t0;
+            uint64_t ops = 0;
+            for (int i = 0; i < 64 && i < tp_size(tp); i++)
+                ops += j.ops[i];
+            if (r > 0 && ops / dt / 1e9 > best) best = ops / dt / 1e9;
+        }
+        printf("arithmetic peak, %d threads, %s: %.1f %s (best of %d; %s)\n", tp_size(tp),
+               k ? "int8 dot products" : "f32 FMA", best, k ? "GOPS" : "GFLOP/s", reps, impl->isa);
+    }
+    return 0;
+}
+
 /* --attn DEPTH: the attention kernel alone, qwen3-0.6b geometry (16 query heads, 8 kv heads x
  * 128), one layer's cache of DEPTH + 512 positions (random f16): a 512-token prefill chunk at
  * positions [DEPTH, DEPTH + 512) in work units of (kv head, 16 tokens) as the model runs them, and
@@ -260,7 +306,7 @@ static int attn_rates(struct threadpool *tp, int depth, int reps)
 
 int main(int argc, char **argv)
 {
-    int kernels = 0, bw = 0, calib = 1, attn_depth = -1;
+    int kernels = 0, bw = 0, pk = 0, calib = 1, attn_depth = -1;
     int nth = tp_default_threads(), n_layer = 28, pp = 512, reps = 5;
     enum ggml_type t = GGML_TYPE_Q8_0;
     int64_t n_embd = 1024, n_q = 2048, n_kv = 1024, n_ff = 3072, n_vocab = 151936;
@@ -285,6 +331,8 @@ int main(int argc, char **argv)
             kernels = 1;
         else if (!strcmp(a, "--bandwidth"))
             bw = 1;
+        else if (!strcmp(a, "--peak"))
+            pk = 1;
         else if (!strcmp(a, "--attn") && v)
             attn_depth = atoi(v), i++;
         else if (!strcmp(a, "--no-calibrate"))
@@ -303,7 +351,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [-t THREADS] [--type TYPE] [--layers N] [--pp N] [--reps N] "
-                    "[--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--no-calibrate] [--attn DEPTH]\n",
+                    "[--no-amx] [--no-tiles] [--gemv] [--kernels] [--bandwidth] [--peak] [--no-calibrate] [--attn DEPTH]\n",
                     argv[0]);
             return 2;
         }
@@ -318,6 +366,7 @@ int main(int argc, char **argv)
     if (!tp || !s) return 1;
     if (kernels) return kernel_rates(tp, t, pp, reps);
     if (bw) return bandwidth(tp, reps);
+    if (pk) return peak(tp, reps);
     if (attn_depth >= 0) return attn_rates(tp, attn_depth, reps);
     if (calib) { /* what model_load does: the prefetch distance and decode item size measured */
         const struct mm_calib *c = mm_calibrate(tp);

@@ -53,6 +53,12 @@ static int64_t gemv_tile_rows(int64_t rows, int nth)
 
 static int64_t g_gemm_min_tok = MM_GEMM_MIN_TOK_DEFAULT;
 static _Atomic uint64_t g_wbytes; /* mm_weight_bytes() */
+static _Atomic uint64_t g_macs;   /* mm_macs() */
+
+uint64_t mm_macs(void)
+{
+    return atomic_load_explicit(&g_macs, memory_order_relaxed);
+}
 
 uint64_t mm_weight_bytes(void)
 {
@@ -628,7 +634,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
     j->g = g;
     j->s = s;
     size_t act_bytes = 0, panel_need = 0;
-    uint64_t wbytes = 0;
+    uint64_t wbytes = 0, macs = 0;
     int64_t total_elems = 0;
     for (int i = 0; i < n_ops; i++) {
         const struct mm_op *op = &ops[i];
@@ -648,6 +654,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         size_t row_size = quant_row_size(op->wtype, op->cols);
         size_t ws = op->w_stride ? op->w_stride : row_size;
         wbytes += row_size * (uint64_t)op->rows;
+        macs += (uint64_t)op->rows * (uint64_t)op->cols * (uint64_t)op->n_tok;
         if (ws < row_size) {
             return err_set(e, ERR_INVALID, "matmul: row stride %zu < row size %zu", ws, row_size);
         }
@@ -729,6 +736,7 @@ int mm_run_ops(struct threadpool *tp, const struct mm_op *ops, int n_ops, struct
         }
     }
     atomic_fetch_add_explicit(&g_wbytes, wbytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_macs, macs, memory_order_relaxed);
     if (j->n_ops == 0) return 0;
     tail_split(j, nth);
     if (grow(&s->act, &s->act_cap, act_bytes) || (panel_need && ensure_panels(s, nth, panel_need)))

@@ -134,6 +134,9 @@ void mm_set_pf_slabs(int slabs);
 /* Weight bytes the products of this process have read so far (per op: rows x the row size; an
  * MoE layer's ops name only the routed experts' slices), for benchmarks: bytes read per token. */
 uint64_t mm_weight_bytes(void);
+/* Multiply-adds the products of this process have done so far (per op: rows x cols x tokens), for
+ * benchmarks: a prefill's arithmetic against the CPU's peak (lmserve-kbench --peak). */
+uint64_t mm_macs(void);
 
 /* Name of the kernel many-token products of this type run on ("amx", "vnni", "avx512-fma",
  * "avx2-tile", "vec_dot"), for reports. */
