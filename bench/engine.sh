@@ -28,6 +28,7 @@ bandwidth() { "$BUILD/lmserve-kbench" --bandwidth -t "$THREADS" | awk '/plain lo
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cpus, threads $THREADS, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 bw=$(bandwidth)
 echo "read bandwidth ceiling (plain loads, $THREADS threads): $bw GB/s"
+"$BUILD/lmserve-kbench" --peak -t "$THREADS" # prefill's ceiling (lmserve-bench prints its GFLOP/s)
 for ty in $TYPES; do
   f="$MODELDIR/${SHAPE:-qwen3_0.6b}-$ty.gguf" # SHAPE: another generated shape (e.g. qwen35_0.8b)
   $MAKE --no-print-directory BUILD="$BUILD" "$f" >/dev/null

@@ -14,6 +14,7 @@ IK_LLAMA_ARGS=${IK_LLAMA_ARGS--rtr 1}
 rates() { grep -E '\| *(pp512|tg128) ' | awk -F'|' '{ printf "%s %s  ", $(NF-2), $(NF-1) }'; echo; }
 ceiling() { "$BUILD/lmserve-kbench" --bandwidth -t "$THREADS" | awk '/plain loads/ { print $(NF-4) }'; }
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), threads $THREADS, ceiling $(ceiling) GB/s"
+"$BUILD/lmserve-kbench" --peak -t "$THREADS" # prefill's ceiling: f32 FMA (float types), int8 dots (quants)
 for ty in ${BENCH_TYPES:-q8_0 q4_k_m f16}; do
   f="$MODELDIR/qwen3_0.6b-$ty.gguf"
   $MAKE --no-print-directory BUILD="$BUILD" "$f" >/dev/null
