@@ -1,4 +1,5 @@
 /* model — load a GGUF, dispatch by general.architecture, validate batches, KV cache helpers. */
+#define _GNU_SOURCE /* memmem */
 #include "engine/model_impl.h"
 
 #include <stdio.h>
@@ -80,6 +81,7 @@ struct repack_job {
     int64_t *unit_begin; /* first unit of tensor i; [n] = the total */
     atomic_int_fast64_t next;
     bool drop_source;    /* give the source's pages back as each unit is done (peak memory) */
+    bool experts;        /* expert tensors are copied too (not --experts=borrow) */
 };
 
 /* MADV_DONTNEED on the whole pages inside [a, a + n) */
@@ -88,6 +90,19 @@ static void drop_pages(const void *a, size_t n)
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), b = (uintptr_t)a + n;
     uintptr_t lo = ((uintptr_t)a + pg - 1) / pg * pg, hi = b / pg * pg;
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* The rows a load would copy of t, 0 for none: a 2-D matrix's; an MoE expert tensor's (name
+ * "…_exps…", 3-D: n_expert matrices one after another, each a whole number of 16-row slabs, so a
+ * slab never spans two experts and mdl_op's expert slice starts on a slab) unless experts is false
+ * (--experts=borrow: they stay in the mapping, demand-paged). */
+static int64_t matrix_rows(const struct gguf_tensor *t, bool experts)
+{
+    if (t->n_dims == 2) return t->ne[1];
+    if (t->n_dims == 3 && experts && t->ne[1] % 16 == 0 &&
+        memmem(t->name.p, (size_t)t->name.len, "_exps", 5))
+        return t->ne[1] * t->ne[2];
+    return 0;
 }
 
 static void repack_worker(void *ctx, int ith, int nth)
@@ -103,8 +118,8 @@ static void repack_worker(void *ctx, int ith, int nth)
         const struct gguf_tensor *t = j->ts[i];
         const enum ggml_type ty = (enum ggml_type)t->type;
         const size_t rs = quant_row_size(ty, t->ne[0]);
-        const int64_t r0 = (u - j->unit_begin[i]) * REPACK_UNIT_ROWS,
-                      n = t->ne[1] - r0 < REPACK_UNIT_ROWS ? t->ne[1] - r0 : REPACK_UNIT_ROWS;
+        const int64_t rows = matrix_rows(t, j->experts), r0 = (u - j->unit_begin[i]) * REPACK_UNIT_ROWS,
+                      n = rows - r0 < REPACK_UNIT_ROWS ? rows - r0 : REPACK_UNIT_ROWS;
         if (mm_slab_supported(ty))
             mm_slab_repack(ty, (const uint8_t *)t->data + (size_t)r0 * rs, n, t->ne[0],
                            j->dst[i] + (size_t)r0 * rs);
@@ -121,12 +136,12 @@ static double mono_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* The matrices a load copies: 2-D (expert tensors stay in the mapping: --experts=borrow reads
- * them from it), at least 16 rows, of a type a matmul path computes on this CPU. */
-static int repack_candidate(const struct gguf_tensor *t)
+/* The matrices a load copies: matrix_rows of at least 16, of a type a matmul path computes on
+ * this CPU. */
+static int repack_candidate(const struct gguf_tensor *t, bool experts)
 {
     const enum ggml_type ty = (enum ggml_type)t->type;
-    return t->n_dims == 2 && t->ne[1] >= 16 && (mm_slab_supported(ty) || mm_gemm_supported(ty));
+    return matrix_rows(t, experts) >= 16 && (mm_slab_supported(ty) || mm_gemm_supported(ty));
 }
 
 /* Every matrix repack_candidate names is copied into one anonymous arena (huge pages where the
@@ -137,14 +152,14 @@ static int repack_candidate(const struct gguf_tensor *t)
  * when they are the mapping's (the kernel reads them back if anything still touched them);
  * a --no-mmap copy keeps them (its bytes would not come back). Returns 0, or -1 with e (out of
  * memory: the caller goes on without the copy). */
-static int repack_weights(struct model *m, bool drop_source, struct err *e)
+static int repack_weights(struct model *m, bool drop_source, bool experts, struct err *e)
 {
     struct gguf *g = &m->g;
     int n = 0, n_slab = 0;
     size_t total = 0;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor *t = &g->tensors[i];
-        if (!repack_candidate(t)) continue;
+        if (!repack_candidate(t, experts)) continue;
         n++;
         n_slab += mm_slab_supported((enum ggml_type)t->type);
         total += ((size_t)t->nbytes + 4095) / 4096 * 4096;
@@ -178,13 +193,14 @@ static int repack_weights(struct model *m, bool drop_source, struct err *e)
     int k = 0;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor *t = &g->tensors[i];
-        if (!repack_candidate(t)) continue;
+        if (!repack_candidate(t, experts)) continue;
         ts[k] = t, dst[k] = (uint8_t *)arena + off;
-        ub[k + 1] = ub[k] + (t->ne[1] + REPACK_UNIT_ROWS - 1) / REPACK_UNIT_ROWS;
+        ub[k + 1] = ub[k] + (matrix_rows(t, experts) + REPACK_UNIT_ROWS - 1) / REPACK_UNIT_ROWS;
         off += ((size_t)t->nbytes + 4095) / 4096 * 4096;
         k++;
     }
-    struct repack_job j = {.ts = ts, .dst = dst, .n = n, .unit_begin = ub, .drop_source = drop_source};
+    struct repack_job j = {.ts = ts, .dst = dst, .n = n, .unit_begin = ub, .drop_source = drop_source,
+                           .experts = experts};
     atomic_init(&j.next, 0);
     tp_run(m->pool, repack_worker, &j);
     mprotect(arena, total, PROT_READ);
@@ -239,7 +255,7 @@ struct model *model_load(const char *path, const struct model_opts *opts, struct
     }
     if (!(opts && opts->no_repack)) {
         struct err re = {0};
-        if (repack_weights(m, !(opts && opts->no_mmap), &re)) log_warn("weights stay in the file's layout: %s", re.msg);
+        if (repack_weights(m, !(opts && opts->no_mmap), !(opts && opts->experts_borrow), &re)) log_warn("weights stay in the file's layout: %s", re.msg);
     }
     /* once per process: the decode stream's prefetch distance and work-item size, by measurement
      * on this machine (matmul.h); cached, so later loads only log the result */

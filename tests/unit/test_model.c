@@ -620,6 +620,39 @@ Test(model, no_mmap_loads_the_same_bytes)
     unlink(p);
 }
 
+/* mr's logits are mf's bit for bit: 5 tokens (the direct few-token kernels), then 1 (decode),
+ * then 40 (pack + kernel), every position's logits. */
+static void same_logits(struct model *mf, struct model *mr, const char *what)
+{
+    struct err e = {0};
+    int V = model_config(mf)->n_vocab;
+    enum { N = 46 };
+    int32_t tok[N], pos[N];
+    bool want[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (i * 37 + 11) % V, pos[i] = i, want[i] = true;
+    struct kv_cache *ka = kv_new(mf, 64, &e), *kb = kv_new(mr, 64, &e);
+    cr_assert(ka && kb, "%s", e.msg);
+    struct kv_cache *sa[N], *sb[N];
+    for (int i = 0; i < N; i++)
+        sa[i] = ka, sb[i] = kb;
+    float *la = malloc(sizeof(float) * (size_t)V * N), *lb = malloc(sizeof(float) * (size_t)V * N);
+    static const int parts[][2] = {{0, 5}, {5, 1}, {6, 40}};
+    for (int k = 0; k < 3; k++) {
+        int o = parts[k][0], n = parts[k][1];
+        struct batch ba = {.token = tok + o, .pos = pos + o, .seq = sa + o, .want_logits = want + o, .n = n};
+        struct batch bb = {.token = tok + o, .pos = pos + o, .seq = sb + o, .want_logits = want + o, .n = n};
+        cr_assert(model_forward(mf, &ba, la, &e) == 0, "%s", e.msg);
+        cr_assert(model_forward(mr, &bb, lb, &e) == 0, "%s", e.msg);
+        for (int64_t j = 0; j < (int64_t)V * n; j++)
+            cr_assert(memcmp(&la[j], &lb[j], 4) == 0,
+                      "%s, %d tokens from %d: token %ld logit %ld: repacked %.9g vs file layout %.9g", what,
+                      n, o, (long)(j / V), (long)(j % V), lb[j], la[j]);
+    }
+    free(la), free(lb);
+    kv_free(ka), kv_free(kb);
+}
+
 /* The copy at load (matmul.h; the default): a model whose matrices were copied into memory and,
  * where mm_slab_supported, repacked into the slab layout must give the logits of the same file
  * read in place (--no-repack), bit for bit — prefill through the direct few-token kernels (5
@@ -658,34 +691,49 @@ Test(model, repack_gives_the_file_layouts_logits)
         cr_assert(in_arena == copied, "%s: token_embd.weight %s the load's copy", quant_traits(sh->wtype)->name,
                   in_arena ? "in" : "not in");
         cr_assert(!model_gguf(mf)->repack, "--no-repack copied");
-        int V = model_config(mf)->n_vocab;
-        enum { N = 46 };
-        int32_t tok[N], pos[N];
-        bool want[N];
-        for (int i = 0; i < N; i++)
-            tok[i] = (i * 37 + 11) % V, pos[i] = i, want[i] = true;
-        struct kv_cache *ka = kv_new(mf, 64, &e), *kb = kv_new(mr, 64, &e);
-        cr_assert(ka && kb, "%s", e.msg);
-        struct kv_cache *sa[N], *sb[N];
-        for (int i = 0; i < N; i++)
-            sa[i] = ka, sb[i] = kb;
-        float *la = malloc(sizeof(float) * (size_t)V * N), *lb = malloc(sizeof(float) * (size_t)V * N);
-        /* 5 tokens, then 1, then 40 */
-        static const int parts[][2] = {{0, 5}, {5, 1}, {6, 40}};
-        for (int k = 0; k < 3; k++) {
-            int o = parts[k][0], n = parts[k][1];
-            struct batch ba = {.token = tok + o, .pos = pos + o, .seq = sa + o, .want_logits = want + o, .n = n};
-            struct batch bb = {.token = tok + o, .pos = pos + o, .seq = sb + o, .want_logits = want + o, .n = n};
-            cr_assert(model_forward(mf, &ba, la, &e) == 0, "%s", e.msg);
-            cr_assert(model_forward(mr, &bb, lb, &e) == 0, "%s", e.msg);
-            for (int64_t j = 0; j < (int64_t)V * n; j++)
-                cr_assert(memcmp(&la[j], &lb[j], 4) == 0,
-                          "%s, %d tokens from %d: token %ld logit %ld: repacked %.9g vs file layout %.9g",
-                          quant_traits(sh->wtype)->name, n, o, (long)(j / V), (long)(j % V), lb[j], la[j]);
-        }
-        free(la), free(lb);
-        kv_free(ka), kv_free(kb);
+        same_logits(mf, mr, quant_traits(sh->wtype)->name);
         model_free(mf), model_free(mr);
+        unlink(p);
+    }
+}
+
+/* MoE expert tensors are copied too (each expert a whole number of slabs, in the slab layout
+ * where the type has one), except under --experts=borrow, which leaves them in the mapping; the
+ * logits are the file layout's bit for bit either way (q8_0 and q4_K experts, routed so every
+ * expert of a 6-expert top-2 layer gets tokens). */
+Test(model, repack_copies_experts_unless_borrowed)
+{
+    static const struct shape shapes[] = {
+        {"qwen3moe", 2, 128, 4, 2, 32, 0, 300, 6, 2, 32, false, GGML_TYPE_Q8_0},
+        {"qwen3moe", 1, 256, 4, 2, 64, 0, 260, 6, 2, 256, true, GGML_TYPE_Q4_K},
+    };
+    for (int si = 0; si < 2; si++) {
+        const struct shape *sh = &shapes[si];
+        const char *p = write_model(sh, NULL);
+        struct err e = {0};
+        struct model_opts of = {.n_threads = 2, .no_repack = true}, od = {.n_threads = 2},
+                          ob = {.n_threads = 2, .experts_borrow = true};
+        struct model *mf = model_load(p, &of, &e), *md = model_load(p, &od, &e), *mb = model_load(p, &ob, &e);
+        cr_assert(mf && md && mb, "%s", e.msg);
+        const bool copies = mm_slab_supported(sh->wtype) || mm_gemm_supported(sh->wtype);
+        static const char *names[] = {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight",
+                                      "blk.0.ffn_down_exps.weight"};
+        for (int k = 0; k < 3; k++) {
+            const struct gguf *gd = model_gguf(md), *gb = model_gguf(mb);
+            const struct gguf_tensor *td = gguf_find_tensor(gd, names[k]), *tb = gguf_find_tensor(gb, names[k]);
+            cr_assert(td && tb && td->n_dims == 3, "%s", names[k]);
+            const bool in_d = gd->repack && (const uint8_t *)td->data >= (const uint8_t *)gd->repack &&
+                              (const uint8_t *)td->data + td->nbytes <= (const uint8_t *)gd->repack + gd->repack_size;
+            const bool in_b = gb->repack && (const uint8_t *)tb->data >= (const uint8_t *)gb->repack &&
+                              (const uint8_t *)tb->data < (const uint8_t *)gb->repack + gb->repack_size;
+            cr_assert(in_d == copies, "%s %s: %s the load's copy", quant_traits(sh->wtype)->name, names[k],
+                      in_d ? "in" : "not in");
+            cr_assert(td->slab == mm_slab_supported(sh->wtype), "%s: slab %d", names[k], td->slab);
+            cr_assert(!in_b && !tb->slab, "%s: copied under --experts=borrow", names[k]);
+        }
+        same_logits(mf, md, "experts copied");
+        same_logits(mf, mb, "experts borrowed");
+        model_free(mf), model_free(md), model_free(mb);
         unlink(p);
     }
 }

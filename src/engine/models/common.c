@@ -38,7 +38,7 @@ struct mm_op mdl_op(const struct gguf_tensor *w, int64_t expert, const float *x,
         .Y = y,
         .y_stride = ys,
         .y_idx = y_idx,
-        .slab = w->slab, /* 2-D only: expert tensors are never repacked */
+        .slab = w->slab, /* an expert tensor's slabs never span two experts (model.c matrix_rows) */
     };
 }
 
