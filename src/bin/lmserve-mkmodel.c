@@ -2,7 +2,7 @@
  * tokenizer converted from tokenizer.json) for tests and benchmarks, or imports trained Qwen3
  * weights (HF config.json + F32 model.safetensors; the demo model, scripts/train_demo.py).
  *
- *   lmserve-mkmodel --shape tiny|qwen3-0.6b|moe-tiny --type f32|f16|q8_0|q4_k_m|tq1_0|tq2_0|q1_0|q2_0
+ *   lmserve-mkmodel --shape tiny|qwen3-0.6b|moe-tiny --type f32|f16|q8_0|q4_k_m|q5_k_m|tq1_0|tq2_0|q1_0|q2_0
  *                   --tokenizer DIR --seed N -o OUT.gguf
  *   lmserve-mkmodel --weights DIR --name NAME --type TYPE --tokenizer DIR -o OUT.gguf */
 #include <errno.h>
@@ -27,7 +27,7 @@ static void usage(FILE *f)
             "                    (-o DIR, --type f32|bf16|f16, no --tokenizer; docs/nanochat.md)\n"
             "  --weights DIR     trained Qwen3 weights: DIR/config.json + DIR/model.safetensors (F32)\n"
             "  --name NAME       general.name of an imported model (no spaces; the server's model id)\n"
-            "  --type TYPE       f32, f16, q8_0, q4_k_m, tq1_0, tq2_0, q1_0, q2_0 (required)\n"
+            "  --type TYPE       f32, f16, q8_0, q4_k_m, q5_k_m, tq1_0, tq2_0, q1_0, q2_0 (required)\n"
             "  --tokenizer DIR   directory with tokenizer.json + tokenizer_config.json (required)\n"
             "  --seed N          weight seed, unsigned integer (default 1)\n"
             "  -o, --out PATH    output file (required; written atomically)\n"
@@ -114,7 +114,7 @@ int main(int argc, char **argv)
     }
     int type = mkmodel_type_parse(type_name);
     if (type < 0) {
-        fprintf(stderr, "lmserve-mkmodel: --type: unknown type '%s' (f32, f16, q8_0, q4_k_m, tq1_0, tq2_0, q1_0, q2_0)\n", type_name);
+        fprintf(stderr, "lmserve-mkmodel: --type: unknown type '%s' (f32, f16, q8_0, q4_k_m, q5_k_m, tq1_0, tq2_0, q1_0, q2_0)\n", type_name);
         return 2;
     }
 

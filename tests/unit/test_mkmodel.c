@@ -253,6 +253,11 @@ Test(mkmodel, q4_k_m_type_mix)
     cr_assert_eq(mkmodel_tensor_type(MKMODEL_Q4_K_M, "ffn_gate_inp", 1024), GGML_TYPE_F32);
     cr_assert_eq(mkmodel_tensor_type(MKMODEL_F16, "output_norm", 1024), GGML_TYPE_F32);
     cr_assert_eq(mkmodel_tensor_type(MKMODEL_F16, "attn_q", 1024), GGML_TYPE_F16);
+    cr_assert_eq(mkmodel_tensor_type(MKMODEL_Q5_K_M, "attn_q", 1024), GGML_TYPE_Q5_K);
+    cr_assert_eq(mkmodel_tensor_type(MKMODEL_Q5_K_M, "ffn_down", 3072), GGML_TYPE_Q6_K);
+    cr_assert_eq(mkmodel_tensor_type(MKMODEL_Q5_K_M, "attn_q", 64), GGML_TYPE_Q8_0);
+    cr_assert_eq(mkmodel_file_type(MKMODEL_Q5_K_M), 17u);
+    cr_assert_eq(mkmodel_type_parse("q5_k_m"), MKMODEL_Q5_K_M);
     cr_assert_eq(mkmodel_type_parse("q4_k_m"), MKMODEL_Q4_K_M);
     cr_assert_eq(mkmodel_type_parse("q4_K_M"), -1);
     cr_assert_not_null(mkmodel_shape_find("qwen3-0.6b"));

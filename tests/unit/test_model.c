@@ -657,7 +657,7 @@ static void same_logits(struct model *mf, struct model *mr, const char *what)
  * where mm_slab_supported, repacked into the slab layout must give the logits of the same file
  * read in place (--no-repack), bit for bit — prefill through the direct few-token kernels (5
  * tokens) and pack + kernel (40), decode (1), the tied embedding read back row by row through the
- * slabs, vocabularies that end in a partial slab (260 rows), q8_0, K-quant and f16 files (f16:
+ * slabs, vocabularies that end in a partial slab (260 rows), q8_0, K-quant (q4_K, q5_K, q6_K) and f16 files (f16:
  * copied as it is), from the mapping and from a --no-mmap copy. */
 Test(model, repack_gives_the_file_layouts_logits)
 {
@@ -667,8 +667,9 @@ Test(model, repack_gives_the_file_layouts_logits)
         {"qwen3", 1, 256, 4, 2, 64, 256, 276, 0, 0, 0, true, GGML_TYPE_Q6_K},
         {"qwen3", 1, 128, 4, 2, 32, 160, 260, 0, 0, 0, false, GGML_TYPE_F16},
         {"qwen3", 2, 128, 4, 2, 64, 160, 260, 0, 0, 0, false, GGML_TYPE_Q8_0},
+        {"qwen3", 1, 256, 4, 2, 64, 256, 276, 0, 0, 0, true, GGML_TYPE_Q5_K},
     };
-    for (int si = 0; si < 5; si++) {
+    for (int si = 0; si < 6; si++) {
         const struct shape *sh = &shapes[si];
         const char *p = write_model(sh, NULL);
         struct err e = {0};

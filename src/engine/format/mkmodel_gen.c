@@ -72,8 +72,8 @@ const char *mkmodel_shape_names(void)
            "qwen35moe-tiny, qwen35-0.8b";
 }
 
-static const char *const type_names[MKMODEL_TYPE_COUNT] = {"f32", "f16", "q8_0", "q4_k_m",
-                                                            "tq1_0", "tq2_0", "q1_0", "q2_0"};
+static const char *const type_names[MKMODEL_TYPE_COUNT] = {"f32",   "f16",   "q8_0", "q4_k_m", "tq1_0",
+                                                            "tq2_0", "q1_0",  "q2_0", "q5_k_m"};
 
 int mkmodel_type_parse(const char *s)
 {
@@ -97,10 +97,12 @@ uint32_t mkmodel_tensor_type(enum mkmodel_type t, const char *role, int64_t n_in
     case MKMODEL_F32: return GGML_TYPE_F32;
     case MKMODEL_F16: return GGML_TYPE_F16;
     case MKMODEL_Q8_0: return n_in % 32 == 0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
-    case MKMODEL_Q4_K_M: {
+    case MKMODEL_Q4_K_M:
+    case MKMODEL_Q5_K_M: {
         bool more = strcmp(role, "token_embd") == 0 || strcmp(role, "output") == 0 || strcmp(role, "attn_v") == 0 ||
                     strcmp(role, "ffn_down") == 0 || strcmp(role, "ffn_down_exps") == 0;
-        if (n_in % 256 == 0) return more ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+        if (n_in % 256 == 0)
+            return more ? GGML_TYPE_Q6_K : t == MKMODEL_Q5_K_M ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
         return n_in % 32 == 0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
     }
     case MKMODEL_TQ1_0:
@@ -122,8 +124,8 @@ uint32_t mkmodel_tensor_type(enum mkmodel_type t, const char *role, int64_t n_in
 uint32_t mkmodel_file_type(enum mkmodel_type t)
 {
     /* llama.cpp's enum llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15,
-     * MOSTLY_TQ1_0 36, MOSTLY_TQ2_0 37, MOSTLY_Q1_0 40, MOSTLY_Q2_0 41 */
-    static const uint32_t ids[MKMODEL_TYPE_COUNT] = {0, 1, 7, 15, 36, 37, 40, 41};
+     * MOSTLY_TQ1_0 36, MOSTLY_TQ2_0 37, MOSTLY_Q1_0 40, MOSTLY_Q2_0 41, MOSTLY_Q5_K_M 17 */
+    static const uint32_t ids[MKMODEL_TYPE_COUNT] = {0, 1, 7, 15, 36, 37, 40, 41, 17};
     return (unsigned)t < MKMODEL_TYPE_COUNT ? ids[t] : 0;
 }
 

@@ -51,7 +51,7 @@ extern const struct mkmodel_shape mkmodel_qwen35_shapes[MKMODEL_QWEN35_SHAPES];
  * multiple of its block, and Q8_0 in token_embd / output (docs/gguf.md). */
 enum mkmodel_type {
     MKMODEL_F32, MKMODEL_F16, MKMODEL_Q8_0, MKMODEL_Q4_K_M,
-    MKMODEL_TQ1_0, MKMODEL_TQ2_0, MKMODEL_Q1_0, MKMODEL_Q2_0,
+    MKMODEL_TQ1_0, MKMODEL_TQ2_0, MKMODEL_Q1_0, MKMODEL_Q2_0, MKMODEL_Q5_K_M,
     MKMODEL_TYPE_COUNT
 };
 

@@ -160,9 +160,13 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
             if (pdm) g->pack(wtype, in, rs, 0, 16, cols, pnl, pdm, pdm + 16 * nbk);
             continue;
         }
-        if (wtype == GGML_TYPE_Q4_K) { /* per superblock: heads as lanes, nibble panel */
+        if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q5_K) {
+            /* per superblock: heads as lanes, nibble panel (q5_K: and the 5th bits) */
+            const int q5 = wtype == GGML_TYPE_Q5_K;
+            const size_t qs_at = q5 ? 48 : 16, step = q5 ? 320 : 256;
             for (int64_t i = 0; i < nbk; i++) {
                 uint8_t *sb = out + (size_t)i * 16 * bsz;
+                if (q5) memset(sb, 0, 16 * bsz);
                 for (int r = 0; r < 16; r++) {
                     const uint8_t *blk = in + (size_t)r * rs + (size_t)i * bsz;
                     for (int h = 0; h < 4; h++)
@@ -170,11 +174,16 @@ void mm_slab_repack(enum ggml_type wtype, const void *src, int64_t rows, int64_t
                     for (int j = 0; j < 8; j++)
                         for (int k = 0; k < 4; k++)
                             for (int ii = 0; ii < 4; ii++) {
-                                const uint8_t *qs = blk + 16 + 32 * (j / 2);
+                                const uint8_t *qs = blk + qs_at + 32 * (j / 2);
                                 int lo = (qs[4 * k + ii] >> (4 * (j % 2))) & 15,
                                     hi = (qs[4 * (k + 4) + ii] >> (4 * (j % 2))) & 15;
-                                sb[256 + 256 * j + 64 * k + 4 * r + ii] = (uint8_t)(lo | hi << 4);
+                                sb[256 + step * j + 64 * k + 4 * r + ii] = (uint8_t)(lo | hi << 4);
                             }
+                    if (q5) /* sub-block j, group g, column c: bit j of qh[4g + c] */
+                        for (int j = 0; j < 8; j++)
+                            for (int e = 0; e < 32; e++)
+                                sb[256 + step * j + 256 + 4 * r + e % 4] |=
+                                    (uint8_t)(((blk[16 + e] >> j) & 1) << (e / 4));
                 }
             }
             continue;
@@ -219,17 +228,24 @@ void mm_slab_block(enum ggml_type wtype, const void *W, int64_t rows, int64_t co
         memcpy(o, slab + ((size_t)i * 16 + (size_t)(r % 16)) * 2, 2);
         for (int c = 0; c < 32; c++)
             o[2 + c] = (uint8_t)(pnl[(size_t)i * 512 + (size_t)(c / 4) * 64 + (size_t)(r % 16) * 4 + (size_t)(c % 4)] ^ 0x80);
-    } else if (wtype == GGML_TYPE_Q4_K) {
+    } else if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q5_K) {
         uint8_t *o = out;
         const uint8_t *sb = slab + (size_t)i * 16 * bsz;
-        const int rr = (int)(r % 16);
+        const int rr = (int)(r % 16), q5 = wtype == GGML_TYPE_Q5_K;
+        const size_t qs_at = q5 ? 48 : 16, step = q5 ? 320 : 256;
         for (int h = 0; h < 4; h++)
             memcpy(o + 4 * h, sb + 64 * h + 4 * rr, 4);
+        if (q5) {
+            memset(o + 16, 0, 32);
+            for (int j = 0; j < 8; j++)
+                for (int e = 0; e < 32; e++)
+                    o[16 + e] |= (uint8_t)(((sb[256 + step * j + 256 + 4 * rr + e % 4] >> (e / 4)) & 1) << j);
+        }
         for (int j = 0; j < 8; j++)
             for (int k = 0; k < 4; k++)
                 for (int ii = 0; ii < 4; ii++) {
-                    uint8_t v = sb[256 + 256 * j + 64 * k + 4 * rr + ii];
-                    uint8_t *qs = o + 16 + 32 * (j / 2);
+                    uint8_t v = sb[256 + step * j + 64 * k + 4 * rr + ii];
+                    uint8_t *qs = o + qs_at + 32 * (j / 2);
                     if (j % 2 == 0) qs[4 * k + ii] = v & 15, qs[4 * (k + 4) + ii] = v >> 4;
                     else qs[4 * k + ii] |= (uint8_t)((v & 15) << 4), qs[4 * (k + 4) + ii] |= (uint8_t)(v & 0xf0);
                 }

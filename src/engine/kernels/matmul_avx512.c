@@ -209,18 +209,18 @@ AI int is_sub16(enum ggml_type t)
     return t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K;
 }
 
-/* Where a 16-row slab's bytes are (matmul_impl.h "slab layout"): row r's type block i (32
- * columns for the legacy types, 256 for the K-quants) at slab + i * bs + r * rs. The file's
- * row-major layout: rs = the row stride, bs = the block size; the slab layout: rs = the block
- * size, bs = 16 block sizes (the 16 rows' block i side by side, one sequential stream). */
+/* Where a 16-row tile's bytes are in the file's row-major layout: row r's type block i (32
+ * columns for the legacy types, 256 for the K-quants) at W + i * bs + r * rs, rs = the row
+ * stride, bs = the block size. (The kernels took both as parameters while q5_K's slab layout was
+ * the 16 rows' blocks side by side; every slab layout now has kernels of its own: q8p_slab,
+ * kp_slab, pack_kp.) */
 struct lay {
     size_t rs, bs;
 };
 
-AI struct lay lay_of(enum ggml_type t, size_t ws, int slab)
+AI struct lay lay_of(enum ggml_type t, size_t ws)
 {
-    size_t bsz = quant_traits(t)->type_size;
-    return slab ? (struct lay){bsz, 16 * bsz} : (struct lay){ws, bsz};
+    return (struct lay){ws, quant_traits(t)->type_size};
 }
 
 AI void pack_t(enum ggml_type t, const void *W, size_t ws, struct lay L, int64_t nrows, int64_t cols,
@@ -418,11 +418,11 @@ static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab,
         }
         return (const uint8_t *)W + nb * 32;
     }
-    if (slab && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K)) {
+    if (slab && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K)) {
         pack_kp(t, W, cols, panel, pd, pm);
         return panel;
     }
-    const struct lay L = lay_of(t, ws, slab);
+    const struct lay L = lay_of(t, ws);
     switch (t) {
     /* each case with its type a constant, so get_block's switch folds away */
 #define PACK_CASE(T)                                                                               \
@@ -1951,11 +1951,13 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
  * kernel's arithmetic. */
 AI size_t kp_sb_bytes(enum ggml_type t) /* a superblock of a slab: 16 x the block size */
 {
-    return t == GGML_TYPE_Q4_K ? 16 * sizeof(struct block_q4_K) : 16 * sizeof(struct block_q6_K);
+    return t == GGML_TYPE_Q4_K   ? 16 * sizeof(struct block_q4_K)
+           : t == GGML_TYPE_Q5_K ? 16 * sizeof(struct block_q5_K)
+                                 : 16 * sizeof(struct block_q6_K);
 }
 
-/* q4_K: d, dmin and s[0..2] = scales[0..3], [4..7], [8..11]; q6_K: d and s[0..3] = the scale
- * dwords */
+/* q4_K, q5_K: d, dmin and s[0..2] = scales[0..3], [4..7], [8..11]; q6_K: d and s[0..3] = the
+ * scale dwords */
 struct kp_head {
     __m512 d, dmin;
     __m512i s[4];
@@ -1963,7 +1965,7 @@ struct kp_head {
 
 AI void kp_head(enum ggml_type t, const uint8_t *sb, struct kp_head *h)
 {
-    if (t == GGML_TYPE_Q4_K) {
+    if (t != GGML_TYPE_Q6_K) {
         const __m512i g0 = _mm512_loadu_si512(sb);
         for (int q = 0; q < 3; q++)
             h->s[q] = _mm512_loadu_si512(sb + 64 + 64 * q);
@@ -1976,20 +1978,22 @@ AI void kp_head(enum ggml_type t, const uint8_t *sb, struct kp_head *h)
     }
 }
 
-/* Sub-block j: its scales (q4_K: dx[0] = d * sc, mx[0] = dmin * m; q6_K: per 16-column half
- * dx[u] = d * sc, mx[u] = 32 dx[u]) and its eight panel groups as u8. */
+/* Sub-block j: its scales (q4_K, q5_K: dx[0] = d * sc, mx[0] = dmin * m; q6_K: per 16-column
+ * half dx[u] = d * sc, mx[u] = 32 dx[u]) and its eight panel groups as u8 (q5_K: the nibble with
+ * its 5th bit, pack_k4's value). */
 AI void kp_block(enum ggml_type t, const uint8_t *sb, int j, const struct kp_head *h, __m512 *dx,
                  __m512 *mx, __m512i *w)
 {
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3);
     const uint8_t *q;
     __m512i hv[2];
-    if (t == GGML_TYPE_Q4_K) {
+    if (t != GGML_TYPE_Q6_K) {
         __m512i sc, mn;
         k4_sc_mn(j, h->s[0], h->s[1], h->s[2], &sc, &mn);
         dx[0] = _mm512_mul_ps(h->d, _mm512_cvtepi32_ps(sc));
         mx[0] = _mm512_mul_ps(h->dmin, _mm512_cvtepi32_ps(mn));
-        q = sb + 256 + 256 * j;
+        q = sb + 256 + (t == GGML_TYPE_Q5_K ? 320 : 256) * j;
+        if (t == GGML_TYPE_Q5_K) hv[0] = _mm512_loadu_si512(q + 256);
     } else {
         for (int u = 0; u < 2; u++) {
             dx[u] = _mm512_mul_ps(h->d, _mm512_cvtepi32_ps(q6k_sc(h->s, 2 * j + u)));
@@ -2003,6 +2007,12 @@ AI void kp_block(enum ggml_type t, const uint8_t *sb, int j, const struct kp_hea
         const __m512i v = _mm512_loadu_si512(q + 64 * k);
         w[k] = _mm512_and_si512(v, n15);
         w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), n15);
+        if (t == GGML_TYPE_Q5_K) { /* group g's 5th bits: bit g of hv's bytes, to bit 4 */
+            const __m512i b16 = _mm512_set1_epi8(16);
+            w[k] = _mm512_or_si512(w[k], _mm512_and_si512(_mm512_slli_epi16(hv[0], 4 - k), b16));
+            w[k + 4] = _mm512_or_si512(
+                w[k + 4], _mm512_and_si512(k ? _mm512_srli_epi16(hv[0], k) : hv[0], b16));
+        }
         if (t == GGML_TYPE_Q6_K) { /* group k: hv[k % 2] bits 2(k / 2); group k + 4: 2 more */
             const __m512i b0 = _mm512_and_si512(_mm512_srli_epi16(hv[k % 2], 2 * (k / 2)), n3);
             const __m512i b1 = _mm512_and_si512(_mm512_srli_epi16(hv[k % 2], 2 * (k / 2) + 4), n3);
@@ -2037,7 +2047,7 @@ AI void kp_slab(const int M, enum ggml_type t, const uint8_t *slab, size_t ws, i
             __m512i w[8];
             kp_block(t, sb, j, &h, dx, mx, w);
             const int8_t *ab = aq + 32 * b;
-            if (t == GGML_TYPE_Q4_K) {
+            if (t != GGML_TYPE_Q6_K) {
                 blk_tokens_w(M, w, dx[0], mx[0], ab, cols, ad, as, nb, b, acc);
             } else if (M <= 4) {
                 blk16_tokens_w(M, w, dx, mx, ab, cols, ad, as16, nb, b, acc);
@@ -2125,13 +2135,13 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
                   int64_t r0, uint8_t *panel)
 {
     const int64_t nb = cols / 32, full = nrows / 16 * 16;
-    const struct lay L = lay_of(t, ws, slab_layout);
+    const struct lay L = lay_of(t, ws);
     const uint8_t *end = (const uint8_t *)W + (size_t)full * ws;
     for (int64_t s0 = 0; s0 < full; s0 += 16) {
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
         const size_t dist = (size_t)g_pf_slabs[slab_layout != 0] * 16 * ws;
         const uint8_t *next = dist && slab + dist < end ? slab + dist : NULL;
-        if ((t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K) && slab_layout) {
+        if ((t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K) && slab_layout) {
             float *yrow[8];
             for (int64_t k = 0; k < n_tok; k++)
                 yrow[k] = Y + (y_idx ? y_idx[k] : k) * ys + r0 + s0;
@@ -2139,6 +2149,7 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
 #define QSLAB_CASE(M)                                                                              \
     case M:                                                                                        \
         if (t == GGML_TYPE_Q4_K) kp_slab(M, GGML_TYPE_Q4_K, slab, ws, cols, aq, ad, as, as16, yrow, next); \
+        else if (t == GGML_TYPE_Q5_K) kp_slab(M, GGML_TYPE_Q5_K, slab, ws, cols, aq, ad, as, as16, yrow, next); \
         else kp_slab(M, GGML_TYPE_Q6_K, slab, ws, cols, aq, ad, as, as16, yrow, next);            \
         break;
                 QSLAB_CASE(8) QSLAB_CASE(7) QSLAB_CASE(6) QSLAB_CASE(5) QSLAB_CASE(4)

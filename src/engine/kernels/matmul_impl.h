@@ -27,8 +27,9 @@
  *     signed scales as four dword vectors (scales[4q .. 4q + 3] of row r at 32 + 64q + 4r), then
  *     per sub-block j (at 288 + 384j) four nibble vectors as q4_K's (the low 4 bits) and two
  *     vectors m = 0, 1 of the high 2 bits of groups m, m + 2, m + 4, m + 6 (bits 0, 2, 4, 6);
- *   q5_K: the 16 rows' type block i (256 columns) side by side: row r's block i at
- *     slab + i * 16 * block_size + r * block_size.
+ *   q5_K: per superblock i (at slab + i * 2816): the head as q4_K's (256 bytes), then per
+ *     sub-block j (at 256 + 320j) four nibble vectors as q4_K's and one vector of the 5th bits:
+ *     byte 4r + c, bit g = the 5th bit of row r, column 4g + c (groups g = 0..7);
  * A slab is one or two sequential streams instead of 16 interleaved ones; the arithmetic on it
  * is the file layout's (same integers, same float steps), so results are bitwise the same. */
 #ifndef LMS_ENGINE_MATMUL_IMPL_H
