@@ -243,8 +243,12 @@ struct grammar_vocab_index {
     size_t sh_bytes;
     size_t sh_max_bytes; /* SHARED_CACHE_MAX_BYTES; past it the walks are dropped, not the new */
     uint64_t sh_evictions; /* statistics: times the walks were dropped */
+    /* statistics (grammar_vocab_cache_stats): walks dropped; walks examined to make room, in
+     * all and the most by one publication; the most slots one publication rehashed growing the
+     * table */
+    uint64_t sh_drops, sh_room_visits, sh_room_max, sh_grow_max;
     /* walks the cache dropped that nobody uses, freed grave_step at a time by the next
-     * publications (mask.c shared_add): dropping half the cache used to free thousands of
+     * publications (walk_cache.c wcache_add): dropping half the cache used to free thousands of
      * payloads inside one mask */
     struct shared_inner **grave;
     uint32_t grave_n, grave_cap, grave_max, grave_step;
@@ -358,8 +362,18 @@ int mask_prewarm(struct grammar *g, struct err *e);
  * and the matching cleanup. */
 int mask_prepare_relax(struct grammar *g, struct err *e);
 void mask_free_relax(struct grammar *g);
-/* Drops one reference to inner-walk payload x (freed with the last). Any thread. */
+/* walk_cache.c: the vocabulary's shared cache of inner walks. Drops one reference to payload x
+ * (freed with the last). Any thread. */
 void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x);
+/* The published payload with this key (hash h), with a reference for the caller (mask_release),
+ * or NULL. Sets its hit mark. Any thread. */
+struct shared_inner *wcache_find(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                                 uint64_t h);
+/* Publishes x (bytes: its size; the cache takes a reference of its own), making room when the
+ * cache is full; false if not published (x stays the caller's). Any thread. */
+bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes);
+/* Frees payload x and what it holds (no reference left). */
+void wcache_payload_free(struct shared_inner *x);
 
 /* fhash.c: the structural hash of NFA state q (the automaton reachable from q; equal hashes,
  * equal futures) into out. skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's
