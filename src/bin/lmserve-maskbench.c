@@ -106,9 +106,9 @@ struct ctx {
     uint64_t trie_max, file_trie; /* trie steps of a mask: overall, this file */
     char worst_at[96];
     uint64_t mask_hash; /* this file's masks (--hash) */
-    /* masks that made room in the shared walk cache (walks examined > 0): how many, the most
-     * walks one examined, the slowest of them */
-    long room_masks;
+    /* masks (and compiles, whose first masks are probed) that made room in the shared walk
+     * cache (walks examined > 0): how many, the most walks one examined, the slowest mask */
+    long room_masks, room_compiles;
     uint64_t room_visits_max;
     double room_us_max;
 };
@@ -329,10 +329,18 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         snprintf(errmsg, sizeof errmsg, "no schema");
         goto out;
     }
+    struct grammar_walk_cache_stats cs0, cs1;
+    grammar_vocab_cache_stats(c->vi, &cs0);
     double t0 = now_us();
     g = lark ? grammar_compile(c->vi, GRAMMAR_LARK, lark, strlen(lark), &e)
              : grammar_compile(c->vi, GRAMMAR_JSON_SCHEMA, src, strlen(src), &e);
     compile_us = now_us() - t0;
+    grammar_vocab_cache_stats(c->vi, &cs1);
+    if (cs1.room_visits > cs0.room_visits) { /* the compile's first masks made room */
+        uint64_t rv = cs1.room_visits - cs0.room_visits;
+        c->room_compiles++;
+        if (rv > c->room_visits_max) c->room_visits_max = rv;
+    }
     free(src);
     if (!g) {
         snprintf(errmsg, sizeof errmsg, "%s", e.msg);
@@ -544,14 +552,17 @@ int main(int argc, char **argv)
            "\"dfa_kb_max\":%zu,\"compiled_kb_max\":%zu,\"cache_walks\":%llu,"
            "\"cache_relaxed\":%llu,\"cache_mb\":%.1f,\"cache_slots\":%llu,\"cache_drops\":%llu,"
            "\"room_masks\":%ld,\"room_visits_max\":%llu,\"room_mask_us_max\":%.2f,"
-           "\"grow_slots_max\":%llu}\n",
+           "\"grow_slots_max\":%llu,\"cache_refused\":%llu,\"room_compiles\":%ld,"
+           "\"room_ms\":%.2f,\"room_us_max\":%.1f,\"grow_us_max\":%.1f}\n",
            c.files, c.compiled, c.rejected, c.valid_tested, c.invalid_tested, c.verr, c.ierr,
            c.mismatches, c.all_masks.n, mavg, m50, m99, mmax, c50, c99, n, index_ms,
            c.budget_errors, (unsigned long long)c.work_max, (unsigned long long)c.trie_max,
            c.dfa_max >> 10, c.compile_max >> 10, (unsigned long long)cs.walks,
            (unsigned long long)cs.relaxed, (double)cs.bytes / (1 << 20),
            (unsigned long long)cs.slots, (unsigned long long)cs.drops, c.room_masks,
-           (unsigned long long)c.room_visits_max, c.room_us_max, (unsigned long long)cs.grow_max);
+           (unsigned long long)c.room_visits_max, c.room_us_max, (unsigned long long)cs.grow_max,
+           (unsigned long long)cs.refused, c.room_compiles, cs.room_ns / 1e6,
+           cs.room_ns_max / 1e3, cs.grow_ns_max / 1e3);
     grammar_vocab_index_free(c.vi);
     vocab_free(c.v);
     if (g_open) gguf_close(&gg);

@@ -144,9 +144,22 @@ struct shared_inner {
      * walk using it; freed at 0, so the cache can drop it while grammars still use it */
     int32_t refs;
     bool shared;  /* was published in the shared cache (the grammars' memory accounting) */
-    bool hit;     /* found since the cache last made room (shared_evict's second chance) */
+    bool hit;     /* found since the clock hand last passed (walk_cache.c sweep's second chance) */
     size_t bytes; /* counted in sh_bytes while in the cache */
 };
+
+/* A slot of the shared walk cache's table: the walk's hash beside it, so probes and the
+ * table's growth compare and rehash without touching the walks. */
+struct wcache_slot {
+    uint64_t hash;
+    struct shared_inner *x; /* NULL: empty */
+};
+/* Room-making in the shared walk cache (walk_cache.c): it starts when a walk would take the
+ * cache past all but 1/WCACHE_RESERVE_DIV of its budget; one publication examines at most
+ * WCACHE_SWEEP_WALKS walks (vi->sh_sweep) and this many slots per walk. */
+#define WCACHE_RESERVE_DIV 16
+#define WCACHE_SWEEP_WALKS 64
+#define WCACHE_SWEEP_SLOTS_PER_WALK 16
 
 /* The reference automaton of whole subtrees (mask.c): well-formed UTF-8 (U+0000..U+10FFFF
  * without surrogates, shortest forms), one byte at a time. State 0: at a character boundary;
@@ -238,15 +251,20 @@ struct grammar_vocab_index {
     /* inner-walk results shared by all grammars on this vocabulary, keyed by the canonical form
      * of a lexer state (see inner_key); append-only, guarded by mu */
     pthread_mutex_t mu;
-    struct shared_inner **sh;
+    struct wcache_slot *sh; /* open addressing, linear probing (walk_cache.c) */
     uint32_t sh_cap, sh_n;
     size_t sh_bytes;
     size_t sh_max_bytes; /* SHARED_CACHE_MAX_BYTES; past it the walks are dropped, not the new */
-    uint64_t sh_evictions; /* statistics: times the walks were dropped */
+    uint64_t sh_hand;  /* the clock hand (walk_cache.c sweep): slots it moved since the table
+                        * last grew; at slot sh_hand mod sh_cap */
+    uint32_t sh_sweep; /* walks one publication examines to make room, at most */
+    uint64_t sh_evictions; /* statistics: sweeps that dropped walks */
     /* statistics (grammar_vocab_cache_stats): walks dropped; walks examined to make room, in
      * all and the most by one publication; the most slots one publication rehashed growing the
-     * table */
-    uint64_t sh_drops, sh_room_visits, sh_room_max, sh_grow_max;
+     * table; walks not published for want of room */
+    uint64_t sh_drops, sh_room_visits, sh_room_max, sh_grow_max, sh_refused;
+    /* statistics: CPU time making room (in all, most by one publication), growing the table */
+    uint64_t sh_room_ns, sh_room_ns_max, sh_grow_ns_max;
     /* walks the cache dropped that nobody uses, freed grave_step at a time by the next
      * publications (walk_cache.c wcache_add): dropping half the cache used to free thousands of
      * payloads inside one mask */

@@ -2418,7 +2418,7 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     }
     if (x) {
         free(key);
-        e->own = x; /* shared_find's reference */
+        e->own = x; /* wcache_find's reference */
         if (localize(m, x, s, e) || g->dfa.over_work) {
             mask_release(vi, x);
             free(e->bound);

@@ -39,7 +39,7 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
     free(vi->bix);
     free(vi->ubytes);
     for (uint32_t i = 0; i < vi->sh_cap; i++) {
-        struct shared_inner *x = vi->sh ? vi->sh[i] : NULL;
+        struct shared_inner *x = vi->sh ? vi->sh[i].x : NULL;
         if (!x) continue;
         free(x->key);
         free(x->bits);
@@ -269,6 +269,7 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
     vi->sh_cap = 1024;
     vi->sh_max_bytes = SHARED_CACHE_MAX_BYTES;
     vi->grave_step = 8;
+    vi->sh_sweep = WCACHE_SWEEP_WALKS;
     vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
     if (!vi->sh) {
         vi->sh_cap = 0;

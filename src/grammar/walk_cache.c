@@ -4,8 +4,17 @@
  * threads"). Guarded by vi->mu. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "grammar/grammar_int.h"
+
+/* This thread's CPU time in ns (the room-making statistics). */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void wcache_payload_free(struct shared_inner *x)
 {
@@ -22,9 +31,10 @@ struct shared_inner *wcache_find(struct grammar_vocab_index *vi, const uint8_t *
 {
     struct shared_inner *r = NULL;
     pthread_mutex_lock(&vi->mu);
-    for (uint32_t j = (uint32_t)h & (vi->sh_cap - 1); vi->sh[j]; j = (j + 1) & (vi->sh_cap - 1)) {
-        struct shared_inner *x = vi->sh[j];
-        if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
+    uint32_t mk = vi->sh_cap - 1;
+    for (uint32_t j = (uint32_t)h & mk; vi->sh[j].x; j = (j + 1) & mk) {
+        struct shared_inner *x = vi->sh[j].x;
+        if (vi->sh[j].hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
             r = x;
             x->refs++; /* the caller's */
             x->hit = true;
@@ -44,99 +54,140 @@ void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x)
     if (r == 0) wcache_payload_free(x);
 }
 
-/* Makes room in the full shared cache: drops the walks nobody found since the last time (the
- * walks of one schema's states), then, if that freed less than half, every walk; the others
- * lose their mark (second chance). A dropped walk lives on while an inner entry holds it. The
- * relaxed walks stay (few; their grammars point into them). Caller holds vi->mu. */
-static void shared_evict(struct grammar_vocab_index *vi, uint64_t *visits)
+/* Empties slot i of the table (linear probing, no tombstones): each later entry of the run
+ * moves back into the hole when its home slot is not between the hole and itself, so every
+ * entry stays reachable from its home. Caller holds vi->mu. */
+static void slot_delete(struct grammar_vocab_index *vi, uint32_t i)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        struct shared_inner **keep = vi->sh;
-        uint32_t cap = vi->sh_cap;
-        struct shared_inner **n = calloc(cap, sizeof *n);
-        if (!n) pass = 1; /* no memory for the new table: drop everything in place */
-        for (uint32_t i = 0; i < cap; i++) {
-            struct shared_inner *x = keep[i];
-            if (!x) continue;
-            ++*visits;
-            if (n && pass == 0 && x->hit) {
-                x->hit = false;
-                uint32_t j = (uint32_t)x->hash & (cap - 1);
-                while (n[j])
-                    j = (j + 1) & (cap - 1);
-                n[j] = x;
-                continue;
-            }
-            vi->sh_bytes -= x->bytes;
-            vi->sh_n--;
-            vi->sh_drops++;
-            keep[i] = NULL;
-            if (--x->refs == 0) { /* freed later, a few per publication (shared_add) */
-                if (vi->grave_n == vi->grave_cap) {
-                    uint32_t nc = vi->grave_cap ? vi->grave_cap * 2 : 256;
-                    struct shared_inner **ng = realloc(vi->grave, nc * sizeof *ng);
-                    if (!ng) { /* no memory for the list: free it now */
-                        wcache_payload_free(x);
-                        continue;
-                    }
-                    vi->grave = ng;
-                    vi->grave_cap = nc;
-                }
-                vi->grave[vi->grave_n++] = x;
-            }
+    uint32_t mk = vi->sh_cap - 1;
+    for (uint32_t j = (i + 1) & mk; vi->sh[j].x; j = (j + 1) & mk) {
+        uint32_t home = (uint32_t)vi->sh[j].hash & mk;
+        if (((j - home) & mk) >= ((j - i) & mk)) {
+            vi->sh[i] = vi->sh[j];
+            i = j;
         }
-        if (n) {
-            free(vi->sh);
-            vi->sh = n;
-        }
-        if (vi->sh_bytes <= vi->sh_max_bytes / 2) break;
     }
-    if (vi->grave_n > vi->grave_max) vi->grave_max = vi->grave_n;
-    vi->sh_evictions++;
+    vi->sh[i] = (struct wcache_slot){0, NULL};
 }
 
-/* A full cache drops its walks first (shared_evict): a long-running server meets
- * new schemas for ever, and a cache that only grew made every new state a trie walk once full
- * (MaskBench in one process: ~1,900 schemas). */
+/* Drops walk x from the cache (it lives on while an inner entry holds it; with no holder it
+ * waits in the graveyard, freed a few per publication). Caller holds vi->mu and has taken x
+ * out of the table. */
+static void drop(struct grammar_vocab_index *vi, struct shared_inner *x)
+{
+    vi->sh_bytes -= x->bytes;
+    vi->sh_n--;
+    vi->sh_drops++;
+    if (--x->refs) return;
+    if (vi->grave_n == vi->grave_cap) {
+        uint32_t nc = vi->grave_cap ? vi->grave_cap * 2 : 256;
+        struct shared_inner **ng = realloc(vi->grave, nc * sizeof *ng);
+        if (!ng) { /* no memory for the list: free it now */
+            wcache_payload_free(x);
+            return;
+        }
+        vi->grave = ng;
+        vi->grave_cap = nc;
+    }
+    vi->grave[vi->grave_n++] = x;
+    if (vi->grave_n > vi->grave_max) vi->grave_max = vi->grave_n;
+}
+
+/* Makes room a little at a time (a clock over the table): from the hand on, a walk found since
+ * the hand last passed loses its mark (second chance), one not found is dropped, until need
+ * more bytes fit under limit or sh_sweep walks (WCACHE_SWEEP_SLOTS_PER_WALK times as many
+ * slots, never the whole table twice) were examined. The hand stays on a slot it emptied
+ * (slot_delete may move a later walk into it). It used to drop every unmarked walk in one pass
+ * over the table into a new table, freeing half the cache inside one mask (8-10 ms on a full
+ * 256 MB cache: docs/grammar.md "Sharing and threads"). Returns the walks examined. Caller holds
+ * vi->mu. */
+static uint64_t sweep(struct grammar_vocab_index *vi, size_t need, size_t limit)
+{
+    uint64_t walks = 0, slots = 0, dropped = 0;
+    uint64_t max_slots = (uint64_t)vi->sh_sweep * WCACHE_SWEEP_SLOTS_PER_WALK;
+    if (max_slots > vi->sh_cap) max_slots = vi->sh_cap;
+    while (vi->sh_bytes + need > limit && walks < vi->sh_sweep && slots < max_slots) {
+        uint32_t i = vi->sh_hand & (vi->sh_cap - 1);
+        struct shared_inner *x = vi->sh[i].x;
+        slots++;
+        if (!x) {
+            vi->sh_hand++;
+            continue;
+        }
+        walks++;
+        if (x->hit) {
+            x->hit = false;
+            vi->sh_hand++;
+            continue;
+        }
+        slot_delete(vi, i);
+        drop(vi, x);
+        dropped++;
+    }
+    if (dropped) vi->sh_evictions++;
+    return walks;
+}
+
+/* A full cache drops walks to take new ones: a long-running server meets new schemas for ever,
+ * and a cache that only grew made every new state a trie walk once full (MaskBench in one
+ * process: ~1,900 schemas). Room is made from the last 1/WCACHE_RESERVE_DIV of the budget on,
+ * a bounded sweep per publication; a walk that still does not fit stays its grammar's
+ * (sh_refused). */
 bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
 {
     bool ok = false;
     pthread_mutex_lock(&vi->mu);
+    size_t high = vi->sh_max_bytes - vi->sh_max_bytes / WCACHE_RESERVE_DIV;
     uint64_t visits = 0;
-    if (vi->sh_bytes + bytes > vi->sh_max_bytes && vi->sh_n) shared_evict(vi, &visits);
+    if (vi->sh_bytes + bytes > high && vi->sh_n) {
+        uint64_t t0 = cpu_ns();
+        visits = sweep(vi, bytes, high);
+        uint64_t t = cpu_ns() - t0;
+        vi->sh_room_ns += t;
+        if (t > vi->sh_room_ns_max) vi->sh_room_ns_max = t;
+    }
     vi->sh_room_visits += visits;
     if (visits > vi->sh_room_max) vi->sh_room_max = visits;
-    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) {
+        vi->sh_refused++;
+        goto out;
+    }
     if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
+        /* the hashes are in the slots: a sequential pass, no walk touched */
         uint32_t nc = vi->sh_cap * 2;
         if (vi->sh_cap > vi->sh_grow_max) vi->sh_grow_max = vi->sh_cap;
-        struct shared_inner **n = calloc(nc, sizeof *n);
+        uint64_t g0 = cpu_ns();
+        struct wcache_slot *n = calloc(nc, sizeof *n);
         if (!n) goto out;
         for (uint32_t i = 0; i < vi->sh_cap; i++) {
-            if (!vi->sh[i]) continue;
-            uint32_t j = (uint32_t)vi->sh[i]->hash & (nc - 1);
-            while (n[j])
+            if (!vi->sh[i].x) continue;
+            uint32_t j = (uint32_t)vi->sh[i].hash & (nc - 1);
+            while (n[j].x)
                 j = (j + 1) & (nc - 1);
             n[j] = vi->sh[i];
         }
         free(vi->sh);
         vi->sh = n;
         vi->sh_cap = nc;
+        uint64_t gt = cpu_ns() - g0;
+        if (gt > vi->sh_grow_ns_max) vi->sh_grow_ns_max = gt;
+        vi->sh_hand = 0;
     }
     uint32_t j = (uint32_t)x->hash & (vi->sh_cap - 1);
-    while (vi->sh[j])
+    while (vi->sh[j].x)
         j = (j + 1) & (vi->sh_cap - 1);
-    vi->sh[j] = x;
+    vi->sh[j] = (struct wcache_slot){x->hash, x};
     vi->sh_n++;
     vi->sh_bytes += bytes;
     x->bytes = bytes;
     x->shared = true;
+    x->hit = true; /* a new walk lives until the hand has passed it twice: a hand just behind
+                    * its slot would otherwise drop it before the next grammar can find it */
     x->refs++;
     ok = true;
 out:;
-    /* free a few of the walks an eviction dropped (outside the mutex): at most grave_step per
-     * publication, so no mask pays for thousands of frees; they are gone long before the cache
-     * fills again (refilling half of it takes as many publications as walks were dropped) */
+    /* free a few of the walks dropped earlier (outside the mutex): at most grave_step per
+     * publication, so no mask pays for many frees */
     struct shared_inner *dead[64];
     uint32_t nd = 0;
     while (nd < vi->grave_step && nd < 64 && vi->grave_n)
@@ -159,6 +210,10 @@ void grammar_vocab_cache_stats(struct grammar_vocab_index *vi, struct grammar_wa
         .room_visits = vi->sh_room_visits,
         .room_max = vi->sh_room_max,
         .grow_max = vi->sh_grow_max,
+        .room_ns = vi->sh_room_ns,
+        .room_ns_max = vi->sh_room_ns_max,
+        .grow_ns_max = vi->sh_grow_ns_max,
+        .refused = vi->sh_refused,
     };
     pthread_mutex_unlock(&vi->mu);
 }
