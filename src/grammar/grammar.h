@@ -44,9 +44,9 @@ struct grammar_walk_cache_stats {
     size_t bytes;
     uint64_t slots, drops, room_visits, room_max, grow_max;
     uint64_t refused; /* walks not published: no room made within one publication's sweep */
-    /* this thread's CPU time making room: in all, the most in one publication; growing the
-     * table, the most in one publication (ns) */
-    uint64_t room_ns, room_ns_max, grow_ns_max;
+    /* CPU time (ns) making room: in all, the most in one publication; growing the table: in
+     * all, the most in one publication */
+    uint64_t room_ns, room_ns_max, grow_ns, grow_ns_max;
 };
 void grammar_vocab_cache_stats(struct grammar_vocab_index *vi, struct grammar_walk_cache_stats *st);
 

@@ -160,6 +160,10 @@ struct wcache_slot {
 #define WCACHE_RESERVE_DIV 16
 #define WCACHE_SWEEP_WALKS 64
 #define WCACHE_SWEEP_SLOTS_PER_WALK 16
+/* The table's size once past its first 1,024 slots: one slot per this many bytes of the budget
+ * (262,144 slots, 4 MB, for the 256 MB cache: up to 131,072 walks before it grows again; walks
+ * average ~5 KB on MaskBench) */
+#define WCACHE_BYTES_PER_SLOT 1024
 
 /* The reference automaton of whole subtrees (mask.c): well-formed UTF-8 (U+0000..U+10FFFF
  * without surrogates, shortest forms), one byte at a time. State 0: at a character boundary;
@@ -264,7 +268,7 @@ struct grammar_vocab_index {
      * table; walks not published for want of room */
     uint64_t sh_drops, sh_room_visits, sh_room_max, sh_grow_max, sh_refused;
     /* statistics: CPU time making room (in all, most by one publication), growing the table */
-    uint64_t sh_room_ns, sh_room_ns_max, sh_grow_ns_max;
+    uint64_t sh_room_ns, sh_room_ns_max, sh_grow_ns, sh_grow_ns_max;
     /* walks the cache dropped that nobody uses, freed grave_step at a time by the next
      * publications (walk_cache.c wcache_add): dropping half the cache used to free thousands of
      * payloads inside one mask */

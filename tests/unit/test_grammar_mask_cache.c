@@ -269,3 +269,28 @@ Test(grammar_mask_cache, room_is_made_a_few_walks_at_a_time, .timeout = 120)
                  (unsigned long long)vi->sh_refused, (unsigned long long)vi->sh_drops);
     grammar_vocab_index_free(vi);
 }
+
+/* The table grows once, from its first 1,024 slots straight to one slot per
+ * WCACHE_BYTES_PER_SLOT of the budget, not by doubling (each doubling rehashed every slot inside
+ * one mask: 5-6 ms for 65,536 slots on MaskBench): an 8 MB budget gets 8,192 slots when the
+ * 513th walk comes, and no later publication rehashes more than those first 1,024. */
+Test(grammar_mask_cache, table_grows_once_to_its_budget_size, .timeout = 120)
+{
+    struct grammar_vocab_index *vi = small_cache_index();
+    vi->sh_max_bytes = (size_t)8 << 20;
+    char rx[256];
+    for (int i = 1; i <= 150 && vi->sh_n <= 1200; i++) {
+        snprintf(rx, sizeof rx, "(?:[a-e]{%d}@[b-d]{1,%d}x)+", i % 7 + 1, i);
+        struct grammar *g = compile(vi, rx);
+        check_masks(g, rx, 2);
+        grammar_free(g);
+    }
+    cr_log_info("%u walks, %u slots, most slots rehashed at once %llu", vi->sh_n, vi->sh_cap,
+                (unsigned long long)vi->sh_grow_max);
+    cr_assert_gt(vi->sh_n, 1024, "only %u walks: the table needed no second growth", vi->sh_n);
+    cr_assert_eq(vi->sh_drops, 0, "the cache dropped walks: the budget is not what is tested");
+    cr_assert_eq(vi->sh_cap, 8192, "the table has %u slots", vi->sh_cap);
+    cr_assert_eq(vi->sh_grow_max, 1024, "a growth rehashed %llu slots",
+                 (unsigned long long)vi->sh_grow_max);
+    grammar_vocab_index_free(vi);
+}
