@@ -144,15 +144,15 @@ struct shared_inner {
      * walk using it; freed at 0, so the cache can drop it while grammars still use it */
     int32_t refs;
     bool shared;  /* was published in the shared cache (the grammars' memory accounting) */
-    bool hit;     /* found since the clock hand last passed (walk_cache.c sweep's second chance) */
     size_t bytes; /* counted in sh_bytes while in the cache */
 };
 
-/* A slot of the shared walk cache's table: the walk's hash beside it, so probes and the
- * table's growth compare and rehash without touching the walks. */
+/* A slot of the shared walk cache's table: the walk's hash and mark beside it, so probes, the
+ * table's growth and the clock hand passing a marked walk touch no walk. */
 struct wcache_slot {
     uint64_t hash;
     struct shared_inner *x; /* NULL: empty */
+    bool hit; /* found or published since the clock hand last passed (second chance) */
 };
 /* Room-making in the shared walk cache (walk_cache.c): it starts when a walk would take the
  * cache past all but 1/WCACHE_RESERVE_DIV of its budget; one publication examines at most

@@ -37,7 +37,7 @@ struct shared_inner *wcache_find(struct grammar_vocab_index *vi, const uint8_t *
         if (vi->sh[j].hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
             r = x;
             x->refs++; /* the caller's */
-            x->hit = true;
+            vi->sh[j].hit = true;
             break;
         }
     }
@@ -67,7 +67,7 @@ static void slot_delete(struct grammar_vocab_index *vi, uint32_t i)
             i = j;
         }
     }
-    vi->sh[i] = (struct wcache_slot){0, NULL};
+    vi->sh[i] = (struct wcache_slot){0, NULL, false};
 }
 
 /* Drops walk x from the cache (it lives on while an inner entry holds it; with no holder it
@@ -115,8 +115,8 @@ static uint64_t sweep(struct grammar_vocab_index *vi, size_t need, size_t limit)
             continue;
         }
         walks++;
-        if (x->hit) {
-            x->hit = false;
+        if (vi->sh[i].hit) {
+            vi->sh[i].hit = false;
             vi->sh_hand++;
             continue;
         }
@@ -181,13 +181,13 @@ bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t b
     uint32_t j = (uint32_t)x->hash & (vi->sh_cap - 1);
     while (vi->sh[j].x)
         j = (j + 1) & (vi->sh_cap - 1);
-    vi->sh[j] = (struct wcache_slot){x->hash, x};
+    /* marked: a new walk lives until the hand has passed it twice (a hand just behind its slot
+     * would otherwise drop it before the next grammar can find it) */
+    vi->sh[j] = (struct wcache_slot){x->hash, x, true};
     vi->sh_n++;
     vi->sh_bytes += bytes;
     x->bytes = bytes;
     x->shared = true;
-    x->hit = true; /* a new walk lives until the hand has passed it twice: a hand just behind
-                    * its slot would otherwise drop it before the next grammar can find it */
     x->refs++;
     ok = true;
 out:;
