@@ -557,7 +557,7 @@ int main(int argc, char **argv)
            "\"room_masks\":%ld,\"room_visits_max\":%llu,\"room_mask_us_max\":%.2f,"
            "\"grow_slots_max\":%llu,\"cache_refused\":%llu,\"room_compiles\":%ld,"
            "\"room_ms\":%.2f,\"room_us_max\":%.1f,\"grow_us_max\":%.1f,"
-           "\"mask_room_grow_us_max\":%.1f}\n",
+           "\"mask_room_grow_us_max\":%.1f,\"cache_relaxed_drops\":%llu}\n",
            c.files, c.compiled, c.rejected, c.valid_tested, c.invalid_tested, c.verr, c.ierr,
            c.mismatches, c.all_masks.n, mavg, m50, m99, mmax, c50, c99, n, index_ms,
            c.budget_errors, (unsigned long long)c.work_max, (unsigned long long)c.trie_max,
@@ -566,7 +566,8 @@ int main(int argc, char **argv)
            (unsigned long long)cs.slots, (unsigned long long)cs.drops, c.room_masks,
            (unsigned long long)c.room_visits_max, c.room_us_max, (unsigned long long)cs.grow_max,
            (unsigned long long)cs.refused, c.room_compiles, cs.room_ns / 1e6,
-           cs.room_ns_max / 1e3, cs.grow_ns_max / 1e3, c.room_grow_ns_max / 1e3);
+           cs.room_ns_max / 1e3, cs.grow_ns_max / 1e3, c.room_grow_ns_max / 1e3,
+           (unsigned long long)cs.relaxed_drops);
     grammar_vocab_index_free(c.vi);
     vocab_free(c.v);
     if (g_open) gguf_close(&gg);

@@ -151,7 +151,7 @@ struct shared_inner {
  * table's growth and the clock hand passing a marked walk touch no walk. */
 struct wcache_slot {
     uint64_t hash;
-    struct shared_inner *x; /* NULL: empty */
+    void *x; /* struct shared_inner (vi->sh) or struct rdata (vi->rsh); NULL: empty */
     bool hit; /* found or published since the clock hand last passed (second chance) */
 };
 /* Room-making in the shared walk cache (walk_cache.c): it starts when a walk would take the
@@ -224,6 +224,10 @@ struct rdata {
      * b[].lo / hi are then such intervals too (inclusive), cum is NULL */
     struct rgroup *grp;
     uint32_t n_grp;
+    /* once published (walk_cache.c), references under the vocabulary's mutex: the cache's and
+     * one per grammar's rpay using it; freed at 0 */
+    int32_t refs;
+    size_t bytes; /* counted in sh_bytes while in the cache */
 };
 
 struct grammar_vocab_index {
@@ -275,8 +279,11 @@ struct grammar_vocab_index {
     struct shared_inner **grave;
     uint32_t grave_n, grave_cap, grave_max, grave_step;
     uint64_t gid_next;     /* fhash.c: grammar ids for hashes that are this grammar's own */
-    struct rdata **rsh; /* relaxed walks, open addressing by hash (same mutex, same budget) */
+    /* relaxed walks, open addressing by hash (same mutex, same budget, their own clock) */
+    struct wcache_slot *rsh;
     uint32_t rsh_cap, rsh_n;
+    uint64_t rsh_hand;
+    uint64_t sh_rdrops; /* statistics: relaxed walks dropped */
     int32_t *specials; /* ids of special tokens */
     int32_t n_specials;
 };
@@ -396,6 +403,15 @@ struct shared_inner *wcache_find(struct grammar_vocab_index *vi, const uint8_t *
 bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes);
 /* Frees payload x and what it holds (no reference left). */
 void wcache_payload_free(struct shared_inner *x);
+/* The same for relaxed walks (struct rdata, mask.c "Counts out of the lexer state"): find
+ * returns a reference for the caller (wcache_rrelease); add publishes x with two references
+ * (the cache's and the caller's), or returns false (x stays the caller's alone); a relaxed walk
+ * is freed with its last reference. Any thread. */
+struct rdata *wcache_rfind(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                           uint64_t h);
+bool wcache_radd(struct grammar_vocab_index *vi, struct rdata *x);
+void wcache_rrelease(struct grammar_vocab_index *vi, struct rdata *x);
+void wcache_rdata_free(struct rdata *d);
 
 /* fhash.c: the structural hash of NFA state q (the automaton reachable from q; equal hashes,
  * equal futures) into out. skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's

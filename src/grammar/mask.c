@@ -620,21 +620,13 @@ struct rpay {
     bool bad;      /* the walk gave up (body threads disagreed): use the ordinary walk */
 };
 
-static void rdata_free(struct rdata *d)
-{
-    if (!d) return;
-    free(d->key);
-    free(d->toks);
-    free(d->cum);
-    free(d->b);
-    free(d->grp);
-    free(d);
-}
-
-static void rpay_free(struct rpay *p)
+static void rpay_free(struct grammar_vocab_index *vi, struct rpay *p)
 {
     if (!p) return;
-    if (p->own) rdata_free(p->d);
+    if (p->own)
+        wcache_rdata_free(p->d);
+    else
+        wcache_rrelease(vi, p->d);
     free(p->brs);
     free(p);
 }
@@ -646,10 +638,10 @@ void mask_free_relax(struct grammar *g)
     fh_free(g);
     free(g->ipass);
     for (int32_t i = 0; i < g->rpay_cap; i++)
-        rpay_free(g->rpay[i]);
+        rpay_free((struct grammar_vocab_index *)g->vi, g->rpay[i]);
     free(g->rpay);
     for (int32_t i = 0; i < g->ipay_cap; i++)
-        rpay_free(g->ipay[i]);
+        rpay_free((struct grammar_vocab_index *)g->vi, g->ipay[i]);
     free(g->ipay);
     free(g->riv);
     free(g->rneed);
@@ -1121,7 +1113,7 @@ out:
     free(rb.tok);
     free(rb.b);
     free(rb.brs);
-    rdata_free(x);
+    wcache_rdata_free(x);
     return rc;
 }
 
@@ -1172,59 +1164,6 @@ static uint8_t *relax_key(struct grammar *g, uint32_t t, bool iv, size_t *len, u
         h = (h ^ key[i]) * 1099511628211ull;
     *hash = h | 1;
     return key;
-}
-
-static struct rdata *rshared_find(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
-                                  uint64_t h)
-{
-    struct rdata *r = NULL;
-    pthread_mutex_lock(&vi->mu);
-    for (uint32_t j = (uint32_t)h & (vi->rsh_cap - 1); vi->rsh_cap && vi->rsh[j];
-         j = (j + 1) & (vi->rsh_cap - 1)) {
-        struct rdata *x = vi->rsh[j];
-        if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
-            r = x;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&vi->mu);
-    return r;
-}
-
-/* Publishes x (which then belongs to vi) unless over the shared budget. */
-static bool rshared_add(struct grammar_vocab_index *vi, struct rdata *x)
-{
-    size_t bytes = sizeof *x + x->key_len + (size_t)x->n_toks * 4 +
-                   ((size_t)x->maxneed + 3) * 4 + (size_t)x->n_b * sizeof *x->b +
-                   (size_t)x->n_grp * sizeof *x->grp;
-    bool ok = false;
-    pthread_mutex_lock(&vi->mu);
-    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
-    if ((vi->rsh_n + 1) * 2 > vi->rsh_cap) {
-        uint32_t nc = vi->rsh_cap ? vi->rsh_cap * 2 : 64;
-        struct rdata **n = calloc(nc, sizeof *n);
-        if (!n) goto out;
-        for (uint32_t i = 0; i < vi->rsh_cap; i++) {
-            if (!vi->rsh[i]) continue;
-            uint32_t j = (uint32_t)vi->rsh[i]->hash & (nc - 1);
-            while (n[j])
-                j = (j + 1) & (nc - 1);
-            n[j] = vi->rsh[i];
-        }
-        free(vi->rsh);
-        vi->rsh = n;
-        vi->rsh_cap = nc;
-    }
-    uint32_t j = (uint32_t)x->hash & (vi->rsh_cap - 1);
-    while (vi->rsh[j])
-        j = (j + 1) & (vi->rsh_cap - 1);
-    vi->rsh[j] = x;
-    vi->rsh_n++;
-    vi->sh_bytes += bytes;
-    ok = true;
-out:
-    pthread_mutex_unlock(&vi->mu);
-    return ok;
 }
 
 /* This grammar's relaxed state at each lexeme end's parent of a shared walk, replaying the
@@ -1312,14 +1251,15 @@ static struct rpay *pay_get(struct matcher *m, uint32_t root, int32_t li, bool i
     struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
     struct rpay *p = calloc(1, sizeof *p);
     if (!p) goto fail;
-    struct rdata *x = rshared_find(vi, key, klen, h);
+    struct rdata *x = wcache_rfind(vi, key, klen, h);
     if (x) {
-        p->d = x;
+        p->d = x; /* wcache_rfind's reference, released with p */
         if (relax_localize(g, root, p, iv)) {
             if (g->rdfa.over_work) goto fail;
             free(p->brs);
             p->brs = NULL;
             p->d = NULL; /* cannot happen for equal forms: walk here */
+            wcache_rrelease(vi, x);
         } else {
             free(key);
             *slot = p;
@@ -1336,14 +1276,14 @@ static struct rpay *pay_get(struct matcher *m, uint32_t root, int32_t li, bool i
         p->d->key_len = klen;
         p->d->hash = h;
         key = NULL;
-        if (rshared_add(vi, p->d)) p->own = false;
+        if (wcache_radd(vi, p->d)) p->own = false;
     }
     free(key);
     *slot = p;
     return p;
 fail:
     free(key);
-    rpay_free(p);
+    rpay_free(vi, p);
     return NULL;
 }
 
@@ -1679,7 +1619,7 @@ out:
     free(ib.t);
     free(ib.b);
     free(ib.brs);
-    rdata_free(x);
+    wcache_rdata_free(x);
     return rc;
 }
 

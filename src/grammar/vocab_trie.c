@@ -57,16 +57,8 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
         free(x);
     }
     free(vi->grave);
-    for (uint32_t i = 0; i < vi->rsh_cap; i++) {
-        struct rdata *x = vi->rsh[i];
-        if (!x) continue;
-        free(x->key);
-        free(x->toks);
-        free(x->cum);
-        free(x->b);
-        free(x->grp);
-        free(x);
-    }
+    for (uint32_t i = 0; i < vi->rsh_cap; i++) /* no grammar left: the cache holds the last ref */
+        wcache_rdata_free(vi->rsh[i].x);
     free(vi->rsh);
     if (vi->sh_cap) pthread_mutex_destroy(&vi->mu);
     free(vi->specials);

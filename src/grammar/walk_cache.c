@@ -54,20 +54,20 @@ void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x)
     if (r == 0) wcache_payload_free(x);
 }
 
-/* Empties slot i of the table (linear probing, no tombstones): each later entry of the run
- * moves back into the hole when its home slot is not between the hole and itself, so every
- * entry stays reachable from its home. Caller holds vi->mu. */
-static void slot_delete(struct grammar_vocab_index *vi, uint32_t i)
+/* Empties slot i of table t of cap slots (linear probing, no tombstones): each later entry of
+ * the run moves back into the hole when its home slot is not between the hole and itself, so
+ * every entry stays reachable from its home. Caller holds vi->mu. */
+static void slot_delete(struct wcache_slot *t, uint32_t cap, uint32_t i)
 {
-    uint32_t mk = vi->sh_cap - 1;
-    for (uint32_t j = (i + 1) & mk; vi->sh[j].x; j = (j + 1) & mk) {
-        uint32_t home = (uint32_t)vi->sh[j].hash & mk;
+    uint32_t mk = cap - 1;
+    for (uint32_t j = (i + 1) & mk; t[j].x; j = (j + 1) & mk) {
+        uint32_t home = (uint32_t)t[j].hash & mk;
         if (((j - home) & mk) >= ((j - i) & mk)) {
-            vi->sh[i] = vi->sh[j];
+            t[i] = t[j];
             i = j;
         }
     }
-    vi->sh[i] = (struct wcache_slot){0, NULL, false};
+    t[i] = (struct wcache_slot){0, NULL, false};
 }
 
 /* Drops walk x from the cache (it lives on while an inner entry holds it; with no holder it
@@ -93,39 +93,108 @@ static void drop(struct grammar_vocab_index *vi, struct shared_inner *x)
     if (vi->grave_n > vi->grave_max) vi->grave_max = vi->grave_n;
 }
 
-/* Makes room a little at a time (a clock over the table): from the hand on, a walk found since
- * the hand last passed loses its mark (second chance), one not found is dropped, until need
- * more bytes fit under limit or sh_sweep walks (WCACHE_SWEEP_SLOTS_PER_WALK times as many
- * slots, never the whole table twice) were examined. The hand stays on a slot it emptied
- * (slot_delete may move a later walk into it). It used to drop every unmarked walk in one pass
- * over the table into a new table, freeing half the cache inside one mask (8-10 ms on a full
- * 256 MB cache: docs/grammar.md "Sharing and threads"). Returns the walks examined. Caller holds
- * vi->mu. */
-static uint64_t sweep(struct grammar_vocab_index *vi, size_t need, size_t limit)
+/* Drops relaxed walk x from the cache (it lives on while a grammar's rpay holds it). Caller
+ * holds vi->mu and has taken x out of the table. */
+static void rdrop(struct grammar_vocab_index *vi, struct rdata *x)
 {
+    vi->sh_bytes -= x->bytes;
+    vi->rsh_n--;
+    vi->sh_rdrops++;
+    if (--x->refs == 0) wcache_rdata_free(x);
+}
+
+/* Makes room a little at a time (a clock over a table: the walks', or the relaxed walks' when
+ * relaxed): from the hand on, a walk found since the hand last passed loses its mark (second
+ * chance), one not found is dropped, until need more bytes fit under limit or sh_sweep walks
+ * (WCACHE_SWEEP_SLOTS_PER_WALK times as many slots, never the whole table twice) were
+ * examined. The hand stays on a slot it emptied (slot_delete may move a later walk into it).
+ * It used to drop every unmarked walk in one pass over the table into a new table, freeing
+ * half the cache inside one mask (8-10 ms on a full 256 MB cache: docs/grammar.md "Sharing and
+ * threads"), and never dropped relaxed walks. Returns the walks examined. Caller holds vi->mu. */
+static uint64_t sweep(struct grammar_vocab_index *vi, bool relaxed, size_t need, size_t limit)
+{
+    struct wcache_slot *t = relaxed ? vi->rsh : vi->sh;
+    uint32_t cap = relaxed ? vi->rsh_cap : vi->sh_cap;
+    uint64_t *hand = relaxed ? &vi->rsh_hand : &vi->sh_hand;
     uint64_t walks = 0, slots = 0, dropped = 0;
     uint64_t max_slots = (uint64_t)vi->sh_sweep * WCACHE_SWEEP_SLOTS_PER_WALK;
-    if (max_slots > vi->sh_cap) max_slots = vi->sh_cap;
+    if (max_slots > cap) max_slots = cap;
     while (vi->sh_bytes + need > limit && walks < vi->sh_sweep && slots < max_slots) {
-        uint32_t i = vi->sh_hand & (vi->sh_cap - 1);
-        struct shared_inner *x = vi->sh[i].x;
+        uint32_t i = *hand & (cap - 1);
+        void *x = t[i].x;
         slots++;
         if (!x) {
-            vi->sh_hand++;
+            ++*hand;
             continue;
         }
         walks++;
-        if (vi->sh[i].hit) {
-            vi->sh[i].hit = false;
-            vi->sh_hand++;
+        if (t[i].hit) {
+            t[i].hit = false;
+            ++*hand;
             continue;
         }
-        slot_delete(vi, i);
-        drop(vi, x);
+        slot_delete(t, cap, i);
+        if (relaxed)
+            rdrop(vi, x);
+        else
+            drop(vi, x);
         dropped++;
     }
     if (dropped) vi->sh_evictions++;
     return walks;
+}
+
+/* Makes room for bytes more from the last 1/WCACHE_RESERVE_DIV of the budget on: the walks'
+ * clock first, then the relaxed walks'. Caller holds vi->mu. */
+static void make_room(struct grammar_vocab_index *vi, size_t bytes)
+{
+    size_t high = vi->sh_max_bytes - vi->sh_max_bytes / WCACHE_RESERVE_DIV;
+    if (vi->sh_bytes + bytes <= high) return;
+    uint64_t t0 = cpu_ns(), visits = 0;
+    if (vi->sh_n) visits += sweep(vi, false, bytes, high);
+    if (vi->rsh_n && vi->sh_bytes + bytes > high) visits += sweep(vi, true, bytes, high);
+    uint64_t t = cpu_ns() - t0;
+    vi->sh_room_ns += t;
+    if (t > vi->sh_room_ns_max) vi->sh_room_ns_max = t;
+    vi->sh_room_visits += visits;
+    if (visits > vi->sh_room_max) vi->sh_room_max = visits;
+}
+
+/* Table t of *cap slots holding n entries, grown to hold one more at half load (to nc slots
+ * at least). -1: no memory. The hashes are in the slots: a sequential pass, no walk touched. */
+static int table_grow(struct grammar_vocab_index *vi, struct wcache_slot **t, uint32_t *cap,
+                      uint64_t *hand, uint32_t nc)
+{
+    if (*cap > vi->sh_grow_max) vi->sh_grow_max = *cap;
+    uint64_t g0 = cpu_ns();
+    struct wcache_slot *n = calloc(nc, sizeof *n);
+    if (!n) return -1;
+    for (uint32_t i = 0; i < *cap; i++) {
+        if (!(*t)[i].x) continue;
+        uint32_t j = (uint32_t)(*t)[i].hash & (nc - 1);
+        while (n[j].x)
+            j = (j + 1) & (nc - 1);
+        n[j] = (*t)[i];
+    }
+    free(*t);
+    *t = n;
+    *cap = nc;
+    *hand = 0;
+    uint64_t gt = cpu_ns() - g0;
+    vi->sh_grow_ns += gt;
+    if (gt > vi->sh_grow_ns_max) vi->sh_grow_ns_max = gt;
+    return 0;
+}
+
+/* Puts x (hash h) into table t of cap slots, marked: a new walk lives until the hand has
+ * passed it twice (a hand just behind its slot would otherwise drop it before the next grammar
+ * can find it). */
+static void table_put(struct wcache_slot *t, uint32_t cap, uint64_t h, void *x)
+{
+    uint32_t j = (uint32_t)h & (cap - 1);
+    while (t[j].x)
+        j = (j + 1) & (cap - 1);
+    t[j] = (struct wcache_slot){h, x, true};
 }
 
 /* A full cache drops walks to take new ones: a long-running server meets new schemas for ever,
@@ -137,53 +206,20 @@ bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t b
 {
     bool ok = false;
     pthread_mutex_lock(&vi->mu);
-    size_t high = vi->sh_max_bytes - vi->sh_max_bytes / WCACHE_RESERVE_DIV;
-    uint64_t visits = 0;
-    if (vi->sh_bytes + bytes > high && vi->sh_n) {
-        uint64_t t0 = cpu_ns();
-        visits = sweep(vi, bytes, high);
-        uint64_t t = cpu_ns() - t0;
-        vi->sh_room_ns += t;
-        if (t > vi->sh_room_ns_max) vi->sh_room_ns_max = t;
-    }
-    vi->sh_room_visits += visits;
-    if (visits > vi->sh_room_max) vi->sh_room_max = visits;
+    make_room(vi, bytes);
     if (vi->sh_bytes + bytes > vi->sh_max_bytes) {
         vi->sh_refused++;
         goto out;
     }
     if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
-        /* the hashes are in the slots: a sequential pass, no walk touched. Past a small
-         * table, straight to one slot per WCACHE_BYTES_PER_SLOT of the budget: growing a
-         * table of 65,536 slots took 5-6 ms inside one mask (MaskBench, one process) */
+        /* past a small table, straight to one slot per WCACHE_BYTES_PER_SLOT of the budget:
+         * growing a table of 65,536 slots took 5-6 ms inside one mask (MaskBench, one process) */
         uint32_t nc = vi->sh_cap * 2;
         while ((size_t)nc < vi->sh_max_bytes / WCACHE_BYTES_PER_SLOT && nc < (1u << 28))
             nc *= 2;
-        if (vi->sh_cap > vi->sh_grow_max) vi->sh_grow_max = vi->sh_cap;
-        uint64_t g0 = cpu_ns();
-        struct wcache_slot *n = calloc(nc, sizeof *n);
-        if (!n) goto out;
-        for (uint32_t i = 0; i < vi->sh_cap; i++) {
-            if (!vi->sh[i].x) continue;
-            uint32_t j = (uint32_t)vi->sh[i].hash & (nc - 1);
-            while (n[j].x)
-                j = (j + 1) & (nc - 1);
-            n[j] = vi->sh[i];
-        }
-        free(vi->sh);
-        vi->sh = n;
-        vi->sh_cap = nc;
-        uint64_t gt = cpu_ns() - g0;
-        vi->sh_grow_ns += gt;
-        if (gt > vi->sh_grow_ns_max) vi->sh_grow_ns_max = gt;
-        vi->sh_hand = 0;
+        if (table_grow(vi, &vi->sh, &vi->sh_cap, &vi->sh_hand, nc)) goto out;
     }
-    uint32_t j = (uint32_t)x->hash & (vi->sh_cap - 1);
-    while (vi->sh[j].x)
-        j = (j + 1) & (vi->sh_cap - 1);
-    /* marked: a new walk lives until the hand has passed it twice (a hand just behind its slot
-     * would otherwise drop it before the next grammar can find it) */
-    vi->sh[j] = (struct wcache_slot){x->hash, x, true};
+    table_put(vi->sh, vi->sh_cap, x->hash, x);
     vi->sh_n++;
     vi->sh_bytes += bytes;
     x->bytes = bytes;
@@ -203,6 +239,70 @@ out:;
     return ok;
 }
 
+void wcache_rdata_free(struct rdata *d)
+{
+    if (!d) return;
+    free(d->key);
+    free(d->toks);
+    free(d->cum);
+    free(d->b);
+    free(d->grp);
+    free(d);
+}
+
+struct rdata *wcache_rfind(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                           uint64_t h)
+{
+    struct rdata *r = NULL;
+    pthread_mutex_lock(&vi->mu);
+    uint32_t mk = vi->rsh_cap - 1;
+    for (uint32_t j = (uint32_t)h & mk; vi->rsh_cap && vi->rsh[j].x; j = (j + 1) & mk) {
+        struct rdata *x = vi->rsh[j].x;
+        if (vi->rsh[j].hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
+            r = x;
+            x->refs++; /* the caller's */
+            vi->rsh[j].hit = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&vi->mu);
+    return r;
+}
+
+bool wcache_radd(struct grammar_vocab_index *vi, struct rdata *x)
+{
+    size_t bytes = sizeof *x + x->key_len + (size_t)x->n_toks * 4 + ((size_t)x->maxneed + 3) * 4 +
+                   (size_t)x->n_b * sizeof *x->b + (size_t)x->n_grp * sizeof *x->grp;
+    bool ok = false;
+    pthread_mutex_lock(&vi->mu);
+    make_room(vi, bytes);
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) {
+        vi->sh_refused++;
+        goto out;
+    }
+    if ((vi->rsh_n + 1) * 2 > vi->rsh_cap &&
+        table_grow(vi, &vi->rsh, &vi->rsh_cap, &vi->rsh_hand, vi->rsh_cap ? vi->rsh_cap * 2 : 64))
+        goto out;
+    table_put(vi->rsh, vi->rsh_cap, x->hash, x);
+    vi->rsh_n++;
+    vi->sh_bytes += bytes;
+    x->bytes = bytes;
+    x->refs = 2; /* the cache's and the caller's */
+    ok = true;
+out:
+    pthread_mutex_unlock(&vi->mu);
+    return ok;
+}
+
+void wcache_rrelease(struct grammar_vocab_index *vi, struct rdata *x)
+{
+    if (!x) return;
+    pthread_mutex_lock(&vi->mu);
+    int32_t r = --x->refs;
+    pthread_mutex_unlock(&vi->mu);
+    if (r == 0) wcache_rdata_free(x);
+}
+
 void grammar_vocab_cache_stats(struct grammar_vocab_index *vi, struct grammar_walk_cache_stats *st)
 {
     pthread_mutex_lock(&vi->mu);
@@ -220,6 +320,7 @@ void grammar_vocab_cache_stats(struct grammar_vocab_index *vi, struct grammar_wa
         .grow_ns = vi->sh_grow_ns,
         .grow_ns_max = vi->sh_grow_ns_max,
         .refused = vi->sh_refused,
+        .relaxed_drops = vi->sh_rdrops,
     };
     pthread_mutex_unlock(&vi->mu);
 }
