@@ -12,7 +12,9 @@
  * at the end. A valid instance rejected anywhere is a validation error; an invalid one accepted to
  * the end is an invalidation error. `--lark FILE` compiles that lark grammar for every file instead
  * of the schema (engine tests without the schema compiler). Prints one JSON line per file, then a
- * summary line. Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
+ * summary line (with the vocabulary's shared walk cache counters: walks held and dropped, the
+ * most walks one mask or compile examined to make room, the CPU time of making room and growing
+ * its table). Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
  * time unless --wall. */
 #include <jansson.h>
 #include <stdio.h>

@@ -257,7 +257,7 @@ struct grammar_vocab_index {
     uint64_t (*ubytes)[4];
     uint32_t n_big;
     /* inner-walk results shared by all grammars on this vocabulary, keyed by the canonical form
-     * of a lexer state (see inner_key); append-only, guarded by mu */
+     * of a lexer state (see inner_key); guarded by mu (walk_cache.c) */
     pthread_mutex_t mu;
     struct wcache_slot *sh; /* open addressing, linear probing (walk_cache.c) */
     uint32_t sh_cap, sh_n;
