@@ -13,8 +13,8 @@
  * the end is an invalidation error. `--lark FILE` compiles that lark grammar for every file instead
  * of the schema (engine tests without the schema compiler). Prints one JSON line per file, then a
  * summary line (with the vocabulary's shared walk cache counters: walks held and dropped, the
- * most walks one mask or compile examined to make room, the CPU time of making room and growing
- * its table). Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
+ * most walks one mask or compile examined to make room, the time (monotonic clock) of making
+ * room and growing its table). Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
  * time unless --wall. */
 #include <jansson.h>
 #include <stdio.h>
@@ -113,7 +113,7 @@ struct ctx {
     long room_masks, room_compiles;
     uint64_t room_visits_max;
     double room_us_max;
-    uint64_t room_grow_ns_max; /* the most CPU time one mask spent making room or growing */
+    uint64_t room_grow_ns_max; /* the most time one mask spent making room or growing */
 };
 
 /* Feeds text; returns 1 accepted to the end (eos allowed), 0 rejected somewhere, -1 error.

@@ -45,8 +45,8 @@ struct grammar_walk_cache_stats {
     uint64_t slots, drops, room_visits, room_max, grow_max;
     uint64_t refused; /* walks not published: no room made within one publication's sweep */
     uint64_t relaxed_drops; /* relaxed walks dropped to make room */
-    /* CPU time (ns) making room: in all, the most in one publication; growing the table: in
-     * all, the most in one publication */
+    /* time (ns, monotonic clock) making room: in all, the most in one publication; growing the
+     * table: in all, the most in one publication */
     uint64_t room_ns, room_ns_max, grow_ns, grow_ns_max;
 };
 void grammar_vocab_cache_stats(struct grammar_vocab_index *vi, struct grammar_walk_cache_stats *st);

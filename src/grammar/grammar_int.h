@@ -271,7 +271,8 @@ struct grammar_vocab_index {
      * all and the most by one publication; the most slots one publication rehashed growing the
      * table; walks not published for want of room */
     uint64_t sh_drops, sh_room_visits, sh_room_max, sh_grow_max, sh_refused;
-    /* statistics: CPU time making room (in all, most by one publication), growing the table */
+    /* statistics: time making room (in all, most by one publication), growing the table (ns,
+     * monotonic clock) */
     uint64_t sh_room_ns, sh_room_ns_max, sh_grow_ns, sh_grow_ns_max;
     /* walks the cache dropped that nobody uses, freed grave_step at a time by the next
      * publications (walk_cache.c wcache_add): dropping half the cache used to free thousands of
