@@ -1,7 +1,8 @@
-/* walk_cache — the vocabulary's shared cache of inner walks (struct shared_inner), keyed by the
- * canonical form of a lexer state, shared by every grammar on the vocabulary: lookup,
- * publication, references, and making room when it is full (docs/grammar.md "Sharing and
- * threads"). Guarded by vi->mu. */
+/* walk_cache — the vocabulary's shared cache of inner walks (struct shared_inner, keyed by the
+ * canonical form of a lexer state) and of relaxed walks (struct rdata, mask.c "Counts out of
+ * the lexer state"), shared by every grammar on the vocabulary: lookup, publication,
+ * references, and making room a few walks at a time when it is nearly full (docs/grammar.md
+ * "Sharing and threads"). Guarded by vi->mu. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -111,8 +112,8 @@ static void rdrop(struct grammar_vocab_index *vi, struct rdata *x)
  * (WCACHE_SWEEP_SLOTS_PER_WALK times as many slots, never the whole table twice) were
  * examined. The hand stays on a slot it emptied (slot_delete may move a later walk into it).
  * It used to drop every unmarked walk in one pass over the table into a new table, freeing
- * half the cache inside one mask (8-10 ms on a full 256 MB cache: docs/grammar.md "Sharing and
- * threads"), and never dropped relaxed walks. Returns the walks examined. Caller holds vi->mu. */
+ * half the cache inside one mask (6.5-17.5 ms on a full 256 MB cache: docs/jsonschema.md
+ * "MaskBench results"), and never dropped relaxed walks. Returns the walks examined. Caller holds vi->mu. */
 static uint64_t sweep(struct grammar_vocab_index *vi, bool relaxed, size_t need, size_t limit)
 {
     struct wcache_slot *t = relaxed ? vi->rsh : vi->sh;
@@ -162,8 +163,8 @@ static void make_room(struct grammar_vocab_index *vi, size_t bytes)
     if (visits > vi->sh_room_max) vi->sh_room_max = visits;
 }
 
-/* Table t of *cap slots holding n entries, grown to hold one more at half load (to nc slots
- * at least). -1: no memory. The hashes are in the slots: a sequential pass, no walk touched. */
+/* Rehashes table *t of *cap slots into nc slots (the hand starts over). -1: no memory (the
+ * table unchanged). The hashes are in the slots: a sequential pass, no walk touched. */
 static int table_grow(struct grammar_vocab_index *vi, struct wcache_slot **t, uint32_t *cap,
                       uint64_t *hand, uint32_t nc)
 {
