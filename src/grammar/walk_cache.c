@@ -113,7 +113,8 @@ static void rdrop(struct grammar_vocab_index *vi, struct rdata *x)
  * examined. The hand stays on a slot it emptied (slot_delete may move a later walk into it).
  * It used to drop every unmarked walk in one pass over the table into a new table, freeing
  * half the cache inside one mask (6.5-17.5 ms on a full 256 MB cache: docs/jsonschema.md
- * "MaskBench results"), and never dropped relaxed walks. Returns the walks examined. Caller holds vi->mu. */
+ * "MaskBench results"), and never dropped relaxed walks. Returns the walks examined. Caller
+ * holds vi->mu. */
 static uint64_t sweep(struct grammar_vocab_index *vi, bool relaxed, size_t need, size_t limit)
 {
     struct wcache_slot *t = relaxed ? vi->rsh : vi->sh;
