@@ -12,7 +12,9 @@
  * at the end. A valid instance rejected anywhere is a validation error; an invalid one accepted to
  * the end is an invalidation error. `--lark FILE` compiles that lark grammar for every file instead
  * of the schema (engine tests without the schema compiler). Prints one JSON line per file, then a
- * summary line. Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
+ * summary line (with the vocabulary's shared walk cache counters: walks held and dropped, the
+ * most walks one mask or compile examined to make room, the time (monotonic clock) of making
+ * room and growing its table). Timing: single thread, around matcher_mask / grammar_compile only; thread CPU
  * time unless --wall. */
 #include <jansson.h>
 #include <stdio.h>
@@ -106,6 +108,12 @@ struct ctx {
     uint64_t trie_max, file_trie; /* trie steps of a mask: overall, this file */
     char worst_at[96];
     uint64_t mask_hash; /* this file's masks (--hash) */
+    /* masks (and compiles, whose first masks are probed) that made room in the shared walk
+     * cache (walks examined > 0): how many, the most walks one examined, the slowest mask */
+    long room_masks, room_compiles;
+    uint64_t room_visits_max;
+    double room_us_max;
+    uint64_t room_grow_ns_max; /* the most time one mask spent making room or growing */
 };
 
 /* Feeds text; returns 1 accepted to the end (eos allowed), 0 rejected somewhere, -1 error.
@@ -120,9 +128,20 @@ static int feed(struct ctx *c, const struct grammar *g, const char *text, size_t
     if (!m) return -1;
     int res = 1;
     for (size_t i = 0; i <= n; i++) {
+        struct grammar_walk_cache_stats cs0, cs1;
+        grammar_vocab_cache_stats(c->vi, &cs0);
         double t0 = now_us();
         matcher_mask(m, c->mask);
         double dt = now_us() - t0;
+        grammar_vocab_cache_stats(c->vi, &cs1);
+        if (cs1.room_visits > cs0.room_visits) {
+            uint64_t rv = cs1.room_visits - cs0.room_visits;
+            c->room_masks++;
+            if (rv > c->room_visits_max) c->room_visits_max = rv;
+            if (dt > c->room_us_max) c->room_us_max = dt;
+        }
+        uint64_t rg = cs1.room_ns + cs1.grow_ns - cs0.room_ns - cs0.grow_ns;
+        if (rg > c->room_grow_ns_max) c->room_grow_ns_max = rg;
         uint64_t w = matcher_last_work(m);
         if (w > c->file_work) c->file_work = w;
         if (w > c->work_max) c->work_max = w;
@@ -315,10 +334,18 @@ static void run_file(struct ctx *c, const char *path, const char *lark, bool qui
         snprintf(errmsg, sizeof errmsg, "no schema");
         goto out;
     }
+    struct grammar_walk_cache_stats cs0, cs1;
+    grammar_vocab_cache_stats(c->vi, &cs0);
     double t0 = now_us();
     g = lark ? grammar_compile(c->vi, GRAMMAR_LARK, lark, strlen(lark), &e)
              : grammar_compile(c->vi, GRAMMAR_JSON_SCHEMA, src, strlen(src), &e);
     compile_us = now_us() - t0;
+    grammar_vocab_cache_stats(c->vi, &cs1);
+    if (cs1.room_visits > cs0.room_visits) { /* the compile's first masks made room */
+        uint64_t rv = cs1.room_visits - cs0.room_visits;
+        c->room_compiles++;
+        if (rv > c->room_visits_max) c->room_visits_max = rv;
+    }
     free(src);
     if (!g) {
         snprintf(errmsg, sizeof errmsg, "%s", e.msg);
@@ -519,17 +546,30 @@ int main(int argc, char **argv)
     double m50 = quantile(&c.all_masks, 0.5), m99 = quantile(&c.all_masks, 0.99);
     double mmax = c.all_masks.n ? c.all_masks.v[c.all_masks.n - 1] : 0;
     double c50 = quantile(&c.all_compile, 0.5), c99 = quantile(&c.all_compile, 0.99);
+    struct grammar_walk_cache_stats cs;
+    grammar_vocab_cache_stats(c.vi, &cs);
     printf("{\"summary\":true,\"files\":%ld,\"compiled\":%ld,\"rejected\":%ld,\"valid_tested\":%ld,"
            "\"invalid_tested\":%ld,\"validation_errors\":%ld,\"invalidation_errors\":%ld,"
            "\"mismatches\":%ld,\"masks\":%zu,\"mask_us_avg\":%.2f,\"mask_us_p50\":%.2f,"
            "\"mask_us_p99\":%.2f,\"mask_us_max\":%.2f,\"compile_us_p50\":%.1f,"
            "\"compile_us_p99\":%.1f,\"vocab\":%d,\"vocab_index_ms\":%.1f,"
            "\"budget_errors\":%ld,\"mask_work_max\":%llu,\"mask_trie_max\":%llu,"
-           "\"dfa_kb_max\":%zu,\"compiled_kb_max\":%zu}\n",
+           "\"dfa_kb_max\":%zu,\"compiled_kb_max\":%zu,\"cache_walks\":%llu,"
+           "\"cache_relaxed\":%llu,\"cache_mb\":%.1f,\"cache_slots\":%llu,\"cache_drops\":%llu,"
+           "\"room_masks\":%ld,\"room_visits_max\":%llu,\"room_mask_us_max\":%.2f,"
+           "\"grow_slots_max\":%llu,\"cache_refused\":%llu,\"room_compiles\":%ld,"
+           "\"room_ms\":%.2f,\"room_us_max\":%.1f,\"grow_us_max\":%.1f,"
+           "\"mask_room_grow_us_max\":%.1f,\"cache_relaxed_drops\":%llu}\n",
            c.files, c.compiled, c.rejected, c.valid_tested, c.invalid_tested, c.verr, c.ierr,
            c.mismatches, c.all_masks.n, mavg, m50, m99, mmax, c50, c99, n, index_ms,
            c.budget_errors, (unsigned long long)c.work_max, (unsigned long long)c.trie_max,
-           c.dfa_max >> 10, c.compile_max >> 10);
+           c.dfa_max >> 10, c.compile_max >> 10, (unsigned long long)cs.walks,
+           (unsigned long long)cs.relaxed, (double)cs.bytes / (1 << 20),
+           (unsigned long long)cs.slots, (unsigned long long)cs.drops, c.room_masks,
+           (unsigned long long)c.room_visits_max, c.room_us_max, (unsigned long long)cs.grow_max,
+           (unsigned long long)cs.refused, c.room_compiles, cs.room_ns / 1e6,
+           cs.room_ns_max / 1e3, cs.grow_ns_max / 1e3, c.room_grow_ns_max / 1e3,
+           (unsigned long long)cs.relaxed_drops);
     grammar_vocab_index_free(c.vi);
     vocab_free(c.v);
     if (g_open) gguf_close(&gg);

@@ -35,6 +35,21 @@ struct grammar_vocab {
 struct grammar_vocab_index; /* token trie etc., built once per vocabulary */
 struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *v, struct err *e);
 void grammar_vocab_index_free(struct grammar_vocab_index *vi);
+/* The vocabulary's shared cache of trie walks (docs/grammar.md "Sharing and threads"): walks
+ * and relaxed walks held, their bytes, the table's slots; walks dropped to make room; walks
+ * examined to make room, in all (room_visits) and the most by one publication (room_max); the
+ * most slots one publication rehashed to grow the table (grow_max). Any thread. */
+struct grammar_walk_cache_stats {
+    uint64_t walks, relaxed;
+    size_t bytes;
+    uint64_t slots, drops, room_visits, room_max, grow_max;
+    uint64_t refused; /* walks not published: no room made within one publication's sweep */
+    uint64_t relaxed_drops; /* relaxed walks dropped to make room */
+    /* time (ns, monotonic clock) making room: in all, the most in one publication; growing the
+     * table: in all, the most in one publication */
+    uint64_t room_ns, room_ns_max, grow_ns, grow_ns_max;
+};
+void grammar_vocab_cache_stats(struct grammar_vocab_index *vi, struct grammar_walk_cache_stats *st);
 
 /* Compiles src (lark text, a JSON Schema, ignored for JSON_OBJECT, a regex, or GBNF) against vi (which
  * must outlive the grammar). Returns a grammar holding one reference, or NULL with e naming the

@@ -144,9 +144,26 @@ struct shared_inner {
      * walk using it; freed at 0, so the cache can drop it while grammars still use it */
     int32_t refs;
     bool shared;  /* was published in the shared cache (the grammars' memory accounting) */
-    bool hit;     /* found since the cache last made room (shared_evict's second chance) */
     size_t bytes; /* counted in sh_bytes while in the cache */
 };
+
+/* A slot of the shared walk cache's table: the walk's hash and mark beside it, so probes, the
+ * table's growth and the clock hand passing a marked walk touch no walk. */
+struct wcache_slot {
+    uint64_t hash;
+    void *x; /* struct shared_inner (vi->sh) or struct rdata (vi->rsh); NULL: empty */
+    bool hit; /* found or published since the clock hand last passed (second chance) */
+};
+/* Room-making in the shared walk cache (walk_cache.c): it starts when a walk would take the
+ * cache past all but 1/WCACHE_RESERVE_DIV of its budget; one publication examines at most
+ * WCACHE_SWEEP_WALKS walks (vi->sh_sweep) and this many slots per walk. */
+#define WCACHE_RESERVE_DIV 16
+#define WCACHE_SWEEP_WALKS 64
+#define WCACHE_SWEEP_SLOTS_PER_WALK 16
+/* The table's size once past its first 1,024 slots: one slot per this many bytes of the budget
+ * (262,144 slots, 4 MB, for the 256 MB cache: up to 131,072 walks before it grows again; walks
+ * average ~5 KB on MaskBench) */
+#define WCACHE_BYTES_PER_SLOT 1024
 
 /* The reference automaton of whole subtrees (mask.c): well-formed UTF-8 (U+0000..U+10FFFF
  * without surrogates, shortest forms), one byte at a time. State 0: at a character boundary;
@@ -207,6 +224,10 @@ struct rdata {
      * b[].lo / hi are then such intervals too (inclusive), cum is NULL */
     struct rgroup *grp;
     uint32_t n_grp;
+    /* once published (walk_cache.c), references under the vocabulary's mutex: the cache's and
+     * one per grammar's rpay using it; freed at 0 */
+    int32_t refs;
+    size_t bytes; /* counted in sh_bytes while in the cache */
 };
 
 struct grammar_vocab_index {
@@ -236,21 +257,34 @@ struct grammar_vocab_index {
     uint64_t (*ubytes)[4];
     uint32_t n_big;
     /* inner-walk results shared by all grammars on this vocabulary, keyed by the canonical form
-     * of a lexer state (see inner_key); append-only, guarded by mu */
+     * of a lexer state (see inner_key); guarded by mu (walk_cache.c) */
     pthread_mutex_t mu;
-    struct shared_inner **sh;
+    struct wcache_slot *sh; /* open addressing, linear probing (walk_cache.c) */
     uint32_t sh_cap, sh_n;
     size_t sh_bytes;
     size_t sh_max_bytes; /* SHARED_CACHE_MAX_BYTES; past it the walks are dropped, not the new */
-    uint64_t sh_evictions; /* statistics: times the walks were dropped */
+    uint64_t sh_hand;  /* the clock hand (walk_cache.c sweep): slots it moved since the table
+                        * last grew; at slot sh_hand mod sh_cap */
+    uint32_t sh_sweep; /* walks one publication examines to make room, at most */
+    uint64_t sh_evictions; /* statistics: sweeps that dropped walks */
+    /* statistics (grammar_vocab_cache_stats): walks dropped; walks examined to make room, in
+     * all and the most by one publication; the most slots one publication rehashed growing the
+     * table; walks not published for want of room */
+    uint64_t sh_drops, sh_room_visits, sh_room_max, sh_grow_max, sh_refused;
+    /* statistics: time making room (in all, most by one publication), growing the table (ns,
+     * monotonic clock) */
+    uint64_t sh_room_ns, sh_room_ns_max, sh_grow_ns, sh_grow_ns_max;
     /* walks the cache dropped that nobody uses, freed grave_step at a time by the next
-     * publications (mask.c shared_add): dropping half the cache used to free thousands of
+     * publications (walk_cache.c wcache_add): dropping half the cache used to free thousands of
      * payloads inside one mask */
     struct shared_inner **grave;
     uint32_t grave_n, grave_cap, grave_max, grave_step;
     uint64_t gid_next;     /* fhash.c: grammar ids for hashes that are this grammar's own */
-    struct rdata **rsh; /* relaxed walks, open addressing by hash (same mutex, same budget) */
+    /* relaxed walks, open addressing by hash (same mutex, same budget, their own clock) */
+    struct wcache_slot *rsh;
     uint32_t rsh_cap, rsh_n;
+    uint64_t rsh_hand;
+    uint64_t sh_rdrops; /* statistics: relaxed walks dropped */
     int32_t *specials; /* ids of special tokens */
     int32_t n_specials;
 };
@@ -358,8 +392,27 @@ int mask_prewarm(struct grammar *g, struct err *e);
  * and the matching cleanup. */
 int mask_prepare_relax(struct grammar *g, struct err *e);
 void mask_free_relax(struct grammar *g);
-/* Drops one reference to inner-walk payload x (freed with the last). Any thread. */
+/* walk_cache.c: the vocabulary's shared cache of inner walks. Drops one reference to payload x
+ * (freed with the last). Any thread. */
 void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x);
+/* The published payload with this key (hash h), with a reference for the caller (mask_release),
+ * or NULL. Sets its hit mark. Any thread. */
+struct shared_inner *wcache_find(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                                 uint64_t h);
+/* Publishes x (bytes: its size; the cache takes a reference of its own), making room when the
+ * cache is full; false if not published (x stays the caller's). Any thread. */
+bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes);
+/* Frees payload x and what it holds (no reference left). */
+void wcache_payload_free(struct shared_inner *x);
+/* The same for relaxed walks (struct rdata, mask.c "Counts out of the lexer state"): find
+ * returns a reference for the caller (wcache_rrelease); add publishes x with two references
+ * (the cache's and the caller's), or returns false (x stays the caller's alone); a relaxed walk
+ * is freed with its last reference. Any thread. */
+struct rdata *wcache_rfind(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                           uint64_t h);
+bool wcache_radd(struct grammar_vocab_index *vi, struct rdata *x);
+void wcache_rrelease(struct grammar_vocab_index *vi, struct rdata *x);
+void wcache_rdata_free(struct rdata *d);
 
 /* fhash.c: the structural hash of NFA state q (the automaton reachable from q; equal hashes,
  * equal futures) into out. skip: FH_ALL_BOUNDS, FH_NO_BOUNDS (loop bounds left out; a loop's

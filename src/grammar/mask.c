@@ -565,135 +565,6 @@ static uint8_t *inner_key(struct matcher *m, uint32_t s, size_t *len, uint64_t *
     return key;
 }
 
-static void payload_free(struct shared_inner *x);
-
-/* The published payload with this key, with a reference for the caller (mask_release), or
- * NULL. */
-static struct shared_inner *shared_find(struct grammar_vocab_index *vi, const uint8_t *key,
-                                        size_t len, uint64_t h)
-{
-    struct shared_inner *r = NULL;
-    pthread_mutex_lock(&vi->mu);
-    for (uint32_t j = (uint32_t)h & (vi->sh_cap - 1); vi->sh[j]; j = (j + 1) & (vi->sh_cap - 1)) {
-        struct shared_inner *x = vi->sh[j];
-        if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
-            r = x;
-            x->refs++; /* the caller's */
-            x->hit = true;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&vi->mu);
-    return r;
-}
-
-void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x)
-{
-    if (!x) return;
-    pthread_mutex_lock(&vi->mu);
-    int32_t r = --x->refs;
-    pthread_mutex_unlock(&vi->mu);
-    if (r == 0) payload_free(x);
-}
-
-/* Makes room in the full shared cache: drops the walks nobody found since the last time (the
- * walks of one schema's states), then, if that freed less than half, every walk; the others
- * lose their mark (second chance). A dropped walk lives on while an inner entry holds it. The
- * relaxed walks stay (few; their grammars point into them). Caller holds vi->mu. */
-static void shared_evict(struct grammar_vocab_index *vi)
-{
-    for (int pass = 0; pass < 2; pass++) {
-        struct shared_inner **keep = vi->sh;
-        uint32_t cap = vi->sh_cap;
-        struct shared_inner **n = calloc(cap, sizeof *n);
-        if (!n) pass = 1; /* no memory for the new table: drop everything in place */
-        for (uint32_t i = 0; i < cap; i++) {
-            struct shared_inner *x = keep[i];
-            if (!x) continue;
-            if (n && pass == 0 && x->hit) {
-                x->hit = false;
-                uint32_t j = (uint32_t)x->hash & (cap - 1);
-                while (n[j])
-                    j = (j + 1) & (cap - 1);
-                n[j] = x;
-                continue;
-            }
-            vi->sh_bytes -= x->bytes;
-            vi->sh_n--;
-            keep[i] = NULL;
-            if (--x->refs == 0) { /* freed later, a few per publication (shared_add) */
-                if (vi->grave_n == vi->grave_cap) {
-                    uint32_t nc = vi->grave_cap ? vi->grave_cap * 2 : 256;
-                    struct shared_inner **ng = realloc(vi->grave, nc * sizeof *ng);
-                    if (!ng) { /* no memory for the list: free it now */
-                        payload_free(x);
-                        continue;
-                    }
-                    vi->grave = ng;
-                    vi->grave_cap = nc;
-                }
-                vi->grave[vi->grave_n++] = x;
-            }
-        }
-        if (n) {
-            free(vi->sh);
-            vi->sh = n;
-        }
-        if (vi->sh_bytes <= vi->sh_max_bytes / 2) break;
-    }
-    if (vi->grave_n > vi->grave_max) vi->grave_max = vi->grave_n;
-    vi->sh_evictions++;
-}
-
-/* Publishes x (the cache takes a reference of its own) unless over budget; returns false if
- * not published. A full cache drops its walks first (shared_evict): a long-running server meets
- * new schemas for ever, and a cache that only grew made every new state a trie walk once full
- * (MaskBench in one process: ~1,900 schemas). */
-static bool shared_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
-{
-    bool ok = false;
-    pthread_mutex_lock(&vi->mu);
-    if (vi->sh_bytes + bytes > vi->sh_max_bytes && vi->sh_n) shared_evict(vi);
-    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
-    if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
-        uint32_t nc = vi->sh_cap * 2;
-        struct shared_inner **n = calloc(nc, sizeof *n);
-        if (!n) goto out;
-        for (uint32_t i = 0; i < vi->sh_cap; i++) {
-            if (!vi->sh[i]) continue;
-            uint32_t j = (uint32_t)vi->sh[i]->hash & (nc - 1);
-            while (n[j])
-                j = (j + 1) & (nc - 1);
-            n[j] = vi->sh[i];
-        }
-        free(vi->sh);
-        vi->sh = n;
-        vi->sh_cap = nc;
-    }
-    uint32_t j = (uint32_t)x->hash & (vi->sh_cap - 1);
-    while (vi->sh[j])
-        j = (j + 1) & (vi->sh_cap - 1);
-    vi->sh[j] = x;
-    vi->sh_n++;
-    vi->sh_bytes += bytes;
-    x->bytes = bytes;
-    x->shared = true;
-    x->refs++;
-    ok = true;
-out:;
-    /* free a few of the walks an eviction dropped (outside the mutex): at most grave_step per
-     * publication, so no mask pays for thousands of frees; they are gone long before the cache
-     * fills again (refilling half of it takes as many publications as walks were dropped) */
-    struct shared_inner *dead[64];
-    uint32_t nd = 0;
-    while (nd < vi->grave_step && nd < 64 && vi->grave_n)
-        dead[nd++] = vi->grave[--vi->grave_n];
-    pthread_mutex_unlock(&vi->mu);
-    for (uint32_t k = 0; k < nd; k++)
-        payload_free(dead[k]);
-    return ok;
-}
-
 /* Local boundaries of a shared payload: the accepting state before each lexeme-end node,
  * recomputed from s along the node's path. */
 static int localize(struct matcher *m, const struct shared_inner *x, uint32_t s,
@@ -749,21 +620,13 @@ struct rpay {
     bool bad;      /* the walk gave up (body threads disagreed): use the ordinary walk */
 };
 
-static void rdata_free(struct rdata *d)
-{
-    if (!d) return;
-    free(d->key);
-    free(d->toks);
-    free(d->cum);
-    free(d->b);
-    free(d->grp);
-    free(d);
-}
-
-static void rpay_free(struct rpay *p)
+static void rpay_free(struct grammar_vocab_index *vi, struct rpay *p)
 {
     if (!p) return;
-    if (p->own) rdata_free(p->d);
+    if (p->own)
+        wcache_rdata_free(p->d);
+    else
+        wcache_rrelease(vi, p->d);
     free(p->brs);
     free(p);
 }
@@ -775,10 +638,10 @@ void mask_free_relax(struct grammar *g)
     fh_free(g);
     free(g->ipass);
     for (int32_t i = 0; i < g->rpay_cap; i++)
-        rpay_free(g->rpay[i]);
+        rpay_free((struct grammar_vocab_index *)g->vi, g->rpay[i]);
     free(g->rpay);
     for (int32_t i = 0; i < g->ipay_cap; i++)
-        rpay_free(g->ipay[i]);
+        rpay_free((struct grammar_vocab_index *)g->vi, g->ipay[i]);
     free(g->ipay);
     free(g->riv);
     free(g->rneed);
@@ -1250,7 +1113,7 @@ out:
     free(rb.tok);
     free(rb.b);
     free(rb.brs);
-    rdata_free(x);
+    wcache_rdata_free(x);
     return rc;
 }
 
@@ -1301,59 +1164,6 @@ static uint8_t *relax_key(struct grammar *g, uint32_t t, bool iv, size_t *len, u
         h = (h ^ key[i]) * 1099511628211ull;
     *hash = h | 1;
     return key;
-}
-
-static struct rdata *rshared_find(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
-                                  uint64_t h)
-{
-    struct rdata *r = NULL;
-    pthread_mutex_lock(&vi->mu);
-    for (uint32_t j = (uint32_t)h & (vi->rsh_cap - 1); vi->rsh_cap && vi->rsh[j];
-         j = (j + 1) & (vi->rsh_cap - 1)) {
-        struct rdata *x = vi->rsh[j];
-        if (x->hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
-            r = x;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&vi->mu);
-    return r;
-}
-
-/* Publishes x (which then belongs to vi) unless over the shared budget. */
-static bool rshared_add(struct grammar_vocab_index *vi, struct rdata *x)
-{
-    size_t bytes = sizeof *x + x->key_len + (size_t)x->n_toks * 4 +
-                   ((size_t)x->maxneed + 3) * 4 + (size_t)x->n_b * sizeof *x->b +
-                   (size_t)x->n_grp * sizeof *x->grp;
-    bool ok = false;
-    pthread_mutex_lock(&vi->mu);
-    if (vi->sh_bytes + bytes > vi->sh_max_bytes) goto out;
-    if ((vi->rsh_n + 1) * 2 > vi->rsh_cap) {
-        uint32_t nc = vi->rsh_cap ? vi->rsh_cap * 2 : 64;
-        struct rdata **n = calloc(nc, sizeof *n);
-        if (!n) goto out;
-        for (uint32_t i = 0; i < vi->rsh_cap; i++) {
-            if (!vi->rsh[i]) continue;
-            uint32_t j = (uint32_t)vi->rsh[i]->hash & (nc - 1);
-            while (n[j])
-                j = (j + 1) & (nc - 1);
-            n[j] = vi->rsh[i];
-        }
-        free(vi->rsh);
-        vi->rsh = n;
-        vi->rsh_cap = nc;
-    }
-    uint32_t j = (uint32_t)x->hash & (vi->rsh_cap - 1);
-    while (vi->rsh[j])
-        j = (j + 1) & (vi->rsh_cap - 1);
-    vi->rsh[j] = x;
-    vi->rsh_n++;
-    vi->sh_bytes += bytes;
-    ok = true;
-out:
-    pthread_mutex_unlock(&vi->mu);
-    return ok;
 }
 
 /* This grammar's relaxed state at each lexeme end's parent of a shared walk, replaying the
@@ -1441,14 +1251,15 @@ static struct rpay *pay_get(struct matcher *m, uint32_t root, int32_t li, bool i
     struct grammar_vocab_index *vi = (struct grammar_vocab_index *)g->vi;
     struct rpay *p = calloc(1, sizeof *p);
     if (!p) goto fail;
-    struct rdata *x = rshared_find(vi, key, klen, h);
+    struct rdata *x = wcache_rfind(vi, key, klen, h);
     if (x) {
-        p->d = x;
+        p->d = x; /* wcache_rfind's reference, released with p */
         if (relax_localize(g, root, p, iv)) {
             if (g->rdfa.over_work) goto fail;
             free(p->brs);
             p->brs = NULL;
             p->d = NULL; /* cannot happen for equal forms: walk here */
+            wcache_rrelease(vi, x);
         } else {
             free(key);
             *slot = p;
@@ -1465,14 +1276,14 @@ static struct rpay *pay_get(struct matcher *m, uint32_t root, int32_t li, bool i
         p->d->key_len = klen;
         p->d->hash = h;
         key = NULL;
-        if (rshared_add(vi, p->d)) p->own = false;
+        if (wcache_radd(vi, p->d)) p->own = false;
     }
     free(key);
     *slot = p;
     return p;
 fail:
     free(key);
-    rpay_free(p);
+    rpay_free(vi, p);
     return NULL;
 }
 
@@ -1491,7 +1302,6 @@ static struct rpay *relax_pay(struct matcher *m, uint32_t root, int32_t li)
     return pay_get(m, root, li, false, key, klen, h, slot);
 }
 
-static void payload_free(struct shared_inner *x);
 static int payload_take_tokens(struct shared_inner *x, uint32_t *bits, size_t words, size_t *bytes);
 
 /* ---- Interval walks: counts below min (docs/grammar.md "Counts out of the lexer state") ----
@@ -1809,7 +1619,7 @@ out:
     free(ib.t);
     free(ib.b);
     free(ib.brs);
-    rdata_free(x);
+    wcache_rdata_free(x);
     return rc;
 }
 
@@ -1928,7 +1738,7 @@ static int iv_fill(struct grammar *g, struct rpay *p, int64_t c, int32_t li, uin
     return 0;
 fail:
     free(bits);
-    payload_free(own);
+    wcache_payload_free(own);
     free(e->bound);
     e->bound = NULL;
     e->n_bound = 0;
@@ -2099,7 +1909,7 @@ static int payload_finish(struct grammar_vocab_index *vi, struct shared_inner *x
     x->key_len = klen;
     x->refs = 1; /* e's */
     e->own = x;
-    (void)shared_add(vi, x, bytes);
+    (void)wcache_add(vi, x, bytes);
     return 0;
 }
 
@@ -2362,7 +2172,7 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
     memcpy(key + klen, &c, 4);
     klen += 4;
     h = (h ^ c) * 1099511628211ull | 1;
-    struct shared_inner *x = shared_find(vi, key, klen, h);
+    struct shared_inner *x = wcache_find(vi, key, klen, h);
     if (x) {
         free(key);
         return x;
@@ -2387,7 +2197,7 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
     x->key = key;
     x->key_len = klen;
     x->refs = 1; /* the caller's */
-    (void)shared_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4);
+    (void)wcache_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4);
     return x;
 fail:
     free(ib.list);
@@ -2396,16 +2206,6 @@ fail:
     free(x);
     free(key);
     return NULL;
-}
-
-static void payload_free(struct shared_inner *x)
-{
-    if (!x) return;
-    free(x->key);
-    free(x->bits);
-    free(x->list);
-    free(x->nodes);
-    free(x);
 }
 
 #define COMPOSE_MIN_CHILDREN 8
@@ -2542,7 +2342,7 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
         free(key);
         return NULL;
     }
-    struct shared_inner *x = shared_find(vi, key, klen, h);
+    struct shared_inner *x = wcache_find(vi, key, klen, h);
     if (!x && (x = union_inner(m, s, key, klen, h, e)) != NULL) {
         key = NULL; /* owned by x */
         goto done;
@@ -2558,7 +2358,7 @@ static struct inner_entry *inner_get(struct matcher *m, uint32_t s)
     }
     if (x) {
         free(key);
-        e->own = x; /* shared_find's reference */
+        e->own = x; /* wcache_find's reference */
         if (localize(m, x, s, e) || g->dfa.over_work) {
             mask_release(vi, x);
             free(e->bound);

@@ -39,7 +39,7 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
     free(vi->bix);
     free(vi->ubytes);
     for (uint32_t i = 0; i < vi->sh_cap; i++) {
-        struct shared_inner *x = vi->sh ? vi->sh[i] : NULL;
+        struct shared_inner *x = vi->sh ? vi->sh[i].x : NULL;
         if (!x) continue;
         free(x->key);
         free(x->bits);
@@ -57,16 +57,8 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
         free(x);
     }
     free(vi->grave);
-    for (uint32_t i = 0; i < vi->rsh_cap; i++) {
-        struct rdata *x = vi->rsh[i];
-        if (!x) continue;
-        free(x->key);
-        free(x->toks);
-        free(x->cum);
-        free(x->b);
-        free(x->grp);
-        free(x);
-    }
+    for (uint32_t i = 0; i < vi->rsh_cap; i++) /* no grammar left: the cache holds the last ref */
+        wcache_rdata_free(vi->rsh[i].x);
     free(vi->rsh);
     if (vi->sh_cap) pthread_mutex_destroy(&vi->mu);
     free(vi->specials);
@@ -269,6 +261,7 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
     vi->sh_cap = 1024;
     vi->sh_max_bytes = SHARED_CACHE_MAX_BYTES;
     vi->grave_step = 8;
+    vi->sh_sweep = WCACHE_SWEEP_WALKS;
     vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
     if (!vi->sh) {
         vi->sh_cap = 0;

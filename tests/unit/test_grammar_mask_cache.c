@@ -1,11 +1,12 @@
-/* The vocabulary's shared walk cache when it is full (mask.c shared_add / shared_evict,
+/* The vocabulary's shared walk cache when it is full (walk_cache.c wcache_add / sweep,
  * docs/grammar.md "Sharing and threads"): it drops its walks and goes on publishing, so a walk
  * done after the cache filled up is still found by the next grammar (it used to stay full for
  * good: every new state a trie walk), and a walk dropped from the cache lives on while a
  * grammar's inner entry still uses it (masks of a grammar compiled before the evictions stay
  * exact, checked against PCRE2's viable-prefix test); a walk found since the last eviction
  * survives the next one (second chance). A small cache (sh_max_bytes) on a small vocabulary
- * makes the evictions happen. */
+ * makes the evictions happen. Room is made a few walks per publication (a clock over the table):
+ * no publication examines more than vi->sh_sweep walks. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <criterion/criterion.h>
 #include <pcre2.h>
@@ -140,10 +141,13 @@ Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
     for (int i = 0; i < 8; i++) {
         snprintf(rx, sizeof rx, "[a-e]*@(?:[b-d]|é)*x{%d}", i + 2);
         const char *path[] = {"a", "@", "b", NULL};
-        uint64_t ev = vi->sh_evictions;
         struct grammar *g1 = compile(vi, rx), *g2 = compile(vi, rx);
+        uint64_t rv = vi->sh_room_visits;
         uint64_t t1 = trie_after(g1, path), t2 = trie_after(g2, path);
-        if (vi->sh_evictions != ev) { /* dropped in between: no conclusion from this pair */
+        /* a walk published (marked) is dropped only after the clock hand passed it twice:
+         * when the sweeps between examined fewer walks than the cache holds, g1's walks are
+         * still there; else no conclusion from this pair */
+        if (vi->sh_room_visits - rv >= vi->sh_n) {
             grammar_free(g1);
             grammar_free(g2);
             continue;
@@ -160,7 +164,10 @@ Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
     }
     cr_assert(pairs >= 4, "only %d pairs ran without an eviction between them", pairs);
 
-    /* second chance: a walk found since the last eviction survives the next one */
+    /* second chance: a walk found since the clock hand last passed survives its next pass;
+     * one walk examined per publication (16 slots at most), so the hand moves little per
+     * grammar and the loop stops after one turn, before a second */
+    vi->sh_sweep = 1;
     {
         const char *hot = "[a-e]*@(?:[b-d]|é)*x{11}";
         const char *path[] = {"a", "@", "b", NULL};
@@ -168,18 +175,25 @@ Test(grammar_mask_cache, full_cache_drops_its_walks, .timeout = 120)
         uint64_t t1 = trie_after(h1, path), t2 = trie_after(h2, path); /* h2 finds it: hit */
         cr_assert(t1 > 0 && t2 == 0, "hot walk: %llu then %llu nodes", (unsigned long long)t1,
                   (unsigned long long)t2);
-        uint64_t ev = vi->sh_evictions;
-        for (int i = 1; vi->sh_evictions < ev + 1 && i < 200; i++) {
+        uint64_t hand = vi->sh_hand, cap = vi->sh_cap, drops = vi->sh_drops;
+        for (int i = 1; vi->sh_hand - hand < cap && i < 400; i++) {
             snprintf(rx, sizeof rx, "(?:[a-e]{%d}@[b-d]{1,%d}e)+", i % 5 + 1, i + 40);
             struct grammar *g = compile(vi, rx);
             check_masks(g, rx, 1);
             grammar_free(g);
         }
-        cr_assert_eq(vi->sh_evictions, ev + 1, "no single eviction happened");
+        cr_log_info("the hand moved %llu slots of %llu, %llu walks dropped",
+                    (unsigned long long)(vi->sh_hand - hand), (unsigned long long)cap,
+                    (unsigned long long)(vi->sh_drops - drops));
+        cr_assert_eq(vi->sh_cap, cap, "the table grew: the hand started over");
+        cr_assert(vi->sh_hand - hand >= cap && vi->sh_hand - hand < 2 * cap,
+                  "the hand did not make exactly one turn (%llu slots of %llu)",
+                  (unsigned long long)(vi->sh_hand - hand), (unsigned long long)cap);
+        cr_assert_gt(vi->sh_drops - drops, 0, "the turn dropped nothing: no conclusion");
         struct grammar *h3 = compile(vi, hot);
         uint64_t t3 = trie_after(h3, path);
-        cr_log_info("hot walk after an eviction: %llu nodes (first %llu)", (unsigned long long)t3,
-                    (unsigned long long)t1);
+        cr_log_info("hot walk after a turn of the hand: %llu nodes (first %llu)",
+                    (unsigned long long)t3, (unsigned long long)t1);
         cr_assert_eq(t3, 0, "the hot walk was dropped (%llu nodes walked again)",
                      (unsigned long long)t3);
         grammar_free(h1);
@@ -217,4 +231,106 @@ Test(grammar_mask_cache, dropped_walks_freed_a_few_at_a_time, .timeout = 120)
     cr_assert_geq(vi->grave_max, 2, "the evictions freed every dropped walk at once");
     cr_assert(drained, "the dropped walks were never freed");
     grammar_vocab_index_free(vi); /* frees what still waits */
+}
+
+/* Room is made a little per publication, not by one pass over the whole cache (which dropped
+ * half of a full 256 MB cache inside one mask: 8-10 ms on MaskBench): with a cache of a few
+ * hundred walks and vi->sh_sweep = 4, no publication examines more than 4 walks, the cache
+ * stays near its budget instead of falling to half, few walks find no room (under 5 % of those
+ * dropped: a sweep of 4 walks may meet only marked ones), and masks stay those of PCRE2. */
+Test(grammar_mask_cache, room_is_made_a_few_walks_at_a_time, .timeout = 120)
+{
+    struct grammar_vocab_index *vi = small_cache_index();
+    vi->sh_max_bytes = 32768;
+    vi->sh_sweep = 4;
+    char rx[256];
+    size_t low = SIZE_MAX; /* the fewest bytes held once the cache had filled */
+    uint32_t most = 0;
+    for (int i = 1; i <= 150; i++) {
+        snprintf(rx, sizeof rx, "(?:[a-e]{%d}@[b-d]{1,%d}x)+", i % 7 + 1, i);
+        struct grammar *g = compile(vi, rx);
+        check_masks(g, rx, 2);
+        grammar_free(g);
+        if (vi->sh_n > most) most = vi->sh_n;
+        if (vi->sh_drops && vi->sh_bytes < low) low = vi->sh_bytes;
+    }
+    cr_log_info("walks dropped %llu, at most %u walks held, bytes at least %zu after filling, "
+                "walks examined per publication at most %llu, refused %llu",
+                (unsigned long long)vi->sh_drops, most, low, (unsigned long long)vi->sh_room_max,
+                (unsigned long long)vi->sh_refused);
+    cr_assert(vi->sh_drops > 0, "the cache never filled up: the test proves nothing");
+    cr_assert_gt(most, 40, "the cache held only %u walks: too few to tell a sweep from a pass",
+                 most);
+    cr_assert_leq(vi->sh_room_max, 4, "a publication examined %llu walks to make room",
+                  (unsigned long long)vi->sh_room_max);
+    cr_assert_geq(low, vi->sh_max_bytes / 2, "the cache fell to %zu bytes of %zu", low,
+                  vi->sh_max_bytes);
+    cr_assert_lt(vi->sh_refused * 20, vi->sh_drops, "%llu walks found no room (%llu dropped)",
+                 (unsigned long long)vi->sh_refused, (unsigned long long)vi->sh_drops);
+    grammar_vocab_index_free(vi);
+}
+
+/* The table grows once, from its first 1,024 slots straight to one slot per
+ * WCACHE_BYTES_PER_SLOT of the budget, not by doubling (each doubling rehashed every slot inside
+ * one mask: 5-6 ms for 65,536 slots on MaskBench): an 8 MB budget gets 8,192 slots when the
+ * 513th walk comes, and no later publication rehashes more than those first 1,024. */
+Test(grammar_mask_cache, table_grows_once_to_its_budget_size, .timeout = 120)
+{
+    struct grammar_vocab_index *vi = small_cache_index();
+    vi->sh_max_bytes = (size_t)8 << 20;
+    char rx[256];
+    for (int i = 1; i <= 150 && vi->sh_n <= 1200; i++) {
+        snprintf(rx, sizeof rx, "(?:[a-e]{%d}@[b-d]{1,%d}x)+", i % 7 + 1, i);
+        struct grammar *g = compile(vi, rx);
+        check_masks(g, rx, 2);
+        grammar_free(g);
+    }
+    cr_log_info("%u walks, %u slots, most slots rehashed at once %llu", vi->sh_n, vi->sh_cap,
+                (unsigned long long)vi->sh_grow_max);
+    cr_assert_gt(vi->sh_n, 1024, "only %u walks: the table needed no second growth", vi->sh_n);
+    cr_assert_eq(vi->sh_drops, 0, "the cache dropped walks: the budget is not what is tested");
+    cr_assert_eq(vi->sh_cap, 8192, "the table has %u slots", vi->sh_cap);
+    cr_assert_eq(vi->sh_grow_max, 1024, "a growth rehashed %llu slots",
+                 (unsigned long long)vi->sh_grow_max);
+    grammar_vocab_index_free(vi);
+}
+
+/* Relaxed walks (counts near a loop's max: docs/grammar.md "Counts out of the lexer state")
+ * share the cache's bytes and are dropped by a clock of their own when it is full; they used to
+ * stay for ever (a server meeting new loops for ever filled the cache with them, then published
+ * nothing). A grammar compiled first keeps its relaxed walk after the cache dropped it (its
+ * reference) and masks stay those of PCRE2 all along. */
+Test(grammar_mask_cache, relaxed_walks_are_dropped_too, .timeout = 120)
+{
+    struct grammar_vocab_index *vi = small_cache_index();
+    const char *first = "[a-c]{2,40}d";
+    struct grammar *g0 = compile(vi, first);
+    check_masks(g0, first, 5);
+    static const char *cls[] = {"a-c", "a-d", "a-e", "ab", "ac", "ad", "ae", "bc", "bd", "be",
+                                "cd", "ce", "de", "abc", "abd", "abe", "acd", "ace", "ade",
+                                "bcd", "bce", "bde", "cde", "a-c@", "a-d@", "a-e@", "b-e@",
+                                "ab@", "bc@", "cd@", "de@", "a-cé", "b-dé", "c-eé", "abé"};
+    static const char *end[] = {"x", "d", "@", "xx", "e"};
+    char rx[256];
+    uint64_t relaxed = 0;
+    for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++)
+        for (size_t j = 0; j < sizeof end / sizeof end[0]; j++) {
+            snprintf(rx, sizeof rx, "[%s]{2,%zu}%s", cls[i], 30 + i + j, end[j]);
+            struct grammar *g = compile(vi, rx);
+            check_masks(g, rx, 2);
+            struct grammar_stats gs;
+            grammar_stats(g, &gs);
+            relaxed += gs.relax_walks;
+            grammar_free(g);
+        }
+    cr_log_info("relaxed walks done %llu, dropped %llu, held %u; walks dropped %llu",
+                (unsigned long long)relaxed, (unsigned long long)vi->sh_rdrops, vi->rsh_n,
+                (unsigned long long)vi->sh_drops);
+    cr_assert_gt(relaxed, 20, "only %llu relaxed walks: the test proves nothing",
+                 (unsigned long long)relaxed);
+    cr_assert_gt(vi->sh_rdrops, 0, "no relaxed walk was ever dropped (%u held)", vi->rsh_n);
+    cr_assert_leq(vi->sh_bytes, vi->sh_max_bytes);
+    check_masks(g0, first, 10);
+    grammar_free(g0);
+    grammar_vocab_index_free(vi);
 }

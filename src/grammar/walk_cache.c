@@ -1,0 +1,330 @@
+/* walk_cache — the vocabulary's shared cache of inner walks (struct shared_inner, keyed by the
+ * canonical form of a lexer state) and of relaxed walks (struct rdata, mask.c "Counts out of
+ * the lexer state"), shared by every grammar on the vocabulary: lookup, publication,
+ * references, and making room a few walks at a time when it is nearly full (docs/grammar.md
+ * "Sharing and threads"). Guarded by vi->mu. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "grammar/grammar_int.h"
+
+/* The monotonic clock in ns (the room-making statistics): ~30 ns a call through the vDSO; the
+ * thread CPU clock is a system call, ~1.3 µs on the shared VM, twice per publication, which
+ * cost more than a sweep. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void wcache_payload_free(struct shared_inner *x)
+{
+    if (!x) return;
+    free(x->key);
+    free(x->bits);
+    free(x->list);
+    free(x->nodes);
+    free(x);
+}
+
+struct shared_inner *wcache_find(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                                 uint64_t h)
+{
+    struct shared_inner *r = NULL;
+    pthread_mutex_lock(&vi->mu);
+    uint32_t mk = vi->sh_cap - 1;
+    for (uint32_t j = (uint32_t)h & mk; vi->sh[j].x; j = (j + 1) & mk) {
+        struct shared_inner *x = vi->sh[j].x;
+        if (vi->sh[j].hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
+            r = x;
+            x->refs++; /* the caller's */
+            vi->sh[j].hit = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&vi->mu);
+    return r;
+}
+
+void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x)
+{
+    if (!x) return;
+    pthread_mutex_lock(&vi->mu);
+    int32_t r = --x->refs;
+    pthread_mutex_unlock(&vi->mu);
+    if (r == 0) wcache_payload_free(x);
+}
+
+/* Empties slot i of table t of cap slots (linear probing, no tombstones): each later entry of
+ * the run moves back into the hole when its home slot is not between the hole and itself, so
+ * every entry stays reachable from its home. Caller holds vi->mu. */
+static void slot_delete(struct wcache_slot *t, uint32_t cap, uint32_t i)
+{
+    uint32_t mk = cap - 1;
+    for (uint32_t j = (i + 1) & mk; t[j].x; j = (j + 1) & mk) {
+        uint32_t home = (uint32_t)t[j].hash & mk;
+        if (((j - home) & mk) >= ((j - i) & mk)) {
+            t[i] = t[j];
+            i = j;
+        }
+    }
+    t[i] = (struct wcache_slot){0, NULL, false};
+}
+
+/* Drops walk x from the cache (it lives on while an inner entry holds it; with no holder it
+ * waits in the graveyard, freed a few per publication). Caller holds vi->mu and has taken x
+ * out of the table. */
+static void drop(struct grammar_vocab_index *vi, struct shared_inner *x)
+{
+    vi->sh_bytes -= x->bytes;
+    vi->sh_n--;
+    vi->sh_drops++;
+    if (--x->refs) return;
+    if (vi->grave_n == vi->grave_cap) {
+        uint32_t nc = vi->grave_cap ? vi->grave_cap * 2 : 256;
+        struct shared_inner **ng = realloc(vi->grave, nc * sizeof *ng);
+        if (!ng) { /* no memory for the list: free it now */
+            wcache_payload_free(x);
+            return;
+        }
+        vi->grave = ng;
+        vi->grave_cap = nc;
+    }
+    vi->grave[vi->grave_n++] = x;
+    if (vi->grave_n > vi->grave_max) vi->grave_max = vi->grave_n;
+}
+
+/* Drops relaxed walk x from the cache (it lives on while a grammar's rpay holds it). Caller
+ * holds vi->mu and has taken x out of the table. */
+static void rdrop(struct grammar_vocab_index *vi, struct rdata *x)
+{
+    vi->sh_bytes -= x->bytes;
+    vi->rsh_n--;
+    vi->sh_rdrops++;
+    if (--x->refs == 0) wcache_rdata_free(x);
+}
+
+/* Makes room a little at a time (a clock over a table: the walks', or the relaxed walks' when
+ * relaxed): from the hand on, a walk found since the hand last passed loses its mark (second
+ * chance), one not found is dropped, until need more bytes fit under limit or sh_sweep walks
+ * (WCACHE_SWEEP_SLOTS_PER_WALK times as many slots, never the whole table twice) were
+ * examined. The hand stays on a slot it emptied (slot_delete may move a later walk into it).
+ * It used to drop every unmarked walk in one pass over the table into a new table, freeing
+ * half the cache inside one mask (6.5-17.5 ms on a full 256 MB cache: docs/jsonschema.md
+ * "MaskBench results"), and never dropped relaxed walks. Returns the walks examined. Caller
+ * holds vi->mu. */
+static uint64_t sweep(struct grammar_vocab_index *vi, bool relaxed, size_t need, size_t limit)
+{
+    struct wcache_slot *t = relaxed ? vi->rsh : vi->sh;
+    uint32_t cap = relaxed ? vi->rsh_cap : vi->sh_cap;
+    uint64_t *hand = relaxed ? &vi->rsh_hand : &vi->sh_hand;
+    uint64_t walks = 0, slots = 0, dropped = 0;
+    uint64_t max_slots = (uint64_t)vi->sh_sweep * WCACHE_SWEEP_SLOTS_PER_WALK;
+    if (max_slots > cap) max_slots = cap;
+    while (vi->sh_bytes + need > limit && walks < vi->sh_sweep && slots < max_slots) {
+        uint32_t i = *hand & (cap - 1);
+        void *x = t[i].x;
+        slots++;
+        if (!x) {
+            ++*hand;
+            continue;
+        }
+        walks++;
+        if (t[i].hit) {
+            t[i].hit = false;
+            ++*hand;
+            continue;
+        }
+        slot_delete(t, cap, i);
+        if (relaxed)
+            rdrop(vi, x);
+        else
+            drop(vi, x);
+        dropped++;
+    }
+    if (dropped) vi->sh_evictions++;
+    return walks;
+}
+
+/* Makes room for bytes more from the last 1/WCACHE_RESERVE_DIV of the budget on: the walks'
+ * clock first, then the relaxed walks'. Caller holds vi->mu. */
+static void make_room(struct grammar_vocab_index *vi, size_t bytes)
+{
+    size_t high = vi->sh_max_bytes - vi->sh_max_bytes / WCACHE_RESERVE_DIV;
+    if (vi->sh_bytes + bytes <= high) return;
+    uint64_t t0 = now_ns(), visits = 0;
+    if (vi->sh_n) visits += sweep(vi, false, bytes, high);
+    if (vi->rsh_n && vi->sh_bytes + bytes > high) visits += sweep(vi, true, bytes, high);
+    uint64_t t = now_ns() - t0;
+    vi->sh_room_ns += t;
+    if (t > vi->sh_room_ns_max) vi->sh_room_ns_max = t;
+    vi->sh_room_visits += visits;
+    if (visits > vi->sh_room_max) vi->sh_room_max = visits;
+}
+
+/* Rehashes table *t of *cap slots into nc slots (the hand starts over). -1: no memory (the
+ * table unchanged). The hashes are in the slots: a sequential pass, no walk touched. */
+static int table_grow(struct grammar_vocab_index *vi, struct wcache_slot **t, uint32_t *cap,
+                      uint64_t *hand, uint32_t nc)
+{
+    if (*cap > vi->sh_grow_max) vi->sh_grow_max = *cap;
+    uint64_t g0 = now_ns();
+    struct wcache_slot *n = calloc(nc, sizeof *n);
+    if (!n) return -1;
+    for (uint32_t i = 0; i < *cap; i++) {
+        if (!(*t)[i].x) continue;
+        uint32_t j = (uint32_t)(*t)[i].hash & (nc - 1);
+        while (n[j].x)
+            j = (j + 1) & (nc - 1);
+        n[j] = (*t)[i];
+    }
+    free(*t);
+    *t = n;
+    *cap = nc;
+    *hand = 0;
+    uint64_t gt = now_ns() - g0;
+    vi->sh_grow_ns += gt;
+    if (gt > vi->sh_grow_ns_max) vi->sh_grow_ns_max = gt;
+    return 0;
+}
+
+/* Puts x (hash h) into table t of cap slots, marked: a new walk lives until the hand has
+ * passed it twice (a hand just behind its slot would otherwise drop it before the next grammar
+ * can find it). */
+static void table_put(struct wcache_slot *t, uint32_t cap, uint64_t h, void *x)
+{
+    uint32_t j = (uint32_t)h & (cap - 1);
+    while (t[j].x)
+        j = (j + 1) & (cap - 1);
+    t[j] = (struct wcache_slot){h, x, true};
+}
+
+/* A full cache drops walks to take new ones: a long-running server meets new schemas for ever,
+ * and a cache that only grew made every new state a trie walk once full (MaskBench in one
+ * process: ~1,900 schemas). Room is made from the last 1/WCACHE_RESERVE_DIV of the budget on,
+ * a bounded sweep per publication; a walk that still does not fit stays its grammar's
+ * (sh_refused). */
+bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
+{
+    bool ok = false;
+    pthread_mutex_lock(&vi->mu);
+    make_room(vi, bytes);
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) {
+        vi->sh_refused++;
+        goto out;
+    }
+    if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
+        /* past a small table, straight to one slot per WCACHE_BYTES_PER_SLOT of the budget:
+         * growing a table of 65,536 slots took 5-6 ms inside one mask (MaskBench, one process) */
+        uint32_t nc = vi->sh_cap * 2;
+        while ((size_t)nc < vi->sh_max_bytes / WCACHE_BYTES_PER_SLOT && nc < (1u << 28))
+            nc *= 2;
+        if (table_grow(vi, &vi->sh, &vi->sh_cap, &vi->sh_hand, nc)) goto out;
+    }
+    table_put(vi->sh, vi->sh_cap, x->hash, x);
+    vi->sh_n++;
+    vi->sh_bytes += bytes;
+    x->bytes = bytes;
+    x->shared = true;
+    x->refs++;
+    ok = true;
+out:;
+    /* free a few of the walks dropped earlier (outside the mutex): at most grave_step per
+     * publication, so no mask pays for many frees */
+    struct shared_inner *dead[64];
+    uint32_t nd = 0;
+    while (nd < vi->grave_step && nd < 64 && vi->grave_n)
+        dead[nd++] = vi->grave[--vi->grave_n];
+    pthread_mutex_unlock(&vi->mu);
+    for (uint32_t k = 0; k < nd; k++)
+        wcache_payload_free(dead[k]);
+    return ok;
+}
+
+void wcache_rdata_free(struct rdata *d)
+{
+    if (!d) return;
+    free(d->key);
+    free(d->toks);
+    free(d->cum);
+    free(d->b);
+    free(d->grp);
+    free(d);
+}
+
+struct rdata *wcache_rfind(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
+                           uint64_t h)
+{
+    struct rdata *r = NULL;
+    pthread_mutex_lock(&vi->mu);
+    uint32_t mk = vi->rsh_cap - 1;
+    for (uint32_t j = (uint32_t)h & mk; vi->rsh_cap && vi->rsh[j].x; j = (j + 1) & mk) {
+        struct rdata *x = vi->rsh[j].x;
+        if (vi->rsh[j].hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
+            r = x;
+            x->refs++; /* the caller's */
+            vi->rsh[j].hit = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&vi->mu);
+    return r;
+}
+
+bool wcache_radd(struct grammar_vocab_index *vi, struct rdata *x)
+{
+    size_t bytes = sizeof *x + x->key_len + (size_t)x->n_toks * 4 + ((size_t)x->maxneed + 3) * 4 +
+                   (size_t)x->n_b * sizeof *x->b + (size_t)x->n_grp * sizeof *x->grp;
+    bool ok = false;
+    pthread_mutex_lock(&vi->mu);
+    make_room(vi, bytes);
+    if (vi->sh_bytes + bytes > vi->sh_max_bytes) {
+        vi->sh_refused++;
+        goto out;
+    }
+    if ((vi->rsh_n + 1) * 2 > vi->rsh_cap &&
+        table_grow(vi, &vi->rsh, &vi->rsh_cap, &vi->rsh_hand, vi->rsh_cap ? vi->rsh_cap * 2 : 64))
+        goto out;
+    table_put(vi->rsh, vi->rsh_cap, x->hash, x);
+    vi->rsh_n++;
+    vi->sh_bytes += bytes;
+    x->bytes = bytes;
+    x->refs = 2; /* the cache's and the caller's */
+    ok = true;
+out:
+    pthread_mutex_unlock(&vi->mu);
+    return ok;
+}
+
+void wcache_rrelease(struct grammar_vocab_index *vi, struct rdata *x)
+{
+    if (!x) return;
+    pthread_mutex_lock(&vi->mu);
+    int32_t r = --x->refs;
+    pthread_mutex_unlock(&vi->mu);
+    if (r == 0) wcache_rdata_free(x);
+}
+
+void grammar_vocab_cache_stats(struct grammar_vocab_index *vi, struct grammar_walk_cache_stats *st)
+{
+    pthread_mutex_lock(&vi->mu);
+    *st = (struct grammar_walk_cache_stats){
+        .walks = vi->sh_n,
+        .relaxed = vi->rsh_n,
+        .bytes = vi->sh_bytes,
+        .slots = vi->sh_cap,
+        .drops = vi->sh_drops,
+        .room_visits = vi->sh_room_visits,
+        .room_max = vi->sh_room_max,
+        .grow_max = vi->sh_grow_max,
+        .room_ns = vi->sh_room_ns,
+        .room_ns_max = vi->sh_room_ns_max,
+        .grow_ns = vi->sh_grow_ns,
+        .grow_ns_max = vi->sh_grow_ns_max,
+        .refused = vi->sh_refused,
+        .relaxed_drops = vi->sh_rdrops,
+    };
+    pthread_mutex_unlock(&vi->mu);
+}
