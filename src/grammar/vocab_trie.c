@@ -38,24 +38,11 @@ void grammar_vocab_index_free(struct grammar_vocab_index *vi)
     free(vi->vstart);
     free(vi->bix);
     free(vi->ubytes);
-    for (uint32_t i = 0; i < vi->sh_cap; i++) {
-        struct shared_inner *x = vi->sh ? vi->sh[i].x : NULL;
-        if (!x) continue;
-        free(x->key);
-        free(x->bits);
-        free(x->list);
-        free(x->nodes);
-        free(x);
-    }
+    for (uint32_t i = 0; i < vi->sh_cap; i++)
+        if (vi->sh) wcache_payload_free(vi->sh[i].x); /* NULL slots: a no-op */
     free(vi->sh);
-    for (uint32_t i = 0; i < vi->grave_n; i++) {
-        struct shared_inner *x = vi->grave[i];
-        free(x->key);
-        free(x->bits);
-        free(x->list);
-        free(x->nodes);
-        free(x);
-    }
+    for (uint32_t i = 0; i < vi->grave_n; i++)
+        wcache_payload_free(vi->grave[i]);
     free(vi->grave);
     for (uint32_t i = 0; i < vi->rsh_cap; i++) /* no grammar left: the cache holds the last ref */
         wcache_rdata_free(vi->rsh[i].x);
