@@ -209,27 +209,16 @@ AI int is_sub16(enum ggml_type t)
     return t == GGML_TYPE_Q6_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K;
 }
 
-/* Where a 16-row tile's bytes are in the file's row-major layout: row r's type block i (32
- * columns for the legacy types, 256 for the K-quants) at W + i * bs + r * rs, rs = the row
- * stride, bs = the block size. (The kernels took both as parameters while q5_K's slab layout was
- * the 16 rows' blocks side by side; every slab layout now has kernels of its own: q8p_slab,
- * kp_slab, pack_kp.) */
-struct lay {
-    size_t rs, bs;
-};
-
-AI struct lay lay_of(enum ggml_type t, size_t ws)
-{
-    return (struct lay){ws, quant_traits(t)->type_size};
-}
-
-AI void pack_t(enum ggml_type t, const void *W, size_t ws, struct lay L, int64_t nrows, int64_t cols,
+AI void pack_t(enum ggml_type t, const void *W, size_t ws, int64_t nrows, int64_t cols,
                uint8_t *panel, float *pd, float *pm)
 {
+    /* the file's row-major layout: row r's type block i at W + i bs + r ws (every slab layout
+     * has kernels of its own: q8p_slab, kp_slab, pack_kp) */
+    const size_t bs = quant_traits(t)->type_size;
     const int64_t nb = cols / 32, per = quant_traits(t)->blck_size / 32; /* 32-blocks a block */
     const uint8_t *rowp[MM_TILE_ROWS];
     for (int r = 0; r < MM_TILE_ROWS; r++)
-        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * L.rs;
+        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
     /* the next tile's rows, prefetched into L2 one block's share at a time: the 16 row streams of
      * a tile are too many for the hardware prefetcher, and decode (one token) is nothing but this
      * stream (packing waited on DRAM: 80 % of a q4_K_M decode's CPU time was in pack) */
@@ -242,12 +231,12 @@ AI void pack_t(enum ggml_type t, const void *W, size_t ws, struct lay L, int64_t
         for (int r = 0; r < MM_TILE_ROWS; r++) {
             if (is_sub16(t)) {
                 float dx[2] = {0, 0}, mx[2] = {0, 0};
-                rows[r] = r < nrows ? get_block16(t, rowp[r] + (size_t)(b / per) * L.bs, b % per, dx, mx)
+                rows[r] = r < nrows ? get_block16(t, rowp[r] + (size_t)(b / per) * bs, b % per, dx, mx)
                                     : _mm256_setzero_si256();
                 for (int h = 0; h < 2; h++)
                     pd[b * 32 + h * 16 + r] = dx[h], pm[b * 32 + h * 16 + r] = mx[h];
             } else if (r < nrows) {
-                rows[r] = get_block(t, rowp[r] + (size_t)(b / per) * L.bs, b % per, &pd[b * 16 + r],
+                rows[r] = get_block(t, rowp[r] + (size_t)(b / per) * bs, b % per, &pd[b * 16 + r],
                                     &pm[b * 16 + r]);
             } else {
                 rows[r] = _mm256_setzero_si256();
@@ -287,15 +276,16 @@ AI __m512i q6k_sc(const __m512i *sg, int idx)
  * operations per value as get_block's scalar path (6-bit fields, then fp16(d) * sc, fp16(dmin) * m,
  * one float multiply each), so pd/pm and the panel are the bits pack_t wrote with get_block; the
  * quants per row as get_block. */
-AI void pack_k4(enum ggml_type t, const void *W, size_t ws, struct lay L, int64_t nrows,
+AI void pack_k4(enum ggml_type t, const void *W, size_t ws, int64_t nrows,
                 int64_t cols, uint8_t *panel, float *pd, float *pm)
 {
+    const size_t bs = quant_traits(t)->type_size;
     const int64_t nsb = cols / 256;
     const uint8_t *rowp[MM_TILE_ROWS];
     int32_t off[MM_TILE_ROWS];
     for (int r = 0; r < MM_TILE_ROWS; r++) {
-        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * L.rs;
-        off[r] = (int32_t)((size_t)(r < nrows ? r : 0) * L.rs);
+        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+        off[r] = (int32_t)((size_t)(r < nrows ? r : 0) * ws);
     }
     const __m512i voff = _mm512_loadu_si512(off);
     const __mmask16 valid = (__mmask16)((1u << nrows) - 1); /* rows past nrows: pd = pm = 0 */
@@ -304,7 +294,7 @@ AI void pack_k4(enum ggml_type t, const void *W, size_t ws, struct lay L, int64_
     const uint8_t *next = (const uint8_t *)W + MM_TILE_ROWS * ws;
     const size_t share = MM_TILE_ROWS * ws / (size_t)(8 * nsb);
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *base = (const uint8_t *)W + (size_t)i * L.bs;
+        const uint8_t *base = (const uint8_t *)W + (size_t)i * bs;
         __m512i g0 = _mm512_i32gather_epi32(voff, (const void *)base, 1);
         __m512i s0 = _mm512_i32gather_epi32(voff, (const void *)(base + 4), 1);
         __m512i s1 = _mm512_i32gather_epi32(voff, (const void *)(base + 8), 1);
@@ -322,7 +312,7 @@ AI void pack_k4(enum ggml_type t, const void *W, size_t ws, struct lay L, int64_
             const int c = j / 2, h = j % 2;
             __m256i rows[MM_TILE_ROWS];
             for (int r = 0; r < MM_TILE_ROWS; r++) {
-                const uint8_t *x = rowp[r] + (size_t)i * L.bs;
+                const uint8_t *x = rowp[r] + (size_t)i * bs;
                 __m256i v, hb = _mm256_setzero_si256();
                 if (t == GGML_TYPE_Q4_K) {
                     v = _mm256_loadu_si256((const __m256i *)(((const struct block_q4_K *)x)->qs + 32 * c));
@@ -345,15 +335,16 @@ AI void pack_k4(enum ggml_type t, const void *W, size_t ws, struct lay L, int64_
 /* Q6_K tiles: the 16 signed scales and d of the 16 rows decoded at once per superblock from
  * gathered dwords (d from the dword at 206, so the gather stays inside the block), dx = d * scale,
  * mx = 32 * dx as get_block16; the quants per row as get_block16. */
-AI void pack_q6k(const void *W, size_t ws, struct lay L, int64_t nrows, int64_t cols, uint8_t *panel,
+AI void pack_q6k(const void *W, size_t ws, int64_t nrows, int64_t cols, uint8_t *panel,
                  float *pd, float *pm)
 {
+    const size_t bs = sizeof(struct block_q6_K);
     const int64_t nsb = cols / 256;
     const uint8_t *rowp[MM_TILE_ROWS];
     int32_t off[MM_TILE_ROWS];
     for (int r = 0; r < MM_TILE_ROWS; r++) {
-        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * L.rs;
-        off[r] = (int32_t)((size_t)(r < nrows ? r : 0) * L.rs);
+        rowp[r] = (const uint8_t *)W + (size_t)(r < nrows ? r : 0) * ws;
+        off[r] = (int32_t)((size_t)(r < nrows ? r : 0) * ws);
     }
     const __m512i voff = _mm512_loadu_si512(off);
     const __mmask16 valid = (__mmask16)((1u << nrows) - 1);
@@ -361,7 +352,7 @@ AI void pack_q6k(const void *W, size_t ws, struct lay L, int64_t nrows, int64_t 
     const size_t share = MM_TILE_ROWS * ws / (size_t)(8 * nsb);
     const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *base = (const uint8_t *)W + (size_t)i * L.bs;
+        const uint8_t *base = (const uint8_t *)W + (size_t)i * bs;
         __m512i sg[4];
         for (int q = 0; q < 4; q++)
             sg[q] = _mm512_i32gather_epi32(voff, (const void *)(base + 192 + 4 * q), 1);
@@ -381,7 +372,7 @@ AI void pack_q6k(const void *W, size_t ws, struct lay L, int64_t nrows, int64_t 
             const int h = j / 4, k = j % 4;
             __m256i rows[MM_TILE_ROWS];
             for (int r = 0; r < MM_TILE_ROWS; r++) {
-                const struct block_q6_K *x = (const struct block_q6_K *)(rowp[r] + (size_t)i * L.bs);
+                const struct block_q6_K *x = (const struct block_q6_K *)(rowp[r] + (size_t)i * bs);
                 __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32 * (k % 2)));
                 if (k / 2) lo = _mm256_srli_epi16(lo, 4);
                 lo = _mm256_and_si256(lo, m4);
@@ -422,28 +413,27 @@ static const uint8_t *pack(enum ggml_type t, const void *W, size_t ws, int slab,
         pack_kp(t, W, cols, panel, pd, pm);
         return panel;
     }
-    const struct lay L = lay_of(t, ws);
     switch (t) {
     /* each case with its type a constant, so get_block's switch folds away */
 #define PACK_CASE(T)                                                                               \
     case T:                                                                                        \
-        pack_t(T, W, ws, L, nrows, cols, panel, pd, pm);                                           \
+        pack_t(T, W, ws, nrows, cols, panel, pd, pm);                                           \
         break;
         PACK_CASE(GGML_TYPE_Q8_0) PACK_CASE(GGML_TYPE_Q4_0) PACK_CASE(GGML_TYPE_Q4_1)
         PACK_CASE(GGML_TYPE_Q5_0) PACK_CASE(GGML_TYPE_Q5_1) PACK_CASE(GGML_TYPE_Q3_K)
         PACK_CASE(GGML_TYPE_Q2_K)
 #undef PACK_CASE
     case GGML_TYPE_Q4_K:
-        if (g_pack_vec) pack_k4(GGML_TYPE_Q4_K, W, ws, L, nrows, cols, panel, pd, pm);
-        else pack_t(GGML_TYPE_Q4_K, W, ws, L, nrows, cols, panel, pd, pm);
+        if (g_pack_vec) pack_k4(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm);
+        else pack_t(GGML_TYPE_Q4_K, W, ws, nrows, cols, panel, pd, pm);
         break;
     case GGML_TYPE_Q5_K:
-        if (g_pack_vec) pack_k4(GGML_TYPE_Q5_K, W, ws, L, nrows, cols, panel, pd, pm);
-        else pack_t(GGML_TYPE_Q5_K, W, ws, L, nrows, cols, panel, pd, pm);
+        if (g_pack_vec) pack_k4(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm);
+        else pack_t(GGML_TYPE_Q5_K, W, ws, nrows, cols, panel, pd, pm);
         break;
     case GGML_TYPE_Q6_K:
-        if (g_pack_vec) pack_q6k(W, ws, L, nrows, cols, panel, pd, pm);
-        else pack_t(GGML_TYPE_Q6_K, W, ws, L, nrows, cols, panel, pd, pm);
+        if (g_pack_vec) pack_q6k(W, ws, nrows, cols, panel, pd, pm);
+        else pack_t(GGML_TYPE_Q6_K, W, ws, nrows, cols, panel, pd, pm);
         break;
     default:
         break;
@@ -1542,20 +1532,21 @@ AI __m512i gemv1_block_q8(const struct slab_rows *sr, size_t o, __m512i yb)
 }
 
 /* q8_0, one token, one full slab (16 rows at slab). */
-AI void gemv1_q8_slab(const uint8_t *slab, size_t ws, struct lay L, int64_t cols, const int8_t *aq,
+AI void gemv1_q8_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
                       const float *ad, const float *as, float *y, const uint8_t *next)
 {
+    const size_t bs = sizeof(struct block_q8_0);
     const int64_t nb = cols / 32;
     const __m512 k128 = _mm512_set1_ps(128.f);
-    const __m512i voff = row_offsets(L.rs);
-    const struct slab_rows sr = slab_rows(slab, L.rs);
+    const __m512i voff = row_offsets(ws);
+    const struct slab_rows sr = slab_rows(slab, ws);
     const size_t share = 16 * ws / (size_t)nb; /* bytes of the next slab per block */
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         pf_share(next, b, share);
         const __m512i yb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(aq + 32 * b)));
-        const __m512i dot = gemv1_block_q8(&sr, L.bs * (size_t)b + 2, yb);
-        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + L.bs * (size_t)b), 1);
+        const __m512i dot = gemv1_block_q8(&sr, bs * (size_t)b + 2, yb);
+        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + bs * (size_t)b), 1);
         __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
         acc = step32(acc, dot, dx, _mm512_mul_ps(dx, k128), ad[b], as[b]);
     }
@@ -1698,14 +1689,15 @@ AI void blk16_groups(const uint8_t *pb, const __m512 *dx, const __m512 *mx, cons
  * panel is 16 bytes per column: 16-48 KB), then kern's loops for it. MG = 1: n <= 8 tokens, a
  * compile-time constant, their accumulators in registers; MG = 2: any n, groups of 8 per block,
  * the accumulators in memory. */
-AI void vnni_slab_q8(const int MG, const uint8_t *slab, size_t ws, struct lay L, int64_t cols,
+AI void vnni_slab_q8(const int MG, const uint8_t *slab, size_t ws, int64_t cols,
                      int64_t n, const int8_t *aq, const float *ad, const float *as,
                      float *const *yrow, const uint8_t *next)
 {
+    const size_t bs = sizeof(struct block_q8_0);
     const int64_t nb = cols / 32;
-    const __m512i voff = row_offsets(L.rs);
+    const __m512i voff = row_offsets(ws);
     const __m512 k128 = _mm512_set1_ps(128.f);
-    const struct slab_rows sr = slab_rows(slab, L.rs);
+    const struct slab_rows sr = slab_rows(slab, ws);
     const size_t share = 16 * ws / (size_t)nb;
     _Alignas(64) uint8_t pb[512];
     __m512 acc[MM_SMALL_MAX_TOK];
@@ -1716,11 +1708,11 @@ AI void vnni_slab_q8(const int MG, const uint8_t *slab, size_t ws, struct lay L,
         __m512i a[8], w[8];
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++)
-            a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, L.bs * (size_t)b + 2)),
-                                      ld_row(&sr, r + 8, L.bs * (size_t)b + 2), 1);
+            a[r] = _mm512_inserti64x4(_mm512_castsi256_si512(ld_row(&sr, r, bs * (size_t)b + 2)),
+                                      ld_row(&sr, r + 8, bs * (size_t)b + 2), 1);
         transpose_rows(a, w, 1); /* u8 = w ^ 0x80 */
         store_block(w, pb);
-        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + L.bs * (size_t)b), 1);
+        __m512i dh = _mm512_i32gather_epi32(voff, (const void *)(slab + bs * (size_t)b), 1);
         __m512 dx = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
         if (MG == 1) blk_tokens((int)n, pb, dx, _mm512_mul_ps(dx, k128), aq + 32 * b, cols, ad, as, nb, b, acc);
         else blk_groups(pb, dx, _mm512_mul_ps(dx, k128), aq + 32 * b, n, cols, ad, as, nb, b, acc);
@@ -1733,22 +1725,23 @@ AI void vnni_slab_q8(const int MG, const uint8_t *slab, size_t ws, struct lay L,
  * mins from gathered dwords (pack_k4's operations: the same pd, pm bits), per 32-byte chunk of
  * quants both nibbles' blocks (j = 2c, 2c + 1) from one load per row, then per block the exact
  * int32 dots of the unsigned quants (as the panel holds them) and kern's float steps. */
-AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, struct lay L, int64_t cols,
+AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, int64_t cols,
                       const int8_t *aq, const float *ad, const float *as, float *y,
                       const uint8_t *next)
 {
+    const size_t bs = quant_traits(t)->type_size;
     const int64_t nsb = cols / 256;
     const size_t qs_off = t == GGML_TYPE_Q4_K ? offsetof(struct block_q4_K, qs)
                                               : offsetof(struct block_q5_K, qs);
-    const __m512i voff = row_offsets(L.rs);
+    const __m512i voff = row_offsets(ws);
     const __m512i n15 = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const size_t share = 16 * ws / (size_t)(8 * nsb);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *base = slab + (size_t)i * L.bs;
-        const struct slab_rows sr = slab_rows(base, L.rs);
+        const uint8_t *base = slab + (size_t)i * bs;
+        const struct slab_rows sr = slab_rows(base, ws);
         __m512i g0 = _mm512_i32gather_epi32(voff, (const void *)base, 1);
         __m512i s0 = _mm512_i32gather_epi32(voff, (const void *)(base + 4), 1);
         __m512i s1 = _mm512_i32gather_epi32(voff, (const void *)(base + 8), 1);
@@ -1793,11 +1786,12 @@ AI void gemv1_k4_slab(enum ggml_type t, const uint8_t *slab, size_t ws, struct l
 /* q6_K, one token, rows as lanes: per superblock the 16 rows' d and signed scales from gathered
  * dwords (pack_q6k's operations), per block the 6-bit unsigned quants (as the panel holds them),
  * the exact int32 dots of each 16-column half, and kern16's float steps. */
-AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, struct lay L, int64_t cols, const int8_t *aq,
+AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, int64_t cols, const int8_t *aq,
                        const float *ad, const float *as16, float *y, const uint8_t *next)
 {
+    const size_t bs = sizeof(struct block_q6_K);
     const int64_t nsb = cols / 256, nb = cols / 32;
-    const __m512i voff = row_offsets(L.rs);
+    const __m512i voff = row_offsets(ws);
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3);
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -1805,8 +1799,8 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, struct lay L, int64_t col
     const size_t share = 16 * ws / (size_t)nb;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *base = slab + (size_t)i * L.bs;
-        const struct slab_rows sr = slab_rows(base, L.rs);
+        const uint8_t *base = slab + (size_t)i * bs;
+        const struct slab_rows sr = slab_rows(base, ws);
         __m512i sg[4];
         for (int q = 0; q < 4; q++)
             sg[q] = _mm512_i32gather_epi32(voff, (const void *)(base + 192 + 4 * q), 1);
@@ -1852,12 +1846,13 @@ AI void gemv1_q6k_slab(const uint8_t *slab, size_t ws, struct lay L, int64_t col
  * kernels decode them (pack_k4 / pack_q6k's operations), per block the 16 rows' unsigned quants
  * transposed in registers to the panel's layout and stored to a 512-byte block panel in L1, then
  * kern's (q4_K, q5_K) or kern16's (q6_K: the two 16-column halves' dots apart) loops for it. */
-AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws, struct lay L,
+AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws,
                   int64_t cols, int64_t n, const int8_t *aq, const float *ad, const float *as,
                   const float *as16, float *const *yrow, const uint8_t *next)
 {
+    const size_t bs = quant_traits(t)->type_size;
     const int64_t nsb = cols / 256, nb = cols / 32;
-    const __m512i voff = row_offsets(L.rs);
+    const __m512i voff = row_offsets(ws);
     const __m512i n15 = _mm512_set1_epi8(15), n3 = _mm512_set1_epi8(3), b16 = _mm512_set1_epi8(16);
     const __m512 k32 = _mm512_set1_ps(32.f);
     const size_t share = 16 * ws / (size_t)nb;
@@ -1866,8 +1861,8 @@ AI void kq_slab_m(const int MG, enum ggml_type t, const uint8_t *slab, size_t ws
     for (int64_t k = 0; k < n; k++)
         acc[k] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *base = slab + (size_t)i * L.bs;
-        const struct slab_rows sr = slab_rows(base, L.rs);
+        const uint8_t *base = slab + (size_t)i * bs;
+        const struct slab_rows sr = slab_rows(base, ws);
         __m512i s0, s1, s2, sg[4];
         __m512 d, dmin;
         if (t == GGML_TYPE_Q6_K) {
@@ -2135,7 +2130,6 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
                   int64_t r0, uint8_t *panel)
 {
     const int64_t nb = cols / 32, full = nrows / 16 * 16;
-    const struct lay L = lay_of(t, ws);
     const uint8_t *end = (const uint8_t *)W + (size_t)full * ws;
     for (int64_t s0 = 0; s0 < full; s0 += 16) {
         const uint8_t *slab = (const uint8_t *)W + (size_t)s0 * ws;
@@ -2185,10 +2179,10 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
         }
         if (n_tok == 1) {
             float *y = Y + (y_idx ? y_idx[0] : 0) * ys + r0 + s0;
-            if (t == GGML_TYPE_Q8_0) gemv1_q8_slab(slab, ws, L, cols, aq, ad, as, y, next);
-            else if (t == GGML_TYPE_Q6_K) gemv1_q6k_slab(slab, ws, L, cols, aq, ad, as16, y, next);
-            else if (t == GGML_TYPE_Q4_K) gemv1_k4_slab(GGML_TYPE_Q4_K, slab, ws, L, cols, aq, ad, as, y, next);
-            else gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, L, cols, aq, ad, as, y, next);
+            if (t == GGML_TYPE_Q8_0) gemv1_q8_slab(slab, ws, cols, aq, ad, as, y, next);
+            else if (t == GGML_TYPE_Q6_K) gemv1_q6k_slab(slab, ws, cols, aq, ad, as16, y, next);
+            else if (t == GGML_TYPE_Q4_K) gemv1_k4_slab(GGML_TYPE_Q4_K, slab, ws, cols, aq, ad, as, y, next);
+            else gemv1_k4_slab(GGML_TYPE_Q5_K, slab, ws, cols, aq, ad, as, y, next);
             continue;
         }
         /* one pass over the slab for all n tokens: with n <= 8 the tokens' accumulators are
@@ -2201,26 +2195,26 @@ static void small(enum ggml_type t, const void *W, size_t ws, int slab_layout, i
             switch (n_tok) {
 #define VSLAB_CASE(M)                                                                              \
     case M:                                                                                        \
-        vnni_slab_q8(1, slab, ws, L, cols, M, aq, ad, as, yrow, next);                             \
+        vnni_slab_q8(1, slab, ws, cols, M, aq, ad, as, yrow, next);                             \
         break;
                 VSLAB_CASE(8) VSLAB_CASE(7) VSLAB_CASE(6) VSLAB_CASE(5) VSLAB_CASE(4)
                 VSLAB_CASE(3) VSLAB_CASE(2)
 #undef VSLAB_CASE
             default:
-                vnni_slab_q8(2, slab, ws, L, cols, n_tok, aq, ad, as, yrow, next);
+                vnni_slab_q8(2, slab, ws, cols, n_tok, aq, ad, as, yrow, next);
                 break;
             }
         } else {
             switch (n_tok) {
 #define KSLAB_CASE(M)                                                                              \
     case M:                                                                                        \
-        kq_slab_m(1, t, slab, ws, L, cols, M, aq, ad, as, as16, yrow, next);                       \
+        kq_slab_m(1, t, slab, ws, cols, M, aq, ad, as, as16, yrow, next);                       \
         break;
                 KSLAB_CASE(8) KSLAB_CASE(7) KSLAB_CASE(6) KSLAB_CASE(5) KSLAB_CASE(4)
                 KSLAB_CASE(3) KSLAB_CASE(2)
 #undef KSLAB_CASE
             default:
-                kq_slab_m(2, t, slab, ws, L, cols, n_tok, aq, ad, as, as16, yrow, next);
+                kq_slab_m(2, t, slab, ws, cols, n_tok, aq, ad, as, as16, yrow, next);
                 break;
             }
         }
