@@ -81,7 +81,6 @@ struct repack_job {
     int64_t *unit_begin; /* first unit of tensor i; [n] = the total */
     atomic_int_fast64_t next;
     bool drop_source;    /* give the source's pages back as each unit is done (peak memory) */
-    bool experts;        /* expert tensors are copied too (not --experts=borrow) */
 };
 
 /* MADV_DONTNEED on the whole pages inside [a, a + n) */
@@ -118,7 +117,8 @@ static void repack_worker(void *ctx, int ith, int nth)
         const struct gguf_tensor *t = j->ts[i];
         const enum ggml_type ty = (enum ggml_type)t->type;
         const size_t rs = quant_row_size(ty, t->ne[0]);
-        const int64_t rows = matrix_rows(t, j->experts), r0 = (u - j->unit_begin[i]) * REPACK_UNIT_ROWS,
+        /* every row of a copied tensor: ne[1], an expert tensor's ne[1] x ne[2] */
+        const int64_t rows = (int64_t)(t->nbytes / rs), r0 = (u - j->unit_begin[i]) * REPACK_UNIT_ROWS,
                       n = rows - r0 < REPACK_UNIT_ROWS ? rows - r0 : REPACK_UNIT_ROWS;
         if (mm_slab_supported(ty))
             mm_slab_repack(ty, (const uint8_t *)t->data + (size_t)r0 * rs, n, t->ne[0],
@@ -199,8 +199,7 @@ static int repack_weights(struct model *m, bool drop_source, bool experts, struc
         off += ((size_t)t->nbytes + 4095) / 4096 * 4096;
         k++;
     }
-    struct repack_job j = {.ts = ts, .dst = dst, .n = n, .unit_begin = ub, .drop_source = drop_source,
-                           .experts = experts};
+    struct repack_job j = {.ts = ts, .dst = dst, .n = n, .unit_begin = ub, .drop_source = drop_source};
     atomic_init(&j.next, 0);
     tp_run(m->pool, repack_worker, &j);
     mprotect(arena, total, PROT_READ);

@@ -29,23 +29,35 @@ void wcache_payload_free(struct shared_inner *x)
     free(x);
 }
 
+/* The slot of table t (cap slots, 0: none) holding key (hash h), UINT32_MAX if none; the
+ * entries are walks (struct shared_inner) or, relaxed, relaxed walks (struct rdata). Caller
+ * holds vi->mu. */
+static uint32_t slot_find(const struct wcache_slot *t, uint32_t cap, bool relaxed, uint64_t h,
+                          const uint8_t *key, size_t len)
+{
+    const uint32_t mk = cap - 1;
+    for (uint32_t j = (uint32_t)h & mk; cap && t[j].x; j = (j + 1) & mk) {
+        if (t[j].hash != h) continue;
+        const struct rdata *r = t[j].x;
+        const struct shared_inner *w = t[j].x;
+        const uint8_t *k = relaxed ? r->key : w->key;
+        if ((relaxed ? r->key_len : w->key_len) == len && !memcmp(k, key, len)) return j;
+    }
+    return UINT32_MAX;
+}
+
 struct shared_inner *wcache_find(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
                                  uint64_t h)
 {
-    struct shared_inner *r = NULL;
     pthread_mutex_lock(&vi->mu);
-    uint32_t mk = vi->sh_cap - 1;
-    for (uint32_t j = (uint32_t)h & mk; vi->sh[j].x; j = (j + 1) & mk) {
-        struct shared_inner *x = vi->sh[j].x;
-        if (vi->sh[j].hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
-            r = x;
-            x->refs++; /* the caller's */
-            vi->sh[j].hit = true;
-            break;
-        }
+    uint32_t j = slot_find(vi->sh, vi->sh_cap, false, h, key, len);
+    struct shared_inner *x = j == UINT32_MAX ? NULL : vi->sh[j].x;
+    if (x) {
+        x->refs++; /* the caller's */
+        vi->sh[j].hit = true;
     }
     pthread_mutex_unlock(&vi->mu);
-    return r;
+    return x;
 }
 
 void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x)
@@ -201,36 +213,46 @@ static void table_put(struct wcache_slot *t, uint32_t cap, uint64_t h, void *x)
     t[j] = (struct wcache_slot){h, x, true};
 }
 
-/* A full cache drops walks to take new ones: a long-running server meets new schemas for ever,
- * and a cache that only grew made every new state a trie walk once full (MaskBench in one
- * process: ~1,900 schemas). Room is made from the last 1/WCACHE_RESERVE_DIV of the budget on,
- * a bounded sweep per publication; a walk that still does not fit stays its grammar's
- * (sh_refused). */
-bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
+/* Puts x (hash h, bytes) into the walks' table or, relaxed, the relaxed walks', once there is
+ * room: false (nothing changed) when it still does not fit or the table cannot grow. A full cache
+ * drops walks to take new ones: a long-running server meets new schemas for ever, and a cache
+ * that only grew made every new state a trie walk once full (MaskBench in one process: ~1,900
+ * schemas). Room is made from the last 1/WCACHE_RESERVE_DIV of the budget on, a bounded sweep per
+ * publication; a walk that still does not fit stays its grammar's (sh_refused). Caller holds
+ * vi->mu. */
+static bool publish(struct grammar_vocab_index *vi, bool relaxed, void *x, uint64_t h, size_t bytes)
 {
-    bool ok = false;
-    pthread_mutex_lock(&vi->mu);
     make_room(vi, bytes);
     if (vi->sh_bytes + bytes > vi->sh_max_bytes) {
         vi->sh_refused++;
-        goto out;
+        return false;
     }
-    if ((vi->sh_n + 1) * 2 > vi->sh_cap) {
-        /* past a small table, straight to one slot per WCACHE_BYTES_PER_SLOT of the budget:
-         * growing a table of 65,536 slots took 5-6 ms inside one mask (MaskBench, one process) */
-        uint32_t nc = vi->sh_cap * 2;
-        while ((size_t)nc < vi->sh_max_bytes / WCACHE_BYTES_PER_SLOT && nc < (1u << 28))
+    struct wcache_slot **t = relaxed ? &vi->rsh : &vi->sh;
+    uint32_t *cap = relaxed ? &vi->rsh_cap : &vi->sh_cap, *n = relaxed ? &vi->rsh_n : &vi->sh_n;
+    if ((*n + 1) * 2 > *cap) {
+        /* the walks' table: past a small one, straight to one slot per WCACHE_BYTES_PER_SLOT of
+         * the budget (growing a table of 65,536 slots took 5-6 ms inside one mask, MaskBench in
+         * one process); the relaxed walks' (few) doubles from 64 */
+        uint32_t nc = *cap ? *cap * 2 : 64;
+        while (!relaxed && (size_t)nc < vi->sh_max_bytes / WCACHE_BYTES_PER_SLOT && nc < (1u << 28))
             nc *= 2;
-        if (table_grow(vi, &vi->sh, &vi->sh_cap, &vi->sh_hand, nc)) goto out;
+        if (table_grow(vi, t, cap, relaxed ? &vi->rsh_hand : &vi->sh_hand, nc)) return false;
     }
-    table_put(vi->sh, vi->sh_cap, x->hash, x);
-    vi->sh_n++;
+    table_put(*t, *cap, h, x);
+    ++*n;
     vi->sh_bytes += bytes;
-    x->bytes = bytes;
-    x->shared = true;
-    x->refs++;
-    ok = true;
-out:;
+    return true;
+}
+
+bool wcache_add(struct grammar_vocab_index *vi, struct shared_inner *x, size_t bytes)
+{
+    pthread_mutex_lock(&vi->mu);
+    bool ok = publish(vi, false, x, x->hash, bytes);
+    if (ok) {
+        x->bytes = bytes;
+        x->shared = true;
+        x->refs++;
+    }
     /* free a few of the walks dropped earlier (outside the mutex): at most grave_step per
      * publication, so no mask pays for many frees */
     struct shared_inner *dead[64];
@@ -257,43 +279,27 @@ void wcache_rdata_free(struct rdata *d)
 struct rdata *wcache_rfind(struct grammar_vocab_index *vi, const uint8_t *key, size_t len,
                            uint64_t h)
 {
-    struct rdata *r = NULL;
     pthread_mutex_lock(&vi->mu);
-    uint32_t mk = vi->rsh_cap - 1;
-    for (uint32_t j = (uint32_t)h & mk; vi->rsh_cap && vi->rsh[j].x; j = (j + 1) & mk) {
-        struct rdata *x = vi->rsh[j].x;
-        if (vi->rsh[j].hash == h && x->key_len == len && !memcmp(x->key, key, len)) {
-            r = x;
-            x->refs++; /* the caller's */
-            vi->rsh[j].hit = true;
-            break;
-        }
+    uint32_t j = slot_find(vi->rsh, vi->rsh_cap, true, h, key, len);
+    struct rdata *x = j == UINT32_MAX ? NULL : vi->rsh[j].x;
+    if (x) {
+        x->refs++; /* the caller's */
+        vi->rsh[j].hit = true;
     }
     pthread_mutex_unlock(&vi->mu);
-    return r;
+    return x;
 }
 
 bool wcache_radd(struct grammar_vocab_index *vi, struct rdata *x)
 {
     size_t bytes = sizeof *x + x->key_len + (size_t)x->n_toks * 4 + ((size_t)x->maxneed + 3) * 4 +
                    (size_t)x->n_b * sizeof *x->b + (size_t)x->n_grp * sizeof *x->grp;
-    bool ok = false;
     pthread_mutex_lock(&vi->mu);
-    make_room(vi, bytes);
-    if (vi->sh_bytes + bytes > vi->sh_max_bytes) {
-        vi->sh_refused++;
-        goto out;
+    bool ok = publish(vi, true, x, x->hash, bytes);
+    if (ok) {
+        x->bytes = bytes;
+        x->refs = 2; /* the cache's and the caller's */
     }
-    if ((vi->rsh_n + 1) * 2 > vi->rsh_cap &&
-        table_grow(vi, &vi->rsh, &vi->rsh_cap, &vi->rsh_hand, vi->rsh_cap ? vi->rsh_cap * 2 : 64))
-        goto out;
-    table_put(vi->rsh, vi->rsh_cap, x->hash, x);
-    vi->rsh_n++;
-    vi->sh_bytes += bytes;
-    x->bytes = bytes;
-    x->refs = 2; /* the cache's and the caller's */
-    ok = true;
-out:
     pthread_mutex_unlock(&vi->mu);
     return ok;
 }

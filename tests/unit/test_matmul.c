@@ -342,7 +342,7 @@ Test(matmul, calibration_cached_and_result_neutral)
 /* mm_weight_bytes (lmserve-bench's bytes read per token) counts rows x row size of every op that
  * runs: for an MoE layer's call only the routed experts' slices, whatever their row stride; ops
  * with no rows or no tokens read nothing. */
-Test(matmul, weight_bytes_count_only_the_ops_slices)
+Test(matmul, weight_bytes_and_macs_count_only_the_ops_slices)
 {
     const int64_t cols = 256, rows = 40, n_exp = 6;
     struct wmat w;
@@ -365,11 +365,15 @@ Test(matmul, weight_bytes_count_only_the_ops_slices)
                                 .y_stride = 3 * rows};
     struct mm_scratch *s = mm_scratch_new();
     struct err e;
-    uint64_t b0 = mm_weight_bytes();
+    uint64_t b0 = mm_weight_bytes(), m0 = mm_macs();
     cr_assert_eq(mm_run_ops(NULL, ops, 3, s, &e), 0, "%s", e.msg);
     uint64_t got = mm_weight_bytes() - b0, want = 2 * (uint64_t)rows * quant_row_size(GGML_TYPE_Q4_K, cols);
     cr_assert_eq(got, want, "counted %lu bytes, the two routed slices are %lu", (unsigned long)got,
                  (unsigned long)want);
+    /* and mm_macs the multiply-adds: 2 tokens through expert 1, 1 through expert 4 */
+    uint64_t macs = mm_macs() - m0, want_macs = 3 * (uint64_t)rows * (uint64_t)cols;
+    cr_assert_eq(macs, want_macs, "counted %lu multiply-adds, %lu were done", (unsigned long)macs,
+                 (unsigned long)want_macs);
     mm_scratch_free(s);
     free(w.q), free(w.deq);
 }

@@ -620,6 +620,13 @@ Test(model, no_mmap_loads_the_same_bytes)
     unlink(p);
 }
 
+/* Tensor t lies wholly inside the load's copy of g's weights (gguf.repack). */
+static bool in_copy(const struct gguf *g, const struct gguf_tensor *t)
+{
+    const uint8_t *a = g->repack, *d = t->data;
+    return a && d >= a && d + t->nbytes <= a + g->repack_size;
+}
+
 /* mr's logits are mf's bit for bit: 5 tokens (the direct few-token kernels), then 1 (decode),
  * then 40 (pack + kernel), every position's logits. */
 static void same_logits(struct model *mf, struct model *mr, const char *what)
@@ -687,8 +694,7 @@ Test(model, repack_gives_the_file_layouts_logits)
         /* copied (into the arena) exactly when a matmul path computes the type here */
         const struct gguf *gr = model_gguf(mr);
         const bool copied = mm_slab_supported(sh->wtype) || mm_gemm_supported(sh->wtype),
-                   in_arena = gr->repack && (const uint8_t *)te->data >= (const uint8_t *)gr->repack &&
-                              (const uint8_t *)te->data < (const uint8_t *)gr->repack + gr->repack_size;
+                   in_arena = in_copy(gr, te);
         cr_assert(in_arena == copied, "%s: token_embd.weight %s the load's copy", quant_traits(sh->wtype)->name,
                   in_arena ? "in" : "not in");
         cr_assert(!model_gguf(mf)->repack, "--no-repack copied");
@@ -723,10 +729,7 @@ Test(model, repack_copies_experts_unless_borrowed)
             const struct gguf *gd = model_gguf(md), *gb = model_gguf(mb);
             const struct gguf_tensor *td = gguf_find_tensor(gd, names[k]), *tb = gguf_find_tensor(gb, names[k]);
             cr_assert(td && tb && td->n_dims == 3, "%s", names[k]);
-            const bool in_d = gd->repack && (const uint8_t *)td->data >= (const uint8_t *)gd->repack &&
-                              (const uint8_t *)td->data + td->nbytes <= (const uint8_t *)gd->repack + gd->repack_size;
-            const bool in_b = gb->repack && (const uint8_t *)tb->data >= (const uint8_t *)gb->repack &&
-                              (const uint8_t *)tb->data < (const uint8_t *)gb->repack + gb->repack_size;
+            const bool in_d = in_copy(gd, td), in_b = in_copy(gb, tb);
             cr_assert(in_d == copies, "%s %s: %s the load's copy", quant_traits(sh->wtype)->name, names[k],
                       in_d ? "in" : "not in");
             cr_assert(td->slab == mm_slab_supported(sh->wtype), "%s: slab %d", names[k], td->slab);
