@@ -160,9 +160,9 @@ struct wcache_slot {
 #define WCACHE_RESERVE_DIV 16
 #define WCACHE_SWEEP_WALKS 64
 #define WCACHE_SWEEP_SLOTS_PER_WALK 16
-/* The table's size once past its first 1,024 slots: one slot per this many bytes of the budget
- * (262,144 slots, 4 MB, for the 256 MB cache: up to 131,072 walks before it grows again; walks
- * average ~5 KB on MaskBench) */
+/* The walks' table's size: one slot per this many bytes of the budget (262,144 slots, 6 MB,
+ * for the 256 MB cache: up to 131,072 walks before it grows; walks average ~5 KB on
+ * MaskBench) */
 #define WCACHE_BYTES_PER_SLOT 1024
 
 /* The reference automaton of whole subtrees (mask.c): well-formed UTF-8 (U+0000..U+10FFFF
@@ -392,7 +392,11 @@ int mask_prewarm(struct grammar *g, struct err *e);
  * and the matching cleanup. */
 int mask_prepare_relax(struct grammar *g, struct err *e);
 void mask_free_relax(struct grammar *g);
-/* walk_cache.c: the vocabulary's shared cache of inner walks. Drops one reference to payload x
+/* walk_cache.c: the vocabulary's shared cache of inner walks. The walks' table of vi (empty),
+ * made at the size vi->sh_max_bytes calls for (one slot per WCACHE_BYTES_PER_SLOT) with its
+ * pages touched, so that no mask grows it or faults its pages in. -1: no memory. */
+int wcache_table_new(struct grammar_vocab_index *vi);
+/* Drops one reference to payload x
  * (freed with the last). Any thread. */
 void mask_release(struct grammar_vocab_index *vi, struct shared_inner *x);
 /* The published payload with this key (hash h), with a reference for the caller (mask_release),

@@ -245,15 +245,10 @@ struct grammar_vocab_index *grammar_vocab_index_new(const struct grammar_vocab *
             vi->rep[i] = vi->rep[i + 1]; /* first child (an internal node has one) */
     }
     if (whole_subtrees_index(vi, stack)) goto nomem;
-    vi->sh_cap = 1024;
     vi->sh_max_bytes = SHARED_CACHE_MAX_BYTES;
     vi->grave_step = 8;
     vi->sh_sweep = WCACHE_SWEEP_WALKS;
-    vi->sh = calloc(vi->sh_cap, sizeof *vi->sh);
-    if (!vi->sh) {
-        vi->sh_cap = 0;
-        goto nomem;
-    }
+    if (wcache_table_new(vi)) goto nomem;
     pthread_mutex_init(&vi->mu, NULL);
     free(order);
     free(stack);

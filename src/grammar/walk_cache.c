@@ -176,6 +176,21 @@ static void make_room(struct grammar_vocab_index *vi, size_t bytes)
     if (visits > vi->sh_room_max) vi->sh_room_max = visits;
 }
 
+int wcache_table_new(struct grammar_vocab_index *vi)
+{
+    size_t cap = 1024;
+    while (cap < vi->sh_max_bytes / WCACHE_BYTES_PER_SLOT && cap < ((size_t)1 << 28))
+        cap *= 2;
+    vi->sh = calloc(cap, sizeof *vi->sh);
+    if (!vi->sh) return -1;
+    /* fault the pages in now: calloc's zero pages are mapped on first touch, which put ~6 ms of
+     * page faults (huge pages zeroed) into whichever mask first wrote across the table */
+    for (size_t i = 0; i < cap * sizeof *vi->sh; i += 4096)
+        ((volatile char *)vi->sh)[i] = 0;
+    vi->sh_cap = (uint32_t)cap;
+    return 0;
+}
+
 /* Rehashes table *t of *cap slots into nc slots (the hand starts over). -1: no memory (the
  * table unchanged). The hashes are in the slots: a sequential pass, no walk touched. */
 static int table_grow(struct grammar_vocab_index *vi, struct wcache_slot **t, uint32_t *cap,
@@ -230,13 +245,11 @@ static bool publish(struct grammar_vocab_index *vi, bool relaxed, void *x, uint6
     struct wcache_slot **t = relaxed ? &vi->rsh : &vi->sh;
     uint32_t *cap = relaxed ? &vi->rsh_cap : &vi->sh_cap, *n = relaxed ? &vi->rsh_n : &vi->sh_n;
     if ((*n + 1) * 2 > *cap) {
-        /* the walks' table: past a small one, straight to one slot per WCACHE_BYTES_PER_SLOT of
-         * the budget (growing a table of 65,536 slots took 5-6 ms inside one mask, MaskBench in
-         * one process); the relaxed walks' (few) doubles from 64 */
+        /* the walks' table is made at its budget's size (wcache_table_new) and grows only past
+         * half of it; the relaxed walks' (few) doubles from 64 */
         uint32_t nc = *cap ? *cap * 2 : 64;
-        while (!relaxed && (size_t)nc < vi->sh_max_bytes / WCACHE_BYTES_PER_SLOT && nc < (1u << 28))
-            nc *= 2;
-        if (table_grow(vi, t, cap, relaxed ? &vi->rsh_hand : &vi->sh_hand, nc)) return false;
+        if (nc > (1u << 28) || table_grow(vi, t, cap, relaxed ? &vi->rsh_hand : &vi->sh_hand, nc))
+            return false;
     }
     table_put(*t, *cap, h, x);
     ++*n;
