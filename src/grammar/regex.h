@@ -163,6 +163,7 @@ struct rx_dfa {
     int32_t n, cap;
     uint32_t *trans; /* [cap][256] transitions, RX_UNKNOWN until computed; its own mapping,
                       * moves on growth (mremap) */
+    int32_t trans_pop; /* rows of trans whose pages are populated (trans_populate) */
     uint32_t *htab;  /* hash -> state id + 1 */
     uint32_t hcap;
     /* scratch */
