@@ -43,6 +43,7 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
 struct inner_build {
     int32_t *list; /* token list mode (bits == NULL) */
     int32_t n_list, cap_list;
+    bool borrowed; /* list is the thread's scratch (token_scratch): not to free or realloc */
     uint32_t *bits;
     uint32_t *bound;
     uint32_t n_bound, cap_bound;
@@ -53,10 +54,15 @@ static int list_push(struct inner_build *ib, int32_t t)
 {
     if (ib->n_list == ib->cap_list) {
         int32_t nc = ib->cap_list ? ib->cap_list * 2 : 256;
-        int32_t *n = realloc(ib->list, (size_t)nc * sizeof *n);
+        int32_t *n = ib->borrowed ? malloc((size_t)nc * sizeof *n)
+                                  : realloc(ib->list, (size_t)nc * sizeof *n);
         if (!n) {
             ib->oom = true;
             return -1;
+        }
+        if (ib->borrowed) { /* never realloc the thread's scratch (token_scratch) */
+            memcpy(n, ib->list, (size_t)ib->n_list * sizeof *n);
+            ib->borrowed = false;
         }
         ib->list = n;
         ib->cap_list = nc;
@@ -2220,6 +2226,7 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
     if (scr) {
         ib.list = scr;
         ib.cap_list = vi->n_tokens + 1;
+        ib.borrowed = true;
     }
     x = calloc(1, sizeof *x);
     if (!x) goto fail;
@@ -2227,7 +2234,7 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
         if (list_push(&ib, o)) goto fail;
     walk_inner_at(m, &ib, c, t);
     if (ib.oom || m->g->dfa.over_work) goto fail;
-    if (ib.list == scr) { /* the payload's own copy */
+    if (ib.borrowed) { /* the payload's own copy */
         x->list = malloc(((size_t)ib.n_list + 1) * sizeof *x->list);
         if (!x->list) goto fail;
         memcpy(x->list, scr, (size_t)ib.n_list * sizeof *x->list);
@@ -2249,7 +2256,7 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
     (void)wcache_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4);
     return x;
 fail:
-    if (ib.list != scr) free(ib.list);
+    if (!ib.borrowed) free(ib.list);
     free(ib.bound);
     if (x) {
         free(x->list);
