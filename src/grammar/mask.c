@@ -71,34 +71,38 @@ static int list_push(struct inner_build *ib, int32_t t)
     return 0;
 }
 
-/* A list that holds every token of the vocabulary (n + 1 entries), reused by this thread's
- * subtree walks (sub_get): a walk lists each token at most once, so appends need no growth and
- * no branch, and each payload is one exact allocation (growing lists by realloc, one append
- * branch per trie node and their fresh pages took half of a composition: 7.4 -> 3.5 ms for
- * Github_easy---o68334's free strings, 146 subtree walks over 325,848 nodes). Freed at thread
- * exit. NULL: no memory (the caller grows a list of its own). */
-static pthread_key_t g_scratch_key;
+/* Per-thread lists that hold every token of the vocabulary, reused walk after walk: a walk
+ * lists each token at most once, so appends need no growth and no branch, and what a walk keeps
+ * is one exact copy. SCR_LIST: a subtree walk's tokens (sub_get; growing lists by realloc, one
+ * append branch per trie node and their fresh pages took half of a composition: 7.4 -> 3.5 ms
+ * for Github_easy---o68334's free strings, 146 subtree walks over 325,848 nodes); SCR_RELAX: a
+ * relaxed walk's (need, token) pairs (relax_walk), two lists of n + 1. Freed at thread exit. */
+enum { SCR_LIST, SCR_RELAX, SCR_N };
+static pthread_key_t g_scratch_key[SCR_N];
 static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
-static __thread int32_t *t_scratch;
-static __thread size_t t_scratch_n;
+static __thread int32_t *t_scratch[SCR_N];
+static __thread size_t t_scratch_n[SCR_N];
 
 static void scratch_key_make(void)
 {
-    (void)pthread_key_create(&g_scratch_key, free);
+    for (int k = 0; k < SCR_N; k++)
+        (void)pthread_key_create(&g_scratch_key[k], free);
 }
 
-static int32_t *token_scratch(size_t n)
+/* This thread's scratch k of at least n entries, or NULL (no memory: the caller grows lists of
+ * its own). */
+static int32_t *token_scratch(int k, size_t n)
 {
-    if (t_scratch_n >= n + 1) return t_scratch;
+    if (t_scratch_n[k] >= n) return t_scratch[k];
     pthread_once(&g_scratch_once, scratch_key_make);
-    int32_t *p = malloc((n + 1) * sizeof *p);
-    if (!p || pthread_setspecific(g_scratch_key, p)) {
+    int32_t *p = malloc(n * sizeof *p);
+    if (!p || pthread_setspecific(g_scratch_key[k], p)) {
         free(p);
         return NULL;
     }
-    free(t_scratch);
-    t_scratch = p;
-    t_scratch_n = n + 1;
+    free(t_scratch[k]);
+    t_scratch[k] = p;
+    t_scratch_n[k] = n;
     return p;
 }
 
@@ -1014,6 +1018,7 @@ static int32_t clamp_need(int64_t v)
 struct rbuild {
     int32_t *need, *tok;
     uint32_t n, cap;
+    bool borrowed; /* need and tok are the thread's scratch (SCR_RELAX): not to free or realloc */
     struct rbound *b;
     uint32_t *brs;
     uint32_t nb, capb;
@@ -1024,14 +1029,29 @@ static void rb_tok(struct rbuild *rb, int32_t need, int32_t tok)
 {
     if (rb->n == rb->cap) {
         uint32_t nc = rb->cap ? rb->cap * 2 : 4096;
-        int32_t *a = realloc(rb->need, nc * sizeof *a);
-        if (a) rb->need = a;
-        int32_t *t = a ? realloc(rb->tok, nc * sizeof *t) : NULL;
-        if (!a || !t) {
-            rb->oom = true;
-            return;
+        if (rb->borrowed) { /* never realloc the thread's scratch */
+            int32_t *a = malloc(nc * sizeof *a), *t = malloc(nc * sizeof *t);
+            if (!a || !t) {
+                free(a);
+                free(t);
+                rb->oom = true;
+                return;
+            }
+            memcpy(a, rb->need, rb->n * sizeof *a);
+            memcpy(t, rb->tok, rb->n * sizeof *t);
+            rb->need = a;
+            rb->tok = t;
+            rb->borrowed = false;
+        } else {
+            int32_t *a = realloc(rb->need, nc * sizeof *a);
+            if (a) rb->need = a;
+            int32_t *t = a ? realloc(rb->tok, nc * sizeof *t) : NULL;
+            if (!a || !t) {
+                rb->oom = true;
+                return;
+            }
+            rb->tok = t;
         }
-        rb->tok = t;
         rb->cap = nc;
     }
     rb->need[rb->n] = need;
@@ -1073,6 +1093,13 @@ static int relax_walk(struct matcher *m, uint32_t root, int32_t li, struct rpay 
     struct rbuild rb = {0};
     int rc = -1;
     if (!S || !K || !N || !A || !x) goto out;
+    int32_t *scr = token_scratch(SCR_RELAX, 2 * ((size_t)vi->n_tokens + 1));
+    if (scr) {
+        rb.need = scr;
+        rb.tok = scr + vi->n_tokens + 1;
+        rb.cap = (uint32_t)vi->n_tokens + 1;
+        rb.borrowed = true;
+    }
     const int32_t *rn = rneed_get(g, root, li);
     if (!rn) goto out;
     S[0] = root;
@@ -1153,8 +1180,10 @@ out:
     free(K);
     free(N);
     free(A);
-    free(rb.need);
-    free(rb.tok);
+    if (!rb.borrowed) {
+        free(rb.need);
+        free(rb.tok);
+    }
     free(rb.b);
     free(rb.brs);
     wcache_rdata_free(x);
@@ -2222,7 +2251,7 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
         return x;
     }
     struct inner_build ib = {0};
-    int32_t *scr = token_scratch((size_t)vi->n_tokens);
+    int32_t *scr = token_scratch(SCR_LIST, (size_t)vi->n_tokens + 1);
     if (scr) {
         ib.list = scr;
         ib.cap_list = vi->n_tokens + 1;
