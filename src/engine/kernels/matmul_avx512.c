@@ -2102,6 +2102,10 @@ AI void q8p_slab(const int MG, const uint8_t *slab, size_t ws, int64_t cols, int
         acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         pf_share(next, b, share);
+        if (MG == 2 && b + 1 < nb) /* past 8 tokens a block takes long enough that the next
+                                    * block's panel, already in L2, is worth bringing to L1 */
+            for (int k = 0; k < 512; k += 64)
+                _mm_prefetch((const char *)(pp + 512 * (b + 1) + k), _MM_HINT_T0);
         const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32 * b)));
         const __m512 mx = _mm512_mul_ps(dx, k128);
         if (MG == 1) blk_tokens((int)n, pp + 512 * b, dx, mx, aq + 32 * b, cols, ad, as, nb, b, acc);
