@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/log.h"
 #include "engine/model_impl.h"
@@ -258,6 +259,43 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
         uint16_t *vd = y.v + h * y.head_stride + (int64_t)row * hd;
         ops_f32_to_f16(vd, v + (int64_t)h * hd, hd);
     }
+}
+
+#define KV_POP_ROWS 256 /* a multiple of OPS_ATTN_KT: K's tiles and V's rows end together */
+
+static void populate(void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, b = ((uintptr_t)p + bytes + 4095) & ~(uintptr_t)4095;
+    (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+void kv_reserve(struct kv_cache *kv, int rows)
+{
+#ifdef MADV_POPULATE_WRITE
+    if (kv->pop < 0 || rows <= kv->pop || !kv->k) return;
+    int to = (rows + KV_POP_ROWS - 1) / KV_POP_ROWS * KV_POP_ROWS;
+    if (to > kv->cap) to = kv->cap;
+    for (int l = 0; l < kv->n_layer; l++) {
+        const struct kv_layer y = kv_layer_of(kv, l);
+        /* a ring's rows are its positions modulo its cap: all of it once */
+        int lo = y.window ? 0 : kv->pop, hi = y.window ? y.cap : (to < y.cap ? to : y.cap);
+        if (y.window && kv->pop > 0) continue;
+        if (hi <= lo) continue;
+        const size_t row_bytes = (size_t)y.head_dim * (size_t)kv->esize;
+        for (int h = 0; h < y.n_head_kv; h++) {
+            /* K: tiles of OPS_ATTN_KT rows, contiguous in rows as V is (lo, hi multiples of it) */
+            populate((char *)(y.k + h * y.head_stride) + (size_t)lo * row_bytes, (size_t)(hi - lo) * row_bytes);
+            populate((char *)(y.v + h * y.head_stride) + (size_t)lo * row_bytes, (size_t)(hi - lo) * row_bytes);
+        }
+    }
+    kv->pop = to;
+#else
+    (void)kv, (void)rows;
+#endif
 }
 
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)

@@ -57,6 +57,7 @@ struct kv_cache {
     int esize;       /* bytes per element: 2 (F16) or 4 (F32) */
     bool row_tokens; /* layer n_layer - 1 keeps the row tokens (above) */
     bool mixed_heads; /* some layer's n_head_kv x head_dim is not the config's: no disk stream */
+    int pop;          /* rows [0, pop) have their pages populated (kv_reserve); -1: not supported */
 };
 
 /* Layer l's geometry (layer == NULL: a uniform cache laid out by hand, as some tests build). */
@@ -82,6 +83,11 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 /* Reads position pos of layer l back as floats (tests, disk tier). */
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v);
 void kv_set_rows(struct kv_cache *kv, int n_rows);
+/* Populates the pages of rows up to `rows` (and KV_POP_ROWS past the last populated one) before
+ * a forward writes them: one madvise per layer, head and K/V per chunk of rows instead of a page
+ * fault per 16 rows of each (a forward of 512 new rows took ~14,000 faults on the qwen3-0.6b
+ * shape, ~10 us each on a paravirtualized VM). Best effort, no effect on contents. */
+void kv_reserve(struct kv_cache *kv, int rows);
 /* Can the cache continue from n_rows rows (every ring still holds the window before n_rows)? */
 bool kv_prefix_ok(const struct kv_cache *kv, int n_rows);
 

@@ -335,6 +335,7 @@ int model_forward(struct model *m, const struct batch *b, float *logits_out, str
                            kv->n_ctx);
         rows[s] = p + 1;
     }
+    for (int s = 0; s < n_seq; s++) kv_reserve(seqs[s], rows[s]);
     if (m->ops->forward(m, b, logits_out, e)) return -1;
     for (int s = 0; s < n_seq; s++) kv_set_rows(seqs[s], rows[s]);
     return 0;

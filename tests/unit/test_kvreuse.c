@@ -3,6 +3,7 @@
  * (serve/kvdisk: round trip, containment, LRU, refusal of other-model / truncated / corrupted
  * files and of an unwritable directory) and base/hash's streaming property. */
 #include <criterion/criterion.h>
+#include <sys/mman.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -520,4 +521,58 @@ Test(kvdisk, a_spill_is_synced_before_rename_and_a_failed_sync_leaves_nothing)
     kvdisk_free(d);
     kv_free(a);
     rm_tree(dir);
+}
+
+/* Pages of K and V in [lo, hi) rows of every layer and head that are resident (mincore). */
+static size_t resident_rows(const struct kv_cache *kv, int lo, int hi, size_t *pages)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t res = 0;
+    *pages = 0;
+    size_t row = (size_t)kv->head_dim * 2;
+    for (int l = 0; l < kv->n_layer; l++)
+        for (int h = 0; h < kv->n_head_kv; h++)
+            for (int kvv = 0; kvv < 2; kvv++) {
+                const uint16_t *base = (kvv ? kv->v : kv->k) + l * kv->layer_stride + h * kv->head_stride;
+                uintptr_t a = ((uintptr_t)base + (size_t)lo * row + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+                uintptr_t b = ((uintptr_t)base + (size_t)hi * row) & ~(uintptr_t)(pg - 1);
+                if (b <= a) continue;
+                size_t np = (b - a) / (size_t)pg;
+                unsigned char *vec = malloc(np);
+                cr_assert(vec);
+                cr_assert_eq(mincore((void *)a, b - a, vec), 0, "mincore: %s", strerror(errno));
+                for (size_t i = 0; i < np; i++)
+                    res += vec[i] & 1;
+                *pages += np;
+                free(vec);
+            }
+    return res;
+}
+
+/* kv_reserve populates the rows a forward is about to write, a chunk at a time, instead of a
+ * page fault per 16 rows of every layer, head, K and V (~10 us each on a paravirtualized VM:
+ * 6.2 -> 5.8 s for a fresh server's first 2,218-token prompt): the rows up to the next chunk
+ * boundary become resident, rows further on do not, contents stay zero. */
+Test(kv_rows, reserve_populates_the_next_rows_only)
+{
+    struct kv_cache *kv = fake_kv(2, 2, 128, 8192); /* 8 MB: a mapping of its own */
+    size_t pages, res = resident_rows(kv, 0, 4096, &pages);
+    cr_assert_lt(res, pages / 4, "%zu of %zu pages resident before any reserve", res, pages);
+    kv_reserve(kv, 100);
+    cr_assert_eq(kv->pop, 256);
+    res = resident_rows(kv, 0, 256, &pages);
+    cr_assert_eq(res, pages, "%zu of %zu pages of rows 0-255 resident", res, pages);
+    res = resident_rows(kv, 1024, 4096, &pages);
+    cr_assert_lt(res, pages / 4, "%zu of %zu pages past the chunk resident", res, pages);
+    kv_reserve(kv, 300);
+    cr_assert_eq(kv->pop, 512);
+    res = resident_rows(kv, 256, 512, &pages);
+    cr_assert_eq(res, pages, "%zu of %zu pages of rows 256-511 resident", res, pages);
+    kv_reserve(kv, 200); /* behind the populated rows: nothing to do */
+    cr_assert_eq(kv->pop, 512);
+    const uint16_t *p = kv->k;
+    for (size_t i = 0; i < (size_t)kv->layer_stride * 2 * 2; i++)
+        cr_assert_eq(p[i], 0, "half %zu changed", i);
+    free(kv->k);
+    free(kv);
 }
