@@ -4,9 +4,9 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "base/log.h"
+#include "base/mem.h"
 #include "engine/model_impl.h"
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/ops.h"
@@ -263,39 +263,29 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 
 #define KV_POP_ROWS 256 /* a multiple of OPS_ATTN_KT: K's tiles and V's rows end together */
 
-static void populate(void *p, size_t bytes)
-{
-#ifdef MADV_POPULATE_WRITE
-    uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, b = ((uintptr_t)p + bytes + 4095) & ~(uintptr_t)4095;
-    (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
-#else
-    (void)p, (void)bytes;
-#endif
-}
-
 void kv_reserve(struct kv_cache *kv, int rows)
 {
-#ifdef MADV_POPULATE_WRITE
     if (kv->pop < 0 || rows <= kv->pop || !kv->k) return;
     int to = (rows + KV_POP_ROWS - 1) / KV_POP_ROWS * KV_POP_ROWS;
     if (to > kv->cap) to = kv->cap;
     for (int l = 0; l < kv->n_layer; l++) {
         const struct kv_layer y = kv_layer_of(kv, l);
         /* a ring's rows are its positions modulo its cap: all of it once */
-        int lo = y.window ? 0 : kv->pop, hi = y.window ? y.cap : (to < y.cap ? to : y.cap);
         if (y.window && kv->pop > 0) continue;
+        int lo = y.window ? 0 : kv->pop, hi = y.window || to > y.cap ? y.cap : to;
         if (hi <= lo) continue;
         const size_t row_bytes = (size_t)y.head_dim * (size_t)kv->esize;
         for (int h = 0; h < y.n_head_kv; h++) {
             /* K: tiles of OPS_ATTN_KT rows, contiguous in rows as V is (lo, hi multiples of it) */
-            populate((char *)(y.k + h * y.head_stride) + (size_t)lo * row_bytes, (size_t)(hi - lo) * row_bytes);
-            populate((char *)(y.v + h * y.head_stride) + (size_t)lo * row_bytes, (size_t)(hi - lo) * row_bytes);
+            uint16_t *kp = y.k + h * y.head_stride, *vp = y.v + h * y.head_stride;
+            if (mem_populate((char *)kp + (size_t)lo * row_bytes, (size_t)(hi - lo) * row_bytes) ||
+                mem_populate((char *)vp + (size_t)lo * row_bytes, (size_t)(hi - lo) * row_bytes)) {
+                kv->pop = -1; /* not supported: fault in as before */
+                return;
+            }
         }
     }
     kv->pop = to;
-#else
-    (void)kv, (void)rows;
-#endif
 }
 
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v)

@@ -83,10 +83,10 @@ void kv_store(struct kv_cache *kv, int l, int pos, const float *k, const float *
 /* Reads position pos of layer l back as floats (tests, disk tier). */
 void kv_load(const struct kv_cache *kv, int l, int pos, float *k, float *v);
 void kv_set_rows(struct kv_cache *kv, int n_rows);
-/* Populates the pages of rows up to `rows` (and KV_POP_ROWS past the last populated one) before
- * a forward writes them: one madvise per layer, head and K/V per chunk of rows instead of a page
- * fault per 16 rows of each (a forward of 512 new rows took ~14,000 faults on the qwen3-0.6b
- * shape, ~10 us each on a paravirtualized VM). Best effort, no effect on contents. */
+/* Populates the pages of rows up to `rows`, rounded up to a chunk of 256, before a forward writes
+ * them: one madvise per layer, head, K and V per chunk instead of a page fault per 16 rows of
+ * each (a forward of 512 new rows took ~14,000 faults on the qwen3-0.6b shape, ~10 us each on a
+ * paravirtualized VM; mem_populate). Best effort, no effect on contents. */
 void kv_reserve(struct kv_cache *kv, int rows);
 /* Can the cache continue from n_rows rows (every ring still holds the window before n_rows)? */
 bool kv_prefix_ok(const struct kv_cache *kv, int n_rows);

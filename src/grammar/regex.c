@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "base/mem.h"
 #include "base/utf8.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1475,25 +1476,21 @@ static uint32_t *trans_remap(uint32_t *t, size_t cap, size_t nc)
 /* Populates the pages of the rows from d->trans_pop on, TRANS_POP_ROWS at a time, before state
  * n's row is first written: a page fault per 4 new states cost ~10 us each on a paravirtualized
  * VM (a lexer automaton of 12.7 MB took ~3,100 of them, inside the masks that made its states);
- * one madvise per 256 rows does the same work without the traps. Best effort: without
- * MADV_POPULATE_WRITE (kernels before 5.14) the pages fault in as before. */
+ * one madvise per 256 rows does the same work without the traps (mem_populate; where it cannot,
+ * the pages fault in as before). */
 #define TRANS_POP_ROWS 256
 static void trans_populate(struct rx_dfa *d, int32_t n)
 {
-#ifdef MADV_POPULATE_WRITE
     if (n < d->trans_pop || d->trans_pop < 0) return;
     int32_t to = d->trans_pop + TRANS_POP_ROWS;
     if (to > d->cap) to = d->cap;
     if (to <= n) to = n + 1;
-    if (madvise(d->trans + (size_t)d->trans_pop * 256, (size_t)(to - d->trans_pop) * 256 * sizeof *d->trans,
-                MADV_POPULATE_WRITE) != 0) {
+    if (mem_populate(d->trans + (size_t)d->trans_pop * 256,
+                     (size_t)(to - d->trans_pop) * 256 * sizeof *d->trans)) {
         d->trans_pop = -1; /* not supported: fault in as before */
         return;
     }
     d->trans_pop = to;
-#else
-    (void)d, (void)n;
-#endif
 }
 
 int rx_dfa_init(struct rx_dfa *d, const struct rx_nfa *nfa, struct err *e)
