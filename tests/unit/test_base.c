@@ -1,6 +1,9 @@
 #include <criterion/criterion.h>
+#include <sys/mman.h>
+#include <errno.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "base/buf.h"
 #include "base/err.h"
 
@@ -74,4 +77,31 @@ Test(base_cpu, cpuid_flags_agree_with_the_compiler)
     cr_assert_eq(c->bmi2, (bool)__builtin_cpu_supports("bmi2"));
     cr_assert_eq(c->amx_tile, (bool)__builtin_cpu_supports("amx-tile"));
 #endif
+}
+
+/* mem_populate: a fresh private mapping's pages resident after it, contents unchanged; a
+ * read-only mapping refused (-1), so the callers fall back to faulting pages in. */
+Test(mem, populate_makes_pages_resident_or_says_it_cannot)
+{
+    const size_t n = 64 * 4096;
+    char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    unsigned char vec[64];
+    cr_assert_eq(mincore(p, n, vec), 0);
+    int before = 0;
+    for (int i = 0; i < 64; i++)
+        before += vec[i] & 1;
+    cr_assert_eq(before, 0, "%d pages resident before", before);
+    cr_assert_eq(mem_populate(p + 100, n - 200), 0, "%s", strerror(errno));
+    cr_assert_eq(mincore(p, n, vec), 0);
+    for (int i = 0; i < 64; i++)
+        cr_assert(vec[i] & 1, "page %d not resident", i);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(p[i], 0);
+    cr_assert_eq(mem_populate(p, 0), 0);
+    munmap(p, n);
+    char *r = mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(r, MAP_FAILED);
+    cr_assert_eq(mem_populate(r, n), -1);
+    munmap(r, n);
 }
