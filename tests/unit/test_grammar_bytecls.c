@@ -5,13 +5,11 @@
  * loops, length regions, inner counts, UTF-8 classes, anchors and unanchored parts; and the
  * closures it saves (a state's 256 transitions cost one closure per class, not per byte). */
 #include <criterion/criterion.h>
-#include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <string.h>
 
 #include "grammar/regex.h"
+#include "mem_testlib.h"
 #include "rx_testlib.h"
 
 static void one_set(struct one *o, const char *pat, bool classes)
@@ -142,18 +140,9 @@ Test(grammar_bytecls, transition_rows_populated_ahead)
     cr_assert_gt(o.d.trans_remaps, 2, "the table never moved: %d remaps", (int)o.d.trans_remaps);
     cr_assert_gt(o.d.trans_pop, o.d.n + 4, "rows populated %d, states %d", o.d.trans_pop, o.d.n);
     /* the rows no state has written yet: resident only if populated */
-    long pg = sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)(o.d.trans + (size_t)o.d.n * 256) + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
-    uintptr_t b = (uintptr_t)(o.d.trans + (size_t)o.d.trans_pop * 256) & ~(uintptr_t)(pg - 1);
-    cr_assert_gt(b, a);
-    size_t np = (b - a) / (size_t)pg;
-    unsigned char *vec = malloc(np);
-    cr_assert(vec);
-    cr_assert_eq(mincore((void *)a, b - a, vec), 0, "mincore: %s", strerror(errno));
-    size_t resident = 0;
-    for (size_t i = 0; i < np; i++)
-        resident += vec[i] & 1;
-    free(vec);
+    const uint32_t *from = o.d.trans + (size_t)o.d.n * 256;
+    size_t np, resident = resident_pages(from, (size_t)(o.d.trans_pop - o.d.n) * 256 * sizeof *from, &np);
+    cr_assert_gt(np, 0);
     cr_assert_eq(resident, np, "%zu of %zu pages of rows populated ahead resident", resident, np);
     one_deinit(&o);
 }

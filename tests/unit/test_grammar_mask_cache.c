@@ -9,14 +9,12 @@
  * no publication examines more than vi->sh_sweep walks. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem_testlib.h"
 #include "grammar/grammar.h"
 #include "grammar/grammar_int.h"
 #define GRAMMAR_TESTLIB_SEED 0xbb67ae8584caa73bull
@@ -294,16 +292,7 @@ Test(grammar_mask_cache, table_is_made_at_its_budget_size, .timeout = 120)
     cr_assert_geq((size_t)cap, SHARED_CACHE_MAX_BYTES / WCACHE_BYTES_PER_SLOT,
                   "the table has %u slots", cap);
     /* every page of the table resident before any walk */
-    long pg = sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)vi->sh + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
-    uintptr_t b = ((uintptr_t)vi->sh + (size_t)cap * sizeof *vi->sh) & ~(uintptr_t)(pg - 1);
-    size_t np = (b - a) / (size_t)pg, resident = 0;
-    unsigned char *vec = malloc(np);
-    cr_assert(vec);
-    cr_assert_eq(mincore((void *)a, b - a, vec), 0, "mincore: %s", strerror(errno));
-    for (size_t i = 0; i < np; i++)
-        resident += vec[i] & 1;
-    free(vec);
+    size_t np, resident = resident_pages(vi->sh, (size_t)cap * sizeof *vi->sh, &np);
     cr_assert_eq(resident, np, "%zu of the table's %zu pages are resident", resident, np);
     char rx[256];
     for (int i = 1; i <= 150 && vi->sh_n <= 1200; i++) {

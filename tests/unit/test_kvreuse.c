@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mem_testlib.h"
 #include "base/hash.h"
 #include "engine/kv_cache.h"
 #include "engine/kernels/ops.h"
@@ -523,28 +524,18 @@ Test(kvdisk, a_spill_is_synced_before_rename_and_a_failed_sync_leaves_nothing)
     rm_tree(dir);
 }
 
-/* Pages of K and V in [lo, hi) rows of every layer and head that are resident (mincore). */
+/* Pages of K and V in [lo, hi) rows of every layer and head that are resident. */
 static size_t resident_rows(const struct kv_cache *kv, int lo, int hi, size_t *pages)
 {
-    long pg = sysconf(_SC_PAGESIZE);
-    size_t res = 0;
+    size_t res = 0, row = (size_t)kv->head_dim * 2;
     *pages = 0;
-    size_t row = (size_t)kv->head_dim * 2;
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_head_kv; h++)
             for (int kvv = 0; kvv < 2; kvv++) {
                 const uint16_t *base = (kvv ? kv->v : kv->k) + l * kv->layer_stride + h * kv->head_stride;
-                uintptr_t a = ((uintptr_t)base + (size_t)lo * row + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
-                uintptr_t b = ((uintptr_t)base + (size_t)hi * row) & ~(uintptr_t)(pg - 1);
-                if (b <= a) continue;
-                size_t np = (b - a) / (size_t)pg;
-                unsigned char *vec = malloc(np);
-                cr_assert(vec);
-                cr_assert_eq(mincore((void *)a, b - a, vec), 0, "mincore: %s", strerror(errno));
-                for (size_t i = 0; i < np; i++)
-                    res += vec[i] & 1;
+                size_t np;
+                res += resident_pages((const char *)base + (size_t)lo * row, (size_t)(hi - lo) * row, &np);
                 *pages += np;
-                free(vec);
             }
     return res;
 }
