@@ -394,7 +394,8 @@ int mask_prepare_relax(struct grammar *g, struct err *e);
 void mask_free_relax(struct grammar *g);
 /* walk_cache.c: the vocabulary's shared cache of inner walks. The walks' table of vi (empty),
  * made at the size vi->sh_max_bytes calls for (one slot per WCACHE_BYTES_PER_SLOT) with its
- * pages touched, so that no mask grows it or faults its pages in. -1: no memory. */
+ * pages populated (mem_populate), so that no mask grows it or faults its pages in. -1: no
+ * memory. */
 int wcache_table_new(struct grammar_vocab_index *vi);
 /* Drops one reference to payload x
  * (freed with the last). Any thread. */

@@ -41,35 +41,14 @@ static void walk(struct matcher *m, uint32_t node, uint32_t r, uint32_t s, bool 
 }
 
 struct inner_build {
-    int32_t *list; /* token list mode (bits == NULL) */
-    int32_t n_list, cap_list;
-    bool borrowed; /* list is the thread's scratch (token_scratch): not to free or realloc */
+    int32_t *list; /* token list mode (bits == NULL): this thread's scratch (SCR_LIST), room for
+                    * every token and one more, which a walk lists at most once each */
+    int32_t n_list;
     uint32_t *bits;
     uint32_t *bound;
     uint32_t n_bound, cap_bound;
     bool oom;
 };
-
-static int list_push(struct inner_build *ib, int32_t t)
-{
-    if (ib->n_list == ib->cap_list) {
-        int32_t nc = ib->cap_list ? ib->cap_list * 2 : 256;
-        int32_t *n = ib->borrowed ? malloc((size_t)nc * sizeof *n)
-                                  : realloc(ib->list, (size_t)nc * sizeof *n);
-        if (!n) {
-            ib->oom = true;
-            return -1;
-        }
-        if (ib->borrowed) { /* never realloc the thread's scratch (token_scratch) */
-            memcpy(n, ib->list, (size_t)ib->n_list * sizeof *n);
-            ib->borrowed = false;
-        }
-        ib->list = n;
-        ib->cap_list = nc;
-    }
-    ib->list[ib->n_list++] = t;
-    return 0;
-}
 
 /* Per-thread lists that hold every token of the vocabulary, reused walk after walk: a walk
  * lists each token at most once, so appends need no growth and no branch, and what a walk keeps
@@ -89,8 +68,7 @@ static void scratch_key_make(void)
         (void)pthread_key_create(&g_scratch_key[k], free);
 }
 
-/* This thread's scratch k of at least n entries, or NULL (no memory: the caller grows lists of
- * its own). */
+/* This thread's scratch k of at least n entries, or NULL (no memory). */
 static int32_t *token_scratch(int k, size_t n)
 {
     if (t_scratch_n[k] >= n) return t_scratch[k];
@@ -377,8 +355,8 @@ static bool whole_ok(struct grammar *g, uint32_t i, uint32_t t)
     return !((u[0] & ~a[0]) | (u[1] & ~a[1]) | (u[2] & ~a[2]) | (u[3] & ~a[3]));
 }
 
-/* Adds the valid tokens below node i (whole subtree) to ib. -1: no memory. */
-static int whole_add(struct grammar *g, struct inner_build *ib, uint32_t i)
+/* Adds the valid tokens below node i (whole subtree) to ib. */
+static void whole_add(struct grammar *g, struct inner_build *ib, uint32_t i)
 {
     const struct grammar_vocab_index *vi = g->vi;
     uint32_t lo = vi->vstart[i + 1], hi = vi->vstart[vi->tn[i].end];
@@ -388,11 +366,10 @@ static int whole_add(struct grammar *g, struct inner_build *ib, uint32_t i)
         uint32_t *bits = ib->bits;
         for (uint32_t k = lo; k < hi; k++)
             bits[vi->vtok[k] >> 5] |= 1u << (vi->vtok[k] & 31);
-        return 0;
+        return;
     }
     for (uint32_t k = lo; k < hi; k++)
-        if (list_push(ib, vi->vtok[k])) return -1;
-    return 0;
+        ib->list[ib->n_list++] = vi->vtok[k];
 }
 
 /* Iterative DFS over the subtree of trie node r (r itself excluded) from lexer state s0, never
@@ -418,7 +395,7 @@ static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r,
     uint32_t base = tn[r].depth + 1u;
     uint64_t steps = 0;
     if ((tn[r].dup & TN_BIG) && !m->g->vi->no_whole && whole_ok(m->g, r, s0)) {
-        if (whole_add(m->g, ib, r)) ib->oom = true;
+        whole_add(m->g, ib, r);
         free(S);
         return;
     }
@@ -443,26 +420,19 @@ static void walk_inner_at(struct matcher *m, struct inner_build *ib, uint32_t r,
             if (__builtin_expect(x->dup & TN_DUP, 0))
                 for (int32_t o = vi->tok_next[x->tok]; o >= 0; o = vi->tok_next[o])
                     bits[o >> 5] |= 1u << (o & 31);
-        } else if (ib->cap_list > vi->n_tokens) {
-            /* a list with room for every token (token_scratch): branch-free append */
+        } else { /* branch-free append (the list has room for every token and one more) */
             ib->list[ib->n_list] = x->tok;
             ib->n_list += x->tok >= 0;
             if (__builtin_expect(x->dup & TN_DUP, 0))
                 for (int32_t o = vi->tok_next[x->tok]; o >= 0; o = vi->tok_next[o])
                     ib->list[ib->n_list++] = o;
-        } else if (x->tok >= 0) {
-            for (int32_t o = x->tok; o >= 0; o = vi->tok_next[o])
-                if (list_push(ib, o)) {
-                    free(S);
-                    return;
-                }
         }
         S[pd + 1] = (size_t)t * 256;
         if (__builtin_expect(x->dup & TN_BIG, 0) && !vi->no_whole) {
             bool ok = whole_ok(m->g, i, t);
             trans = d->trans; /* may have moved */
             if (ok) {
-                if (whole_add(m->g, ib, i)) break;
+                whole_add(m->g, ib, i);
                 i = x->end;
                 continue;
             }
@@ -1016,9 +986,9 @@ static int32_t clamp_need(int64_t v)
 }
 
 struct rbuild {
-    int32_t *need, *tok;
-    uint32_t n, cap;
-    bool borrowed; /* need and tok are the thread's scratch (SCR_RELAX): not to free or realloc */
+    int32_t *need, *tok; /* this thread's scratch (SCR_RELAX): room for every token, which a walk
+                          * lists at most once */
+    uint32_t n;
     struct rbound *b;
     uint32_t *brs;
     uint32_t nb, capb;
@@ -1027,33 +997,6 @@ struct rbuild {
 
 static void rb_tok(struct rbuild *rb, int32_t need, int32_t tok)
 {
-    if (rb->n == rb->cap) {
-        uint32_t nc = rb->cap ? rb->cap * 2 : 4096;
-        if (rb->borrowed) { /* never realloc the thread's scratch */
-            int32_t *a = malloc(nc * sizeof *a), *t = malloc(nc * sizeof *t);
-            if (!a || !t) {
-                free(a);
-                free(t);
-                rb->oom = true;
-                return;
-            }
-            memcpy(a, rb->need, rb->n * sizeof *a);
-            memcpy(t, rb->tok, rb->n * sizeof *t);
-            rb->need = a;
-            rb->tok = t;
-            rb->borrowed = false;
-        } else {
-            int32_t *a = realloc(rb->need, nc * sizeof *a);
-            if (a) rb->need = a;
-            int32_t *t = a ? realloc(rb->tok, nc * sizeof *t) : NULL;
-            if (!a || !t) {
-                rb->oom = true;
-                return;
-            }
-            rb->tok = t;
-        }
-        rb->cap = nc;
-    }
     rb->need[rb->n] = need;
     rb->tok[rb->n++] = tok;
 }
@@ -1093,13 +1036,10 @@ static int relax_walk(struct matcher *m, uint32_t root, int32_t li, struct rpay 
     struct rbuild rb = {0};
     int rc = -1;
     if (!S || !K || !N || !A || !x) goto out;
-    int32_t *scr = token_scratch(SCR_RELAX, 2 * ((size_t)vi->n_tokens + 1));
-    if (scr) {
-        rb.need = scr;
-        rb.tok = scr + vi->n_tokens + 1;
-        rb.cap = (uint32_t)vi->n_tokens + 1;
-        rb.borrowed = true;
-    }
+    int32_t *scr = token_scratch(SCR_RELAX, 2 * (size_t)vi->n_tokens);
+    if (!scr) goto out;
+    rb.need = scr;
+    rb.tok = scr + vi->n_tokens;
     const int32_t *rn = rneed_get(g, root, li);
     if (!rn) goto out;
     S[0] = root;
@@ -1180,10 +1120,6 @@ out:
     free(K);
     free(N);
     free(A);
-    if (!rb.borrowed) {
-        free(rb.need);
-        free(rb.tok);
-    }
     free(rb.b);
     free(rb.brs);
     wcache_rdata_free(x);
@@ -2250,28 +2186,17 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
         free(key);
         return x;
     }
-    struct inner_build ib = {0};
-    int32_t *scr = token_scratch(SCR_LIST, (size_t)vi->n_tokens + 1);
-    if (scr) {
-        ib.list = scr;
-        ib.cap_list = vi->n_tokens + 1;
-        ib.borrowed = true;
-    }
+    struct inner_build ib = {.list = token_scratch(SCR_LIST, (size_t)vi->n_tokens + 1)};
     x = calloc(1, sizeof *x);
-    if (!x) goto fail;
+    if (!x || !ib.list) goto fail;
     for (int32_t o = vi->tn[c].tok; o >= 0; o = vi->tok_next[o])
-        if (list_push(&ib, o)) goto fail;
+        ib.list[ib.n_list++] = o;
     walk_inner_at(m, &ib, c, t);
     if (ib.oom || m->g->dfa.over_work) goto fail;
-    if (ib.borrowed) { /* the payload's own copy */
-        x->list = malloc(((size_t)ib.n_list + 1) * sizeof *x->list);
-        if (!x->list) goto fail;
-        memcpy(x->list, scr, (size_t)ib.n_list * sizeof *x->list);
-    } else {
-        x->list = ib.list;
-    }
+    x->list = malloc(((size_t)ib.n_list + 1) * sizeof *x->list); /* the payload's own copy */
+    if (!x->list) goto fail;
+    memcpy(x->list, ib.list, (size_t)ib.n_list * sizeof *x->list);
     x->n_list = ib.n_list;
-    ib.list = NULL;
     x->n_nodes = ib.n_bound / 2;
     x->nodes = malloc(((size_t)x->n_nodes + 1) * sizeof *x->nodes);
     if (!x->nodes) goto fail;
@@ -2285,7 +2210,6 @@ static struct shared_inner *sub_get(struct matcher *m, uint32_t t, uint32_t c, s
     (void)wcache_add(vi, x, sizeof *x + klen + (size_t)x->n_list * 4 + (size_t)x->n_nodes * 4);
     return x;
 fail:
-    if (!ib.borrowed) free(ib.list);
     free(ib.bound);
     if (x) {
         free(x->list);

@@ -185,12 +185,8 @@ int wcache_table_new(struct grammar_vocab_index *vi)
     vi->sh = calloc(cap, sizeof *vi->sh);
     if (!vi->sh) return -1;
     /* its pages now: calloc's zero pages are mapped on first touch, which put ~6 ms of page
-     * faults into whichever mask first wrote across the table (touching each page instead of
-     * one madvise: +15-20 ms to the index build on this VM) */
-    const size_t bytes = cap * sizeof *vi->sh;
-    if (mem_populate(vi->sh, bytes))
-        for (size_t i = 0; i < bytes; i += 4096)
-            ((volatile char *)vi->sh)[i] = 0;
+     * faults into whichever mask first wrote across the table */
+    (void)mem_populate(vi->sh, cap * sizeof *vi->sh);
     vi->sh_cap = (uint32_t)cap;
     return 0;
 }
